@@ -1,0 +1,21 @@
+/* exporter/tree.h — owns the console view: finished spans printed as one tree per trace.
+ *
+ * For people, not machines: the demo prints each request's tree with offsets
+ * from the root's start and durations in milliseconds, and the attributes
+ * that matter for a KV-cache request (session_id, hit_rate, ...).
+ */
+#ifndef CBT_EXPORTER_TREE_H
+#define CBT_EXPORTER_TREE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cbt.h"
+
+/* Print up to `max_traces` traces (0 = all) found in spans[0..n), roots in
+ * start order, children under their parents in start order. A span whose
+ * parent is not among the spans is printed as a root marked "(orphan)".
+ * Returns the number of traces printed, or -1 on allocation failure. */
+int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces);
+
+#endif /* CBT_EXPORTER_TREE_H */

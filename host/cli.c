@@ -1,0 +1,118 @@
+/* host/cli.c — owns the `cbt` command line: parse, validate, dispatch.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 usage error (unknown or
+ * malformed flag, missing value), with the problem named on stderr.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt.h"
+#include "demo.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cbt demo [--requests N] [--concurrency C] [--seed S] [--output FILE]\n"
+            "                [--trees K] [--cpu]\n"
+            "       cbt version\n"
+            "\n"
+            "  demo     run a synthetic LMCache-style workload on the CPU backend and\n"
+            "           write its spans (JSON lines) to FILE (default cbt-spans.jsonl)\n"
+            "  --requests N     requests to run (1..1000000, default 8)\n"
+            "  --concurrency C  worker threads, one stream each (1..256, default 4)\n"
+            "  --seed S         workload seed (default 42)\n"
+            "  --trees K        request trees to print (0..1000, default 8)\n"
+            "  --cpu            run on the CPU backend (the only backend until the\n"
+            "                   device path lands)\n");
+}
+
+static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s) {
+        fprintf(stderr, "cbt: %s needs a value\n", flag);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "cbt: %s: '%s' is not an integer in [%llu, %llu]\n", flag, s,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int cmd_demo(int argc, char **argv)
+{
+    cbt_demo_opts o = cbt_demo_defaults();
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t v;
+        if (!strcmp(a, "--requests")) {
+            if (parse_u64(a, val, 1, 1000000, &v))
+                return 2;
+            o.requests = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--concurrency")) {
+            if (parse_u64(a, val, 1, 256, &v))
+                return 2;
+            o.concurrency = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_u64(a, val, 0, UINT64_MAX, &v))
+                return 2;
+            o.seed = v;
+            i++;
+        } else if (!strcmp(a, "--trees")) {
+            if (parse_u64(a, val, 0, 1000, &v))
+                return 2;
+            o.trees = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--output")) {
+            if (!val || !*val) {
+                fprintf(stderr, "cbt: --output needs a file name\n");
+                return 2;
+            }
+            o.output = val;
+            i++;
+        } else if (!strcmp(a, "--cpu")) {
+            /* the default */
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "cbt: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (o.concurrency > o.requests)
+        o.concurrency = o.requests;
+    return cbt_demo_run(&o, stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "demo"))
+        return cmd_demo(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "version")) {
+        printf("cbt %s\n", CBT_VERSION_STRING);
+        return 0;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "cbt: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

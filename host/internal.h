@@ -1,0 +1,107 @@
+/* host/internal.h — the tracer's private state, shared by the host/ modules.
+ *
+ * Ownership (one writer each):
+ *   - publishers: bus tail, counters marked "any thread" (atomics);
+ *   - the harvester thread: clock map, id generator, span pool, registry,
+ *     per-stream pending marks, every subscriber's state;
+ *   - cbt_init/cbt_shutdown: the tracer's lifetime.
+ * `lock` guards the subscriber and sink lists, the stream list and the flush
+ * handshake; the harvester takes it once per drained batch, never per event.
+ */
+#ifndef CBT_HOST_INTERNAL_H
+#define CBT_HOST_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "cbt.h"
+#include "clock.h"
+#include "strtab.h"
+
+#define CBT_MAX_SUBSCRIBERS 16
+#define CBT_MAX_SINKS 16
+#define CBT_MAX_CUDA_STREAMS 64
+
+/* ---- ids: xoshiro256** seeded from the OS (harvester thread only) ---- */
+typedef struct cbt_ids {
+    uint64_t s[4];
+} cbt_ids;
+void cbt_ids_seed(cbt_ids *g);
+uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
+void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
+void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
+
+/* ---- hashing for session ids ---- */
+uint64_t cbt_hash_bytes(const void *p, size_t n, uint64_t seed);
+
+/* ---- streams: the harvester's view of CUDA streams with pending marks ---- */
+struct cbt_stream;
+/* Harvester: take ownership of a popped item whose mark is still pending. */
+void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item);
+/* Harvester: dispatch every leading mark that has completed, in stream order.
+ * Returns how many are still pending on this stream. */
+uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t);
+
+struct cbt_tracer {
+    cbt_config cfg;
+    cbt_bus bus;
+
+    pthread_t harvester;
+    _Atomic int stop;
+    int started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t flush_cv;
+    cbt_subscriber subs[CBT_MAX_SUBSCRIBERS];
+    uint32_t n_subs;
+    cbt_sink sinks[CBT_MAX_SINKS];
+    uint32_t n_sinks;
+    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS];
+    uint32_t n_streams;
+    uint64_t flush_req, flush_done, flush_ticket;
+
+    /* any thread */
+    _Atomic uint64_t rejected, session_too_long;
+    _Atomic uint64_t consumed; /* bus items popped and handled */
+    _Atomic uint64_t pending_marks;
+
+    /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
+    _Atomic uint64_t dispatched, subscriber_errors, sink_errors;
+    _Atomic uint64_t lag_last_ns, lag_max_ns;
+    _Atomic uint64_t spans_started, spans_ended, spans_dropped;
+    _Atomic uint64_t registry_full;
+
+    cbt_clock_map clock;
+    uint64_t clock_refresh_ticks; /* next refresh due */
+    cbt_ids ids;
+
+    cbt_span *spans;     /* pool of cfg.span_pool */
+    uint32_t *span_free; /* stack of free indices */
+    uint32_t n_span_free;
+
+    cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
+};
+
+/* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
+void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
+
+/* Convert raw ticks with the tracer's clock map. Harvester. */
+uint64_t cbt_tracer_ticks_to_unix_(cbt_tracer *t, uint64_t ticks);
+
+/* The harvester thread body. */
+void *cbt_harvester_main_(void *arg);
+
+/* Register / unregister a CUDA stream for polling. */
+cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s);
+void cbt_tracer_remove_stream_(cbt_tracer *t, struct cbt_stream *s);
+
+/* Count a refused overlong session id against the active tracer, if any. */
+void cbt_count_session_too_long_(void);
+
+/* Span pool setup (span.c). */
+cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n);
+void cbt_spans_free_(cbt_tracer *t);
+
+#endif /* CBT_HOST_INTERNAL_H */

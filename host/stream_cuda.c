@@ -1,0 +1,183 @@
+/* host/stream_cuda.c — owns the CUDA stream backend: pooled timing events as
+ * stream marks, resolved to unix ns by the harvester without synchronising.
+ *
+ * Publish (caller's thread): take an event from the stream's pool (a mutex
+ * and a pop; an empty pool drops the mark and counts it), cudaEventRecord it
+ * on the user's stream, and push the event onto the bus with the pool index.
+ * Harvest (harvester thread): the bus item moves to this stream's pending
+ * FIFO; each poll queries the FIFO's head with cudaEventQuery and, once it
+ * has completed, stamps it with the reference time plus
+ * cudaEventElapsedTime(reference, mark), dispatches it, and returns the
+ * event to the pool. Marks of one stream complete in stream order, so the
+ * FIFO never waits behind a mark that cannot finish first.
+ *
+ * The reference event is recorded and synchronised once, at creation, and
+ * its completion stamped with the host tick clock; the tick -> unix mapping
+ * (clock.h) then converts it like every other host stamp.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "stream_impl.h"
+
+struct cbt_cuda_pool {
+    pthread_mutex_t lock;
+    cudaEvent_t ev[CBT_STREAM_CUDA_POOL];
+    uint32_t free_idx[CBT_STREAM_CUDA_POOL];
+    uint32_t n_free;
+    cudaEvent_t ref;
+    uint64_t ref_ticks;
+};
+
+static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
+{
+    for (uint32_t i = 0; i < n_created; i++)
+        cudaEventDestroy(p->ev[i]);
+    if (p->ref)
+        cudaEventDestroy(p->ref);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+}
+
+cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
+{
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        cudaGetLastError(); /* clear the sticky "no device" error */
+        return CBT_ERR_NO_DEVICE;
+    }
+    struct cbt_cuda_pool *p = calloc(1, sizeof *p);
+    s->pending = calloc(CBT_STREAM_CUDA_POOL, sizeof *s->pending);
+    if (!p || !s->pending) {
+        free(p);
+        free(s->pending);
+        return CBT_ERR_NOMEM;
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    uint32_t made = 0;
+    for (; made < CBT_STREAM_CUDA_POOL; made++) {
+        if (cudaEventCreateWithFlags(&p->ev[made], cudaEventDefault) != cudaSuccess)
+            break;
+        p->free_idx[made] = CBT_STREAM_CUDA_POOL - 1 - made;
+    }
+    cudaStream_t cs = (cudaStream_t)cuda_stream;
+    if (made < CBT_STREAM_CUDA_POOL || cudaEventCreate(&p->ref) != cudaSuccess ||
+        cudaEventRecord(p->ref, cs) != cudaSuccess || cudaEventSynchronize(p->ref) != cudaSuccess) {
+        pool_free(p, made);
+        free(s->pending);
+        return CBT_ERR_CUDA;
+    }
+    p->ref_ticks = cbt_clock_ticks();
+    p->n_free = CBT_STREAM_CUDA_POOL;
+    s->pool = p;
+    s->cuda_stream = cuda_stream;
+    return CBT_OK;
+}
+
+static void pool_put(struct cbt_cuda_pool *p, uint32_t idx)
+{
+    pthread_mutex_lock(&p->lock);
+    p->free_idx[p->n_free++] = idx;
+    pthread_mutex_unlock(&p->lock);
+}
+
+cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *ev)
+{
+    struct cbt_cuda_pool *p = s->pool;
+    pthread_mutex_lock(&p->lock);
+    if (s->tracer != t) {
+        /* first mark under this tracer: let its harvester poll us */
+        if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
+            pthread_mutex_unlock(&p->lock);
+            atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+            return CBT_ERR_FULL;
+        }
+        s->tracer = t;
+    }
+    if (p->n_free == 0) {
+        pthread_mutex_unlock(&p->lock);
+        atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    uint32_t idx = p->free_idx[--p->n_free];
+    pthread_mutex_unlock(&p->lock);
+    if (cudaEventRecord(p->ev[idx], (cudaStream_t)s->cuda_stream) != cudaSuccess) {
+        pool_put(p, idx);
+        return CBT_ERR_CUDA;
+    }
+    cbt_event e;
+    uint32_t n = ev->n_meta <= CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    memcpy(&e, ev, offsetof(cbt_event, meta) + n * sizeof(cbt_meta));
+    e.n_meta = (uint8_t)n;
+    e.flags |= CBT_EVF_FROM_STREAM;
+    if (e.pair == 0)
+        e.pair = s->ordinal;
+    cbt_status st = cbt_bus_push(&t->bus, &e, 0, s, (void *)(uintptr_t)(idx + 1));
+    if (st != CBT_OK)
+        pool_put(p, idx); /* the recorded event simply completes unobserved */
+    return st;
+}
+
+void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item)
+{
+    uint32_t slot = (s->pend_head + s->pend_count) % CBT_STREAM_CUDA_POOL;
+    s->pending[slot].ev_index = (uint32_t)((uintptr_t)item->mark - 1);
+    s->pending[slot].ev = item->ev;
+    s->pend_count++;
+}
+
+uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
+{
+    struct cbt_cuda_pool *p = s->pool;
+    while (s->pend_count) {
+        cbt_pending_mark *m = &s->pending[s->pend_head];
+        cudaError_t q = cudaEventQuery(p->ev[m->ev_index]);
+        if (q == cudaErrorNotReady)
+            break;
+        float ms = 0.0f;
+        if (q == cudaSuccess && cudaEventElapsedTime(&ms, p->ref, p->ev[m->ev_index]) == cudaSuccess) {
+            m->ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + (uint64_t)((double)ms * 1e6);
+            cbt_dispatch_(t, &m->ev, 0);
+        } else {
+            cudaGetLastError();
+            atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        }
+        pool_put(p, m->ev_index);
+        s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
+        s->pend_count--;
+    }
+    return s->pend_count;
+}
+
+cbt_status cbt_cuda_stream_enqueue_(cbt_stream *s, cbt_stream_fn fn, void *arg)
+{
+    return cudaLaunchHostFunc((cudaStream_t)s->cuda_stream, fn, arg) == cudaSuccess ? CBT_OK
+                                                                                     : CBT_ERR_CUDA;
+}
+
+cbt_status cbt_cuda_stream_sync_(cbt_stream *s)
+{
+    return cudaStreamSynchronize((cudaStream_t)s->cuda_stream) == cudaSuccess ? CBT_OK
+                                                                               : CBT_ERR_CUDA;
+}
+
+void cbt_cuda_stream_fini_(cbt_stream *s)
+{
+    cudaStreamSynchronize((cudaStream_t)s->cuda_stream);
+    if (s->tracer) {
+        /* every mark has completed; let the harvester dispatch them before the
+         * stream goes away */
+        if (s->tracer == cbt_tracer_get() &&
+            cbt_flush(s->tracer->cfg.shutdown_timeout_ms) != CBT_OK) {
+            fprintf(stderr, "cbt: stream %u: marks still pending at destroy; leaking the stream\n",
+                    s->ordinal);
+            return;
+        }
+        cbt_tracer_remove_stream_(s->tracer, s);
+    }
+    pool_free(s->pool, CBT_STREAM_CUDA_POOL);
+    free(s->pending);
+}

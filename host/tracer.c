@@ -1,0 +1,333 @@
+/* host/tracer.c — owns the process-wide tracer: configuration, lifecycle,
+ * publishing, subscriber/sink lists, flush, self-metrics.
+ *
+ * The only process-wide state of cbt besides the name tables is
+ * cbt_active_tracer_, written by cbt_init/cbt_shutdown and read (acquire) by
+ * every publish.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+_Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
+
+/* cbt_init/cbt_shutdown are serialised by this lock; publishers never take it. */
+static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
+static cbt_tracer *g_owned; /* the tracer cbt_init created (== active when enabled) */
+
+cbt_config cbt_config_default(void)
+{
+    cbt_config c;
+    memset(&c, 0, sizeof c);
+    c.version = CBT_CONFIG_VERSION;
+    c.size = sizeof c;
+    c.enabled = true;
+    c.mp_subscriber = true;
+    c.queue_capacity = 16384;
+    c.span_pool = 8192;
+    c.registry_capacity = 16384;
+    c.max_sessions = 4096;
+    c.poll_interval_us = 200;
+    c.shutdown_timeout_ms = 2000;
+    c.jsonl_path = NULL;
+    return c;
+}
+
+static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+static cbt_status check_config(const cbt_config *c)
+{
+    if (c->version != CBT_CONFIG_VERSION || c->size != sizeof *c) {
+        fprintf(stderr, "cbt: config: version/size mismatch (use cbt_config_default())\n");
+        return CBT_ERR_INVAL;
+    }
+    if (!pow2(c->queue_capacity) || c->queue_capacity > (1u << 24)) {
+        fprintf(stderr, "cbt: config: queue_capacity %u must be a power of two in [2, 2^24]\n",
+                c->queue_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->span_pool == 0 || c->span_pool > 65535) {
+        fprintf(stderr, "cbt: config: span_pool %u must be in [1, 65535]\n", c->span_pool);
+        return CBT_ERR_INVAL;
+    }
+    if (!pow2(c->registry_capacity) || c->registry_capacity > (1u << 24)) {
+        fprintf(stderr, "cbt: config: registry_capacity %u must be a power of two in [2, 2^24]\n",
+                c->registry_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_sessions == 0 || c->max_sessions > (1u << 22)) {
+        fprintf(stderr, "cbt: config: max_sessions %u must be in [1, 2^22]\n", c->max_sessions);
+        return CBT_ERR_INVAL;
+    }
+    if (c->poll_interval_us == 0 || c->poll_interval_us > 1000000) {
+        fprintf(stderr, "cbt: config: poll_interval_us %u must be in [1, 1000000]\n",
+                c->poll_interval_us);
+        return CBT_ERR_INVAL;
+    }
+    return CBT_OK;
+}
+
+static void tracer_free(cbt_tracer *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_subs; i++)
+        if (t->subs[i].destroy)
+            t->subs[i].destroy(t->subs[i].ctx);
+    for (uint32_t i = 0; i < t->n_sinks; i++)
+        if (t->sinks[i].destroy)
+            t->sinks[i].destroy(t->sinks[i].ctx);
+    cbt_strtab_free(&t->reg);
+    cbt_spans_free_(t);
+    cbt_bus_destroy(&t->bus);
+    pthread_cond_destroy(&t->flush_cv);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static cbt_status add_subscriber_locked(cbt_tracer *t, const cbt_subscriber *sub)
+{
+    if (!sub || sub->version != CBT_SUBSCRIBER_VERSION || sub->size != sizeof *sub ||
+        !sub->on_event)
+        return CBT_ERR_INVAL;
+    if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
+        return CBT_ERR_FULL;
+    t->subs[t->n_subs++] = *sub;
+    return CBT_OK;
+}
+
+static cbt_status add_sink_locked(cbt_tracer *t, const cbt_sink *sink)
+{
+    if (!sink || sink->version != CBT_SINK_VERSION || sink->size != sizeof *sink ||
+        !sink->on_span)
+        return CBT_ERR_INVAL;
+    if (t->n_sinks >= CBT_MAX_SINKS)
+        return CBT_ERR_FULL;
+    t->sinks[t->n_sinks++] = *sink;
+    return CBT_OK;
+}
+
+cbt_status cbt_init(const cbt_config *cfg)
+{
+    cbt_config c = cfg ? *cfg : cbt_config_default();
+    cbt_status st = check_config(&c);
+    if (st)
+        return st;
+    pthread_mutex_lock(&g_life_lock);
+    if (g_owned) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_ALREADY;
+    }
+    if (!c.enabled) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_OK;
+    }
+    cbt_tracer *t = calloc(1, sizeof *t);
+    if (!t) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_NOMEM;
+    }
+    t->cfg = c;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->flush_cv, NULL);
+    if ((st = cbt_bus_init(&t->bus, c.queue_capacity)) ||
+        (st = cbt_spans_init_(t, c.span_pool)) ||
+        (st = cbt_strtab_init(&t->reg, c.registry_capacity, c.registry_capacity - 1,
+                              sizeof(cbt_span_ctx)))) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
+    }
+    cbt_ids_seed(&t->ids);
+    cbt_clock_map_init(&t->clock, 10);
+    if (c.mp_subscriber) {
+        cbt_subscriber mp;
+        if ((st = cbt_mp_subscriber_create(c.max_sessions, &mp)) ||
+            (st = add_subscriber_locked(t, &mp))) {
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+    }
+    if (c.jsonl_path) {
+        cbt_sink js;
+        if ((st = cbt_jsonl_sink_create(c.jsonl_path, &js))) {
+            fprintf(stderr, "cbt: cannot open span file '%s': %s\n", c.jsonl_path, strerror(errno));
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+        add_sink_locked(t, &js);
+    }
+    if (pthread_create(&t->harvester, NULL, cbt_harvester_main_, t) != 0) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_THREAD;
+    }
+    t->started = 1;
+    g_owned = t;
+    /* release: publishes the fully built tracer; pairs with the acquire in
+     * cbt_publish / cbt_enabled */
+    atomic_store_explicit(&cbt_active_tracer_, t, memory_order_release);
+    pthread_mutex_unlock(&g_life_lock);
+    return CBT_OK;
+}
+
+cbt_status cbt_shutdown(void)
+{
+    pthread_mutex_lock(&g_life_lock);
+    cbt_tracer *t = g_owned;
+    if (!t) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_OK;
+    }
+    atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_release);
+    atomic_store_explicit(&t->stop, 1, memory_order_release);
+    if (t->started)
+        pthread_join(t->harvester, NULL);
+    g_owned = NULL;
+    tracer_free(t);
+    pthread_mutex_unlock(&g_life_lock);
+    return CBT_OK;
+}
+
+cbt_tracer *cbt_tracer_get(void)
+{
+    return atomic_load_explicit(&cbt_active_tracer_, memory_order_acquire);
+}
+
+cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = add_subscriber_locked(t, sub);
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_add_sink(const cbt_sink *sink)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = add_sink_locked(t, sink);
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_flush(uint32_t timeout_ms)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&t->lock);
+    uint64_t ticket = atomic_load_explicit(&t->bus.tail, memory_order_acquire);
+    if (ticket > t->flush_ticket)
+        t->flush_ticket = ticket;
+    uint64_t mine = ++t->flush_req;
+    cbt_status st = CBT_OK;
+    while (t->flush_done < mine) {
+        if (pthread_cond_timedwait(&t->flush_cv, &t->lock, &dl) == ETIMEDOUT) {
+            st = t->flush_done >= mine ? CBT_OK : CBT_ERR_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
+{
+    if (__builtin_expect(!ev || !cbt_event_type_valid(ev->type), 0)) {
+        atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+        return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
+    }
+    uint64_t ticks = (ev->flags & CBT_EVF_EXPLICIT_TS) ? 0 : cbt_clock_ticks();
+    return cbt_bus_push(&t->bus, ev, ticks, NULL, NULL);
+}
+
+cbt_status cbt_publish_checked(const cbt_event *ev)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_OK;
+    return cbt_tracer_publish(t, ev);
+}
+
+void cbt_count_session_too_long_(void)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (t)
+        atomic_fetch_add_explicit(&t->session_too_long, 1, memory_order_relaxed);
+}
+
+cbt_status cbt_metrics_get(cbt_metrics *out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    memset(out, 0, sizeof *out);
+    out->version = 1;
+    out->size = sizeof *out;
+#define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    out->published = R(t->bus.accepted);
+    out->dropped_full = R(t->bus.dropped);
+    out->rejected = R(t->rejected);
+    out->session_too_long = R(t->session_too_long);
+    out->dispatched = R(t->dispatched);
+    out->subscriber_errors = R(t->subscriber_errors);
+    out->sink_errors = R(t->sink_errors);
+    out->queue_depth = cbt_bus_depth(&t->bus);
+    out->queue_capacity = t->bus.mask + 1;
+    out->pending_stream_marks = R(t->pending_marks);
+    out->lag_last_ns = R(t->lag_last_ns);
+    out->lag_max_ns = R(t->lag_max_ns);
+    out->spans_started = R(t->spans_started);
+    out->spans_ended = R(t->spans_ended);
+    out->spans_dropped = R(t->spans_dropped);
+    out->spans_open = out->spans_started - out->spans_ended;
+    out->registry_full = R(t->registry_full);
+#undef R
+    return CBT_OK;
+}
+
+cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s)
+{
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = CBT_OK;
+    if (t->n_streams >= CBT_MAX_CUDA_STREAMS)
+        st = CBT_ERR_FULL;
+    else
+        t->streams[t->n_streams++] = s;
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+void cbt_tracer_remove_stream_(cbt_tracer *t, struct cbt_stream *s)
+{
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->n_streams; i++) {
+        if (t->streams[i] == s) {
+            t->streams[i] = t->streams[--t->n_streams];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+}

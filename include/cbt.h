@@ -1,0 +1,156 @@
+/* cbt.h — the one include a user of cbt needs.
+ *
+ * cbt turns START/END events published by a KV-cache server into
+ * OpenTelemetry-shaped spans: one root span per request ("request" on the MP
+ * path), children for lookup_prefetch / store / retrieve, roots closed exactly
+ * when the request's pending GPU work has finished (see docs/spans.md).
+ *
+ * The flow, one file per stage (docs/architecture.md):
+ *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/bus.c, host/stream_*.c
+ *   harvester thread                         dispatch in order   host/harvester.c
+ *   subscribers (MP, user)                   events -> spans     host/mp_subscriber.c
+ *   sinks                                    spans -> files/...  host/sink_*.c, exporter/
+ *
+ * Costs: cbt_publish() is a timestamp (rdtsc) and a copy into a bounded
+ * lock-free queue; it never blocks and never allocates. With no tracer (not
+ * initialised, or disabled by configuration) it is one predictable branch.
+ * Defining CBT_DISABLE before including this header compiles the event and
+ * publish calls to nothing.
+ *
+ * Threads: cbt_init() starts one harvester thread; cbt_shutdown() stops it
+ * after draining. cbt_publish() may be called from any thread. cbt_shutdown()
+ * must not race with publishers still running (stop them first).
+ */
+#ifndef CBT_H
+#define CBT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "cbt/event.h"
+#include "cbt/names.h"
+#include "cbt/span.h"
+#include "cbt/status.h"
+#include "cbt/stream.h"
+#include "cbt/mp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CBT_VERSION_STRING "0.1.0"
+
+typedef struct cbt_config {
+    uint32_t version; /* CBT_CONFIG_VERSION */
+    uint32_t size;    /* sizeof(cbt_config) */
+    bool enabled;     /* false: cbt_init() succeeds but installs no tracer */
+    bool mp_subscriber;          /* install the MP subscriber (seed semantics) */
+    uint32_t queue_capacity;     /* events in the publish queue, power of two */
+    uint32_t span_pool;          /* spans open at once */
+    uint32_t registry_capacity;  /* (session, name) entries, power of two */
+    uint32_t max_sessions;       /* sessions tracked by the MP subscriber */
+    uint32_t poll_interval_us;   /* harvester sleep when idle */
+    uint32_t shutdown_timeout_ms;/* bound on draining at shutdown */
+    const char *jsonl_path;      /* if set, a JSON-lines span file sink */
+} cbt_config;
+#define CBT_CONFIG_VERSION 1u
+
+/* Defaults: enabled, MP subscriber on, 16384-event queue, 8192 spans,
+ * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound. */
+cbt_config cbt_config_default(void);
+
+/* Create the process-wide tracer and start its harvester thread. `cfg` NULL
+ * means defaults. CBT_ERR_ALREADY if a tracer exists; CBT_ERR_INVAL for a bad
+ * field (named on stderr); CBT_ERR_NOMEM / CBT_ERR_THREAD / CBT_ERR_IO. With
+ * cfg->enabled false, returns CBT_OK and every call stays a no-op. */
+cbt_status cbt_init(const cbt_config *cfg);
+
+/* Stop the harvester after draining the queue and pending stream marks (at
+ * most shutdown_timeout_ms), end open spans as incomplete, free everything.
+ * Idempotent. */
+cbt_status cbt_shutdown(void);
+
+/* The process-wide tracer, or NULL. */
+cbt_tracer *cbt_tracer_get(void);
+
+/* Add a subscriber / sink (copied). May be called while running; takes
+ * effect for events dispatched afterwards. At most 16 of each. */
+cbt_status cbt_add_subscriber(const cbt_subscriber *sub);
+cbt_status cbt_add_sink(const cbt_sink *sink);
+
+/* Wait until every event published before this call has been dispatched,
+ * every pending stream mark has resolved, and sinks are flushed; at most
+ * `timeout_ms` (CBT_ERR_TIMEOUT). Call cbt_stream_sync() first for streams. */
+cbt_status cbt_flush(uint32_t timeout_ms);
+
+/* Self-metrics. All counters are totals since cbt_init(). */
+typedef struct cbt_metrics {
+    uint32_t version, size;
+    uint64_t published;         /* events accepted into the queue */
+    uint64_t dropped_full;      /* events dropped: queue or stream pool full */
+    uint64_t rejected;          /* events refused: invalid type or session */
+    uint64_t session_too_long;  /* cbt_event_init refusals */
+    uint64_t dispatched;        /* events handed to subscribers */
+    uint64_t subscriber_errors; /* non-zero returns from subscribers */
+    uint64_t sink_errors;       /* non-zero returns from sinks */
+    uint64_t queue_depth;       /* events waiting now */
+    uint64_t queue_capacity;
+    uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
+    uint64_t lag_last_ns;       /* dispatch time - stamp, last event */
+    uint64_t lag_max_ns;        /* worst seen */
+    uint64_t spans_started;
+    uint64_t spans_ended;
+    uint64_t spans_dropped;     /* span pool exhausted */
+    uint64_t spans_open;
+    uint64_t registry_full;     /* registry puts refused */
+} cbt_metrics;
+
+cbt_status cbt_metrics_get(cbt_metrics *out);
+
+/* ---- publishing ------------------------------------------------------------ */
+
+/* Publish through an explicit tracer (what cbt_publish calls). */
+cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev);
+/* Out-of-line cbt_publish, for C++ and FFI callers. */
+cbt_status cbt_publish_checked(const cbt_event *ev);
+
+#if defined(CBT_DISABLE)
+/* Compiled out: arguments are not evaluated beyond a cast to void. */
+#define cbt_event_init(ev, type, session) ((void)(ev), (void)(type), (void)(session), CBT_OK)
+#define cbt_event_i64(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
+#define cbt_event_f64(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
+#define cbt_event_bool(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
+#define cbt_event_str(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
+#define cbt_publish(ev) ((void)(ev), CBT_OK)
+#define cbt_publish_on_stream(s, ev) ((void)(s), (void)(ev), CBT_OK)
+#define cbt_enabled() (false)
+#elif !defined(__cplusplus)
+#include <stdatomic.h>
+/* The process-wide tracer. Written only by cbt_init/cbt_shutdown. */
+extern _Atomic(cbt_tracer *) cbt_active_tracer_;
+
+/* True when a tracer is installed. One load. */
+static inline bool cbt_enabled(void)
+{
+    return atomic_load_explicit(&cbt_active_tracer_, memory_order_acquire) != NULL;
+}
+
+/* Stamp `ev` now and enqueue it for the harvester. CPU-synchronous, never
+ * blocks, never allocates. Errors: CBT_ERR_FULL (queue full: dropped and
+ * counted), CBT_ERR_UNKNOWN_EVENT, CBT_ERR_SESSION_TOO_LONG (refused and
+ * counted). With no tracer: CBT_OK after one branch. */
+static inline cbt_status cbt_publish(const cbt_event *ev)
+{
+    cbt_tracer *t = atomic_load_explicit(&cbt_active_tracer_, memory_order_acquire);
+    if (__builtin_expect(t == NULL, 0))
+        return CBT_OK;
+    return cbt_tracer_publish(t, ev);
+}
+#else
+static inline bool cbt_enabled(void) { return cbt_tracer_get() != NULL; }
+static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_checked(ev); }
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_H */

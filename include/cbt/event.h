@@ -1,0 +1,140 @@
+/* cbt/event.h — the events that host code publishes, and how to build one.
+ *
+ * An event is a fixed-size value (no pointers, no allocation): its type, the
+ * session (request) id copied in, a timestamp, a pairing key, and up to
+ * CBT_EVENT_META_MAX typed metadata values stored inline. It is built on the
+ * caller's stack, published by copy, and turned into spans later on the
+ * harvester thread (see cbt.h and docs/architecture.md).
+ *
+ * The event types are those the LMCache seeds name (MP path, CacheBlend path,
+ * L2 loads). Programs may register more at start-up (cbt_event_type_register)
+ * for subscribers of their own, as the seed's l1.read example does.
+ */
+#ifndef CBT_EVENT_H
+#define CBT_EVENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "cbt/names.h"
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CBT_SESSION_MAX 64      /* bytes, including the terminating NUL */
+#define CBT_EVENT_META_MAX 6    /* typed metadata values per event */
+#define CBT_META_STR_MAX 16     /* bytes of a string value, including NUL */
+#define CBT_EVENT_TYPES_MAX 256 /* built-in plus registered types */
+
+/* X(enum suffix). The string name is the suffix itself. Order is ABI. */
+#define CBT_BUILTIN_EVENTS(X)                                        \
+    /* MP server path (request-event-span seed) */                    \
+    X(MP_REQUEST_START) X(MP_REQUEST_END)                             \
+    X(MP_LOOKUP_PREFETCH_START) X(MP_LOOKUP_PREFETCH_END)             \
+    X(MP_STORE_SUBMITTED) X(MP_STORE_START) X(MP_STORE_END)           \
+    X(MP_RETRIEVE_SUBMITTED) X(MP_RETRIEVE_START) X(MP_RETRIEVE_END)  \
+    /* CacheBlend V3 server path (cacheblend-v3 seed) */              \
+    X(CB_REQUEST_START) X(CB_REQUEST_END)                             \
+    X(CB_LOOKUP_START) X(CB_LOOKUP_END)                               \
+    X(CB_RETRIEVE_SUBMITTED) X(CB_RETRIEVE_START) X(CB_RETRIEVE_END)  \
+    X(CB_FINGERPRINT_MATCH_START) X(CB_FINGERPRINT_MATCH_END)         \
+    X(CB_COORDINATOR_MATCH_START) X(CB_COORDINATOR_MATCH_END)         \
+    X(CB_SPARSE_PREFETCH_START) X(CB_SPARSE_PREFETCH_END)             \
+    X(CB_CLASSIFY_START) X(CB_CLASSIFY_END)                           \
+    X(CB_SCATTER_START) X(CB_SCATTER_END)                             \
+    X(CB_RETRIEVE_NOOP)                                               \
+    X(CB_FINGERPRINTS_REGISTERED) X(CB_CHUNKS_EVICTED)                \
+    /* storage tier */                                                \
+    X(L2_LOAD_TASK_SUBMITTED) X(L2_LOAD_TASK_COMPLETED)
+
+typedef uint16_t cbt_event_type;
+
+enum {
+    CBT_EV_INVALID = 0,
+#define CBT_EV_ENUM_(n) CBT_EV_##n,
+    CBT_BUILTIN_EVENTS(CBT_EV_ENUM_)
+#undef CBT_EV_ENUM_
+    CBT_EV_BUILTIN_COUNT_ /* first id handed out by cbt_event_type_register */
+};
+
+typedef enum cbt_meta_type {
+    CBT_META_NONE = 0,
+    CBT_META_I64,
+    CBT_META_F64,
+    CBT_META_BOOL,
+    CBT_META_STR,
+} cbt_meta_type;
+
+/* One metadata value. 24 bytes. `key` is an interned name (cbt/names.h). */
+typedef struct cbt_meta {
+    cbt_name key;
+    uint8_t type; /* cbt_meta_type */
+    uint8_t len;  /* string length for CBT_META_STR */
+    uint32_t reserved_;
+    union {
+        int64_t i64;
+        double f64;
+        bool b;
+        char str[CBT_META_STR_MAX];
+    } v;
+} cbt_meta;
+
+/* Event flags. */
+#define CBT_EVF_EXPLICIT_TS 0x1u /* ts was set by the caller; publish keeps it */
+#define CBT_EVF_FROM_STREAM 0x2u /* set by the stream backends: ts is when the stream reached it */
+
+typedef struct cbt_event {
+    cbt_event_type type;
+    uint8_t n_meta;
+    uint8_t session_len; /* bytes in session, without NUL */
+    uint32_t flags;      /* CBT_EVF_* */
+    /* Unix-epoch nanoseconds. Set by the harvester before dispatch (from the
+     * publish stamp, or from the stream's completion time); a caller that
+     * sets it and CBT_EVF_EXPLICIT_TS keeps its own value (replay, tests). */
+    uint64_t ts;
+    /* Pairing key for START/END: spans pair on (session, op, pair). Stream
+     * publishes set it to the stream's ordinal unless the caller set it, so
+     * two tensor-parallel workers storing for one request never cross. */
+    uint64_t pair;
+    char session[CBT_SESSION_MAX];
+    cbt_meta meta[CBT_EVENT_META_MAX];
+} cbt_event;
+
+/* Initialise `ev` as an event of `type` for `session` (may be NULL or "" for
+ * session-less events). Copies at most CBT_SESSION_MAX - 1 bytes; a longer id
+ * is refused: returns CBT_ERR_SESSION_TOO_LONG, counts it in the tracer's
+ * metrics, and leaves `ev` invalid so that publishing it is refused too.
+ * Cost: a strnlen and a copy. Does not check that `type` exists (publish does). */
+cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session);
+
+/* Append a typed value. CBT_ERR_META_FULL when the event already holds
+ * CBT_EVENT_META_MAX values; CBT_ERR_META_TOO_LONG for a string that does not
+ * fit CBT_META_STR_MAX - 1 bytes. On error the event is left unchanged. */
+cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
+cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
+cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
+cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
+
+/* The value stored under `key`, or NULL. */
+const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
+
+/* Integer value of `key` (bool counts as 0/1), or `dflt` when absent or not
+ * an integer. */
+int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
+
+/* "MP_STORE_START", a registered name, or NULL for an unknown type. */
+const char *cbt_event_type_name(cbt_event_type type);
+
+/* Whether `type` is built in or registered. Lock-free. */
+bool cbt_event_type_valid(cbt_event_type type);
+
+/* Register a program-defined event type (e.g. "L1_READ_RESERVED"). Returns
+ * the same id for the same name. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
+ * Thread-safe; call at start-up. */
+cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_EVENT_H */

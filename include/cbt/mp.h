@@ -1,0 +1,61 @@
+/* cbt/mp.h — the MP-path subscriber: events -> "request", mp.* spans.
+ *
+ * Implements the request-event-span seed exactly (docs/spans.md has the
+ * table):
+ *   - mp.lookup_prefetch / mp.store / mp.retrieve from their START/END pairs,
+ *     with both events' metadata as typed attributes plus session_id;
+ *   - the root "request" opens at MP_REQUEST_START, or lazily at the first
+ *     child START;
+ *   - MP_STORE_SUBMITTED / MP_RETRIEVE_SUBMITTED increment pending counters,
+ *     the matching ENDs decrement them;
+ *   - MP_REQUEST_END closes the root at once when both counters are zero, and
+ *     otherwise saves its timestamp; the END that brings both to zero closes
+ *     the root stamped with that saved REQUEST_END time;
+ *   - MP_LOOKUP_PREFETCH_END sets hit_tokens, requested_tokens (int) and
+ *     hit_rate (double, 0.0 when requested_tokens is 0) on the root.
+ * START/END pair on (session, operation, event.pair), first-in first-out, so
+ * two concurrent stores of one request (tensor-parallel workers sharing the
+ * id, on different streams) never cross.
+ */
+#ifndef CBT_MP_H
+#define CBT_MP_H
+
+#include <stdint.h>
+#include "cbt/span.h"
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CBT_MP_CHILDREN_MAX 16 /* open child spans per session */
+
+typedef struct cbt_mp_stats {
+    uint64_t roots_opened;
+    uint64_t roots_lazy;          /* opened at a child START */
+    uint64_t roots_closed;
+    uint64_t roots_deferred;      /* REQUEST_END arrived with work pending */
+    uint64_t children_opened;
+    uint64_t children_closed;
+    uint64_t unmatched_end;       /* END with no open START: ignored */
+    uint64_t duplicate_request_end;
+    uint64_t request_end_unknown; /* REQUEST_END for a session never seen */
+    uint64_t sessions_full;       /* events dropped: max_sessions reached */
+    uint64_t children_full;       /* START dropped: CBT_MP_CHILDREN_MAX open */
+    uint64_t incomplete_at_shutdown;
+    uint64_t sessions_open;       /* sessions holding state now (after the last event) */
+} cbt_mp_stats;
+
+/* Fill *out with an MP subscriber tracking at most `max_sessions` sessions at
+ * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does so
+ * itself when cbt_config.mp_subscriber is set. */
+cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out);
+
+/* Counters of the MP subscriber installed in the process-wide tracer (or of
+ * `sub` when given). Safe from any thread (relaxed reads). */
+cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_MP_H */

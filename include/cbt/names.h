@@ -1,0 +1,80 @@
+/* cbt/names.h — interned strings: span names, attribute and metadata keys.
+ *
+ * A name is turned into a small integer handle once (cbt_intern) and passed
+ * by handle on the hot path, the way NVTX registers strings. The table is
+ * process-wide, append-only and bounded (CBT_NAMES_MAX entries of at most
+ * CBT_NAME_LEN_MAX - 1 bytes, held in static storage: nothing is allocated).
+ * Handles never change for the life of the process, so they may be cached
+ * in statics by callers.
+ *
+ * The names cbt itself uses are predefined with fixed handles (CBT_N_*),
+ * so the subscribers never intern on their paths.
+ */
+#ifndef CBT_NAMES_H
+#define CBT_NAMES_H
+
+#include <stdint.h>
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CBT_NAMES_MAX 1024
+#define CBT_NAME_LEN_MAX 64
+
+typedef uint16_t cbt_name; /* 0 is "no name" */
+
+/* X(handle suffix, string). Order is ABI: append only. */
+#define CBT_WELL_KNOWN_NAMES(X)                                   \
+    /* span names (MP path) */                                     \
+    X(REQUEST, "request")                                          \
+    X(MP_STORE, "mp.store")                                        \
+    X(MP_RETRIEVE, "mp.retrieve")                                  \
+    X(MP_LOOKUP_PREFETCH, "mp.lookup_prefetch")                    \
+    /* registry logical names (seed: "request", "store", ...) */   \
+    X(STORE, "store")                                              \
+    X(RETRIEVE, "retrieve")                                        \
+    X(LOOKUP_PREFETCH, "lookup_prefetch")                          \
+    /* attribute / metadata keys */                                \
+    X(SESSION_ID, "session_id")                                    \
+    X(HIT_TOKENS, "hit_tokens")                                    \
+    X(REQUESTED_TOKENS, "requested_tokens")                        \
+    X(HIT_RATE, "hit_rate")                                        \
+    X(DEVICE, "device")                                            \
+    X(STORED_COUNT, "stored_count")                                \
+    X(FOUND_COUNT, "found_count")                                  \
+    X(NUM_TOKENS, "num_tokens")                                    \
+    X(INCOMPLETE, "cbt.incomplete")                                \
+    X(WORKER, "worker")                                            \
+    /* CacheBlend / device path span names */                      \
+    X(CB_REQUEST, "cb.request")                                    \
+    X(CB_LOOKUP, "cb.lookup")                                      \
+    X(CB_RETRIEVE, "cb.retrieve")                                  \
+    X(CB_SCATTER, "cb.scatter")                                    \
+    X(CB_L2_LOAD, "cb.l2_load")
+
+enum {
+    CBT_N_NONE_ = 0,
+#define CBT_NAME_ENUM_(id, str) CBT_N_##id,
+    CBT_WELL_KNOWN_NAMES(CBT_NAME_ENUM_)
+#undef CBT_NAME_ENUM_
+    CBT_N_WELL_KNOWN_COUNT_
+};
+
+/* Intern `s` and store its handle in *out. Returns the same handle for equal
+ * strings. Cost: a lock and a linear probe; call once, keep the handle.
+ * Errors: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG (longer than
+ * CBT_NAME_LEN_MAX - 1), CBT_ERR_FULL (table full). Thread-safe. */
+cbt_status cbt_intern(const char *s, cbt_name *out);
+
+/* The string for a handle, or "" for 0 / unknown handles. Lock-free. */
+const char *cbt_name_str(cbt_name n);
+
+/* Number of bytes of the name (without NUL); 0 for unknown handles. */
+uint32_t cbt_name_len(cbt_name n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_NAMES_H */

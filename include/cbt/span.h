@@ -1,0 +1,218 @@
+/* cbt/span.h — spans, the span registry, sinks and subscribers.
+ *
+ * Everything in this header runs on the harvester thread: subscribers receive
+ * events there and build spans with these calls; finished spans go to the
+ * sinks from there. None of it is meant for the publishing threads, and none
+ * of it locks.
+ *
+ * A span is a fixed-size value from a bounded pool owned by the tracer
+ * (cbt_config.span_pool). Its attributes are typed and stored inline: an int
+ * stays an int and a ratio a double.
+ */
+#ifndef CBT_SPAN_H
+#define CBT_SPAN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "cbt/event.h"
+#include "cbt/names.h"
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cbt_tracer cbt_tracer;
+
+#define CBT_SPAN_ATTR_MAX 16       /* attributes per span */
+#define CBT_SPAN_STR_ARENA 256     /* bytes for all string attribute values of one span */
+
+typedef enum cbt_span_kind {
+    CBT_SPAN_KIND_UNSPECIFIED = 0, /* values as OTLP's Span.SpanKind */
+    CBT_SPAN_KIND_INTERNAL = 1,
+    CBT_SPAN_KIND_SERVER = 2,
+    CBT_SPAN_KIND_CLIENT = 3,
+    CBT_SPAN_KIND_PRODUCER = 4,
+    CBT_SPAN_KIND_CONSUMER = 5,
+} cbt_span_kind;
+
+typedef enum cbt_span_status {
+    CBT_SPAN_STATUS_UNSET = 0, /* values as OTLP's Status.StatusCode */
+    CBT_SPAN_STATUS_OK = 1,
+    CBT_SPAN_STATUS_ERROR = 2,
+} cbt_span_status;
+
+#define CBT_SPANF_INCOMPLETE 0x1u /* ended by shutdown, not by its END event */
+#define CBT_SPANF_ATTRS_DROPPED 0x2u /* at least one attribute did not fit */
+
+/* What a child needs of its parent: W3C-sized ids. All-zero = no parent. */
+typedef struct cbt_span_ctx {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t trace_flags; /* bit 0: sampled */
+} cbt_span_ctx;
+
+typedef struct cbt_attr {
+    cbt_name key;
+    uint8_t type; /* cbt_meta_type */
+    uint8_t reserved_;
+    uint16_t str_off; /* CBT_META_STR: offset into the span's arena */
+    uint16_t str_len;
+    union {
+        int64_t i64;
+        double f64;
+        bool b;
+    } v;
+} cbt_attr;
+
+typedef struct cbt_span {
+    cbt_span_ctx ctx;         /* this span's trace id and span id */
+    uint8_t parent_span_id[8];
+    cbt_name name;
+    uint8_t kind;             /* cbt_span_kind */
+    uint8_t status;           /* cbt_span_status */
+    uint32_t flags;           /* CBT_SPANF_* */
+    uint64_t start_ns;        /* unix epoch ns */
+    uint64_t end_ns;          /* unix epoch ns, 0 while open */
+    uint16_t n_attrs;
+    uint16_t arena_used;
+    uint16_t attrs_dropped;
+    uint16_t pool_index_;     /* owned by the tracer's pool */
+    cbt_attr attrs[CBT_SPAN_ATTR_MAX];
+    char arena[CBT_SPAN_STR_ARENA];
+} cbt_span;
+
+/* ---- span building (harvester thread only) -------------------------------- */
+
+/* Open a span. `parent` NULL (or all-zero) starts a new trace with fresh ids;
+ * otherwise the span joins the parent's trace. Returns NULL when the pool is
+ * exhausted (counted as spans_dropped). Cost: a pool pop and an id draw. */
+cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                         const cbt_span_ctx *parent, uint64_t start_ns);
+
+/* Typed attributes. Setting an existing key overwrites it. A span holds at most
+ * CBT_SPAN_ATTR_MAX attributes and CBT_SPAN_STR_ARENA bytes of strings; past
+ * that the call returns CBT_ERR_FULL and the span is flagged
+ * CBT_SPANF_ATTRS_DROPPED (exporters report the count). */
+cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v);
+cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
+cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
+cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len);
+
+/* Copy an event's metadata onto the span as attributes, types preserved. */
+void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
+
+/* The attribute stored under `key`, or NULL. A string value is the
+ * a->str_len bytes at cbt_attr_str() (not NUL-terminated). */
+const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key);
+const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a);
+
+/* End the span at `end_ns` (clamped to start_ns if earlier), hand it to every
+ * sink, and return it to the pool: `s` is invalid afterwards. */
+void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns);
+
+/* True when the context names a span (non-zero ids). */
+bool cbt_span_ctx_valid(const cbt_span_ctx *c);
+
+/* ---- the span registry ------------------------------------------------------
+ * Maps (session id, logical name) to the context of a span that is open now,
+ * so other subscribers can nest under it (seed: "Extending the Span
+ * Hierarchy"). The MP subscriber keeps "request", "lookup_prefetch", "store"
+ * and "retrieve" there while they are open. One registry per tracer;
+ * bounded (cbt_config.registry_capacity). */
+
+/* Record that `ctx` is open under (session, name); replaces an older entry.
+ * CBT_ERR_FULL when the table is full (counted). */
+cbt_status cbt_registry_put(cbt_tracer *t, const char *session, cbt_name name,
+                            const cbt_span_ctx *ctx);
+
+/* Copy the open span's context into *out. CBT_ERR_NOT_FOUND when none. */
+cbt_status cbt_registry_get(cbt_tracer *t, const char *session, cbt_name name,
+                            cbt_span_ctx *out);
+
+/* Forget (session, name). Only removes the entry when it still names `ctx`'s
+ * span (pass NULL to remove unconditionally), so a later span that replaced
+ * it stays registered. */
+void cbt_registry_remove(cbt_tracer *t, const char *session, cbt_name name,
+                         const cbt_span_ctx *ctx);
+
+/* Entries currently held (for tests and self-metrics). */
+uint32_t cbt_registry_count(cbt_tracer *t);
+
+/* ---- sinks: where finished spans go ------------------------------------------ */
+
+typedef struct cbt_sink {
+    uint32_t version; /* CBT_SINK_VERSION */
+    uint32_t size;    /* sizeof(cbt_sink) */
+    const char *name;
+    void *ctx;
+    /* Called on the harvester thread for every finished span. Must not block
+     * for long: exporters copy and queue. Non-zero return counts as a sink error. */
+    cbt_status (*on_span)(void *ctx, const cbt_span *s);
+    /* Make everything handed over so far durable/visible. May be NULL. */
+    cbt_status (*flush)(void *ctx);
+    /* Release everything. Called once, from cbt_shutdown. May be NULL. */
+    void (*destroy)(void *ctx);
+} cbt_sink;
+#define CBT_SINK_VERSION 1u
+
+/* In-memory sink: keeps copies of up to `capacity` finished spans (more are
+ * counted as dropped). For tests and for the demo's tree printer. Two owners:
+ * the tracer (released at cbt_shutdown) and the caller, who reads it even
+ * after shutdown and calls cbt_memsink_release() when done. */
+typedef struct cbt_memsink cbt_memsink;
+cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out);
+void cbt_memsink_release(cbt_memsink *m);
+/* Spans held so far. Safe to call after cbt_flush() from any thread: the
+ * sink's own lock guards the array. */
+uint32_t cbt_memsink_count(cbt_memsink *m);
+/* Copy of span i (0-based, in end order). CBT_ERR_NOT_FOUND past the end. */
+cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out);
+uint64_t cbt_memsink_dropped(cbt_memsink *m);
+/* Forget all spans held. */
+void cbt_memsink_clear(cbt_memsink *m);
+
+/* JSON-lines file sink: one object per finished span, hex ids, ns times,
+ * typed attributes. See docs/spans.md for the schema. The sink owns the FILE. */
+cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out);
+
+/* Format one span as a JSON line (with '\n') into buf. Returns the length
+ * written, or the length needed when it exceeds cap (nothing is then valid). */
+size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap);
+
+/* ---- subscribers: what turns events into spans ------------------------------- */
+
+typedef struct cbt_subscriber {
+    uint32_t version; /* CBT_SUBSCRIBER_VERSION */
+    uint32_t size;    /* sizeof(cbt_subscriber) */
+    const char *name;
+    void *ctx;
+    /* Event types wanted: bit (type % 64) of mask[type / 64]. */
+    uint64_t mask[CBT_EVENT_TYPES_MAX / 64];
+    /* Called on the harvester thread for each wanted event, in dispatch order.
+     * A non-zero return is counted in subscriber_errors (the event is not
+     * retried). */
+    cbt_status (*on_event)(void *ctx, cbt_tracer *t, const cbt_event *ev);
+    /* Shutdown: end what is still open (flag CBT_SPANF_INCOMPLETE, end at
+     * `now_ns`) and free all per-session state. May be NULL. */
+    void (*on_shutdown)(void *ctx, cbt_tracer *t, uint64_t now_ns);
+    /* Release ctx. Called once after on_shutdown. May be NULL. */
+    void (*destroy)(void *ctx);
+} cbt_subscriber;
+#define CBT_SUBSCRIBER_VERSION 1u
+
+/* Helpers for cbt_subscriber.mask. */
+static inline void cbt_subscriber_want(cbt_subscriber *s, cbt_event_type type)
+{
+    s->mask[type / 64] |= (uint64_t)1 << (type % 64);
+}
+static inline bool cbt_subscriber_wants(const cbt_subscriber *s, cbt_event_type type)
+{
+    return (s->mask[type / 64] >> (type % 64)) & 1u;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_SPAN_H */

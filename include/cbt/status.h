@@ -1,0 +1,43 @@
+/* cbt/status.h — every cbt call returns a cbt_status; cbt_strerror() names it.
+ *
+ * Codes are small positive integers, stable across versions (new codes are
+ * only ever appended). CBT_OK is zero so `if (st) ...` reads naturally.
+ */
+#ifndef CBT_STATUS_H
+#define CBT_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cbt_status {
+    CBT_OK = 0,
+    CBT_ERR_INVAL,            /* an argument is NULL, out of range or malformed */
+    CBT_ERR_NOMEM,            /* an allocation failed (only at create time) */
+    CBT_ERR_FULL,             /* a bounded queue/table is full: the item was dropped and counted */
+    CBT_ERR_SESSION_TOO_LONG, /* session id longer than CBT_SESSION_MAX - 1 bytes: refused and counted */
+    CBT_ERR_UNKNOWN_EVENT,    /* event type was never defined or registered */
+    CBT_ERR_META_FULL,        /* the event already holds CBT_EVENT_META_MAX values */
+    CBT_ERR_META_TOO_LONG,    /* a string metadata value exceeds CBT_META_STR_MAX - 1 bytes */
+    CBT_ERR_NOT_INITIALIZED,  /* no tracer: cbt_init() has not run (or tracing is disabled) */
+    CBT_ERR_ALREADY,          /* cbt_init() ran twice, or a thing was registered twice */
+    CBT_ERR_THREAD,           /* a thread could not be created */
+    CBT_ERR_IO,               /* a file could not be opened or written */
+    CBT_ERR_CUDA,             /* the CUDA runtime returned an error */
+    CBT_ERR_NO_DEVICE,        /* no CUDA device is present (or CUDA support was not built) */
+    CBT_ERR_UNSUPPORTED,      /* the operation is not available in this build or backend */
+    CBT_ERR_NOT_FOUND,        /* a lookup found nothing */
+    CBT_ERR_STOPPED,          /* the object is shutting down and refuses new work */
+    CBT_ERR_TIMEOUT,          /* a bounded wait ran out */
+    CBT_ERR_UNMATCHED,        /* an END arrived with no open START: ignored and counted */
+    CBT_ERR_DUPLICATE,        /* a one-shot event (REQUEST_END) arrived twice: ignored and counted */
+    CBT_STATUS_COUNT_         /* not a status: number of codes */
+} cbt_status;
+
+/* A short English sentence for `st`; never NULL, static storage, thread-safe. */
+const char *cbt_strerror(cbt_status st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_STATUS_H */

@@ -1,0 +1,75 @@
+/* cbt/stream.h — publish events at the moment a stream reaches them.
+ *
+ * cbt_publish() stamps an event when the CPU calls it. GPU work is different:
+ * MP_STORE_START must carry the time the stream *starts* the store, not the
+ * time the host enqueued it. cbt_publish_on_stream() enqueues a mark on a
+ * stream; the event's timestamp is when the stream reaches that mark, and the
+ * harvester dispatches it then (so REQUEST_END published by the CPU can be
+ * dispatched before the STORE_END that the stream has not reached yet, as in
+ * the seed's race scenarios).
+ *
+ * Two backends, one interface:
+ *   - CUDA: the mark is a pooled CUDA event recorded on the user's
+ *     cudaStream_t; the harvester polls it and maps its completion time to
+ *     unix ns. No allocation and no synchronisation on the caller's side.
+ *   - CPU: a worker thread runs the stream's enqueued work (kernel reference
+ *     implementations, host callbacks) in FIFO order and stamps each mark
+ *     when it reaches it. This is how cbt is tested without a GPU.
+ */
+#ifndef CBT_STREAM_H
+#define CBT_STREAM_H
+
+#include <stdint.h>
+#include "cbt/event.h"
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cbt_stream cbt_stream;
+
+/* Work for a CPU stream: runs on the stream's worker thread, in FIFO order. */
+typedef void (*cbt_stream_fn)(void *arg);
+
+#define CBT_STREAM_DEFAULT_CAPACITY 1024 /* queued items per CPU stream */
+#define CBT_STREAM_CUDA_POOL 1024        /* pooled CUDA events per CUDA stream */
+
+/* A CPU stream: one worker thread and a bounded FIFO of `capacity` items (0 =
+ * CBT_STREAM_DEFAULT_CAPACITY). Works with or without a tracer. */
+cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
+
+/* Wrap an existing cudaStream_t (passed as void* so this header needs no CUDA
+ * headers). Creates CBT_STREAM_CUDA_POOL timing events up front.
+ * CBT_ERR_UNSUPPORTED when cbt was built without CUDA, CBT_ERR_NO_DEVICE when
+ * no device is present. The caller keeps ownership of the cudaStream_t. */
+cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
+
+/* Enqueue `fn(arg)` on the stream. CPU: runs on the worker. CUDA: a host
+ * function (cudaLaunchHostFunc). CBT_ERR_FULL when the CPU queue is full
+ * (nothing was enqueued). */
+cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg);
+
+/* Publish `ev` when the stream reaches this point. Never blocks: a full queue
+ * or an exhausted event pool drops the event and counts it (CBT_ERR_FULL).
+ * A disabled tracer returns CBT_OK after one branch. If ev->pair is 0 it is
+ * set to the stream's ordinal, so START/END pairs on different streams of one
+ * session never cross. */
+cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev);
+
+/* Block until everything enqueued so far has run (CPU) or completed (CUDA). */
+cbt_status cbt_stream_sync(cbt_stream *s);
+
+/* Small integer naming the stream within the process (1, 2, ...). */
+uint32_t cbt_stream_ordinal(const cbt_stream *s);
+
+/* The cudaStream_t, or NULL for a CPU stream. */
+void *cbt_stream_cuda_handle(const cbt_stream *s);
+
+/* Drain (as cbt_stream_sync), stop the worker, free. NULL is ignored. */
+void cbt_stream_destroy(cbt_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_STREAM_H */
