@@ -14,7 +14,7 @@ cbt_status cbt_bus_init(cbt_bus *b, uint32_t capacity)
     if (!b->slots)
         return CBT_ERR_NOMEM;
     for (uint64_t i = 0; i < capacity; i++)
-        atomic_init(&b->slots[i].seq, i);
+        atomic_init(&b->slots[i].seq, 0); /* pos + 1 is never 0: nothing committed */
     b->mask = capacity - 1;
     return CBT_OK;
 }
@@ -29,26 +29,27 @@ cbt_status cbt_bus_push(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
                         struct cbt_stream *stream, void *mark)
 {
     uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
-    cbt_bus_slot *s;
     for (;;) {
-        s = &b->slots[pos & b->mask];
-        /* acquire: pairs with the consumer's release in cbt_bus_pop that
-         * frees the slot for this lap */
-        uint64_t seq = atomic_load_explicit(&s->seq, memory_order_acquire);
-        int64_t dif = (int64_t)(seq - pos);
-        if (dif == 0) {
-            if (atomic_compare_exchange_weak_explicit(&b->tail, &pos, pos + 1,
-                                                      memory_order_relaxed,
-                                                      memory_order_relaxed))
-                break;
-        } else if (dif < 0) {
-            /* the consumer has not freed this slot from the previous lap */
+        /* acquire: pairs with the release in cbt_bus_release, so the
+         * consumer's reads of the slot we may reuse happened before our writes */
+        uint64_t head = atomic_load_explicit(&b->head, memory_order_acquire);
+        /* signed: a stale `pos` may lag behind a head that moved on; the CAS
+         * below then fails and refreshes it */
+        if ((int64_t)(pos - head) > (int64_t)b->mask) {
             atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
             return CBT_ERR_FULL;
-        } else {
-            pos = atomic_load_explicit(&b->tail, memory_order_relaxed);
         }
+        if (atomic_compare_exchange_weak_explicit(&b->tail, &pos, pos + 1, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            break;
     }
+    cbt_bus_slot *s = &b->slots[pos & b->mask];
+    /* ask for the lines of a slot a few positions ahead in write mode, so the
+     * next publishes find them here rather than in the consumer's cache */
+    const char *ahead = (const char *)&b->slots[(pos + 4) & b->mask];
+    __builtin_prefetch(ahead, 1, 3);
+    __builtin_prefetch(ahead + 64, 1, 3);
+    __builtin_prefetch(ahead + 128, 1, 3);
     s->item.ticks = ticks;
     s->item.stream = stream;
     s->item.mark = mark;
@@ -57,25 +58,37 @@ cbt_status cbt_bus_push(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
     s->item.ev.n_meta = (uint8_t)n;
     /* release: commits the slot; pairs with the acquire in cbt_bus_pop */
     atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
-    atomic_fetch_add_explicit(&b->accepted, 1, memory_order_relaxed);
     return CBT_OK;
 }
 
 int cbt_bus_pop(cbt_bus *b, cbt_bus_item *out)
 {
-    uint64_t pos = atomic_load_explicit(&b->head, memory_order_relaxed);
+    uint64_t pos = b->next;
     cbt_bus_slot *s = &b->slots[pos & b->mask];
+    const char *ahead = (const char *)&b->slots[(pos + 4) & b->mask];
+    __builtin_prefetch(ahead, 0, 3);
+    __builtin_prefetch(ahead + 64, 0, 3);
+    __builtin_prefetch(ahead + 128, 0, 3);
     /* acquire: pairs with the producer's release in cbt_bus_push */
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
         return 0;
     uint32_t n = s->item.ev.n_meta;
     memcpy(out, &s->item, offsetof(cbt_bus_item, ev) + offsetof(cbt_event, meta) +
                               n * sizeof(cbt_meta));
-    /* release: frees the slot for the producer one lap ahead; pairs with the
-     * acquire in cbt_bus_push */
-    atomic_store_explicit(&s->seq, pos + b->mask + 1, memory_order_release);
-    atomic_store_explicit(&b->head, pos + 1, memory_order_release);
+    b->next = pos + 1;
     return 1;
+}
+
+void cbt_bus_release(cbt_bus *b)
+{
+    /* release: our reads of the popped slots happen before any producer
+     * reuses them; pairs with the acquire in cbt_bus_push */
+    atomic_store_explicit(&b->head, b->next, memory_order_release);
+}
+
+uint64_t cbt_bus_accepted(cbt_bus *b)
+{
+    return atomic_load_explicit(&b->tail, memory_order_relaxed);
 }
 
 uint64_t cbt_bus_depth(cbt_bus *b)

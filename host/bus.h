@@ -1,12 +1,16 @@
 /* host/bus.h — owns the publish queue: bounded, lock-free, many producers, one consumer.
  *
  * Producers (any thread calling cbt_publish, CPU stream workers, CUDA stream
- * publishes) claim a slot by advancing `tail`, fill it, and commit it by
- * storing the slot's sequence word last. The one consumer (the harvester)
- * trusts a slot only when its sequence word says it was committed for this
- * lap. A full queue fails the claim at once: the event is dropped and counted,
- * the producer never waits. (The per-slot sequence scheme is Dmitry Vyukov's
- * bounded MPMC queue, specialised to a single consumer.)
+ * publishes) claim position `pos` by advancing `tail` with a CAS, but only
+ * while pos - head < capacity; they fill the slot and commit it by storing
+ * the slot's sequence word (pos + 1) last. The one consumer (the harvester)
+ * trusts a slot only when its sequence word equals pos + 1, so a slot being
+ * filled, or left from the previous lap, is never read. The consumer never
+ * writes the slots: it frees them by publishing `head`, once per drained batch
+ * (cbt_bus_release), so producers find slot lines and `head` in their own
+ * caches instead of pulling lines the consumer just wrote. A full queue fails
+ * the claim at once: the event is dropped and counted, the producer never
+ * waits.
  */
 #ifndef CBT_HOST_BUS_H
 #define CBT_HOST_BUS_H
@@ -27,17 +31,18 @@ typedef struct cbt_bus_item {
 } cbt_bus_item;
 
 typedef struct cbt_bus_slot {
-    _Atomic uint64_t seq; /* == pos: free for producer at pos; == pos + 1: committed */
+    _Atomic uint64_t seq; /* == pos + 1: committed for position pos */
     cbt_bus_item item;
 } __attribute__((aligned(64))) cbt_bus_slot;
 
 typedef struct cbt_bus {
-    /* producers' index, on its own line */
+    /* producers' index (positions claimed == events accepted), own line */
     _Alignas(64) _Atomic uint64_t tail;
-    /* consumer's index, on its own line; read by producers only for metrics */
+    /* consumer's published index: positions below it are free; own line,
+     * written once per batch */
     _Alignas(64) _Atomic uint64_t head;
+    uint64_t next; /* consumer-private: next position to read */
     _Alignas(64) _Atomic uint64_t dropped;
-    _Atomic uint64_t accepted;
     uint64_t mask;
     cbt_bus_slot *slots;
 } cbt_bus;
@@ -52,8 +57,15 @@ cbt_status cbt_bus_push(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
                         struct cbt_stream *stream, void *mark);
 
 /* Consumer only: copy the oldest committed item into *out. Returns 0 when
- * empty (or when the oldest claimed slot is not committed yet), 1 otherwise. */
+ * empty (or when the oldest claimed slot is not committed yet), 1 otherwise.
+ * The slot is not reusable until cbt_bus_release(). */
 int cbt_bus_pop(cbt_bus *b, cbt_bus_item *out);
+
+/* Consumer only: free every slot popped so far (one release store). */
+void cbt_bus_release(cbt_bus *b);
+
+/* Events accepted so far (== positions claimed). */
+uint64_t cbt_bus_accepted(cbt_bus *b);
 
 /* Items claimed and not yet consumed (approximate while producers run). */
 uint64_t cbt_bus_depth(cbt_bus *b);

@@ -80,10 +80,16 @@ void *cbt_harvester_main_(void *arg)
     for (;;) {
         int stopping = atomic_load_explicit(&t->stop, memory_order_acquire);
         uint32_t n = 0, pending = 0;
+        uint64_t busy0 = cbt_clock_ticks();
         pthread_mutex_lock(&t->lock);
         while (n < BATCH_MAX && cbt_bus_pop(&t->bus, &it)) {
             handle(t, &it);
             n++;
+        }
+        if (n) {
+            cbt_bus_release(&t->bus);
+            uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - busy0) * t->clock.ns_per_tick);
+            atomic_fetch_add_explicit(&t->busy_ns, busy, memory_order_relaxed);
         }
         for (uint32_t i = 0; i < t->n_streams; i++)
             pending += cbt_stream_poll_(t->streams[i], t);

@@ -72,6 +72,7 @@ struct cbt_tracer {
     _Atomic uint64_t lag_last_ns, lag_max_ns;
     _Atomic uint64_t spans_started, spans_ended, spans_dropped;
     _Atomic uint64_t registry_full;
+    _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 
     cbt_clock_map clock;
     uint64_t clock_refresh_ticks; /* next refresh due */

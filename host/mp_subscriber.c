@@ -39,9 +39,13 @@ typedef struct mp_session {
     mp_child children[CBT_MP_CHILDREN_MAX];
 } mp_session;
 
+#define MP_RECENT_ENDED 1024
+
 typedef struct mp_state {
     cbt_strtab sessions;
     uint64_t seq;
+    uint64_t recent[MP_RECENT_ENDED]; /* key hashes of recently freed sessions */
+    uint32_t recent_next;
     struct {
         _Atomic uint64_t roots_opened, roots_lazy, roots_closed, roots_deferred;
         _Atomic uint64_t children_opened, children_closed, unmatched_end;
@@ -63,10 +67,33 @@ static mp_session *session_get(mp_state *st, const cbt_event *ev, bool create)
     return s;
 }
 
+/* Remember the sessions that ended recently (their key hashes, a ring), so a
+ * second REQUEST_END after the state is gone counts as a duplicate, not as a
+ * session never seen. */
+static void remember_ended(mp_state *st, const mp_session *s)
+{
+    st->recent[st->recent_next] = cbt_strtab_key_of(&st->sessions, s)->hash;
+    st->recent_next = (st->recent_next + 1) % MP_RECENT_ENDED;
+}
+
+static bool ended_recently(const mp_state *st, const cbt_event *ev)
+{
+    uint64_t h = cbt_strtab_hash(ev->session, ev->session_len, 0);
+    for (uint32_t i = 0; i < MP_RECENT_ENDED; i++)
+        if (st->recent[i] == h)
+            return true;
+    return false;
+}
+
+/* A session is done when REQUEST_END has come, nothing submitted is still
+ * pending, the root has closed and no child is open. */
 static void session_maybe_free(mp_state *st, mp_session *s)
 {
-    if (!s->root && s->n_children == 0 && s->end_seen)
+    if (s->end_seen && !s->root && s->n_children == 0 && s->pending[OP_STORE] == 0 &&
+        s->pending[OP_RETRIEVE] == 0) {
+        remember_ended(st, s);
         cbt_strtab_remove(&st->sessions, s);
+    }
 }
 
 static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_event *ev,
@@ -233,6 +260,10 @@ static cbt_status on_request_end(mp_state *st, cbt_tracer *t, const cbt_event *e
 {
     mp_session *s = session_get(st, ev, false);
     if (!s) {
+        if (ended_recently(st, ev)) {
+            INC(duplicate_request_end);
+            return CBT_ERR_DUPLICATE;
+        }
         INC(request_end_unknown);
         return CBT_OK;
     }

@@ -287,7 +287,7 @@ cbt_status cbt_metrics_get(cbt_metrics *out)
     out->version = 1;
     out->size = sizeof *out;
 #define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
-    out->published = R(t->bus.accepted);
+    out->published = cbt_bus_accepted(&t->bus);
     out->dropped_full = R(t->bus.dropped);
     out->rejected = R(t->rejected);
     out->session_too_long = R(t->session_too_long);
@@ -304,6 +304,7 @@ cbt_status cbt_metrics_get(cbt_metrics *out)
     out->spans_dropped = R(t->spans_dropped);
     out->spans_open = out->spans_started - out->spans_ended;
     out->registry_full = R(t->registry_full);
+    out->harvester_busy_ns = R(t->busy_ns);
 #undef R
     return CBT_OK;
 }

@@ -38,7 +38,7 @@ typedef struct cbt_mp_stats {
     uint64_t children_opened;
     uint64_t children_closed;
     uint64_t unmatched_end;       /* END with no open START: ignored */
-    uint64_t duplicate_request_end;
+    uint64_t duplicate_request_end; /* while deferred, or within the last 1024 ended sessions */
     uint64_t request_end_unknown; /* REQUEST_END for a session never seen */
     uint64_t sessions_full;       /* events dropped: max_sessions reached */
     uint64_t children_full;       /* START dropped: CBT_MP_CHILDREN_MAX open */

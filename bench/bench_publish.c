@@ -1,0 +1,275 @@
+#define PER_ROUND 8192
+
+
+/* bench/bench_publish.c — what the instrumentation costs on the host.
+ *
+ *   publish_on      ns per cbt_publish() of a prepared event, tracer running
+ *   build_publish   ns per cbt_event_init + 2 metadata values + cbt_publish
+ *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
+ *   pipeline        events/s through bus + harvester + MP subscriber + span
+ *                   building on one harvester thread (7 events, 3 spans per
+ *                   request), producer retrying when the queue is full
+ *
+ * Usage: bench_publish [--quick]. Prints one line per figure; the median of
+ * several rounds is reported. Targets (docs/performance.md): on <= 20 ns,
+ * off <= 2 ns, pipeline >= 5 M events/s.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cbt.h"
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[n / 2];
+}
+
+static uint64_t g_spans;
+static cbt_status count_span(void *ctx, const cbt_span *s)
+{
+    (void)ctx;
+    (void)s;
+    g_spans++;
+    return CBT_OK;
+}
+
+static void start_tracer(uint32_t queue)
+{
+    cbt_config c = cbt_config_default();
+    c.queue_capacity = queue;
+    c.poll_interval_us = 50;
+    if (cbt_init(&c) != CBT_OK) {
+        fprintf(stderr, "bench: cbt_init failed\n");
+        exit(1);
+    }
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.version = CBT_SINK_VERSION;
+    k.size = sizeof k;
+    k.name = "count";
+    k.on_span = count_span;
+    cbt_add_sink(&k);
+}
+
+/* ns per publish of a prepared event, in rounds that fit the queue, with the
+ * queue drained (cbt_flush, not timed) between rounds. */
+static double bench_publish_on(int rounds, int per_round, int build)
+{
+    start_tracer(16384);
+    double *r = calloc((size_t)rounds, sizeof *r);
+    cbt_event ev;
+    cbt_event_init(&ev, CBT_EV_MP_STORE_START, "cmpl-3f5a9c2e-7d41-4b8e-9a1f-0c2d4e6f8a1b-0");
+    cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
+    cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
+    uint64_t fails = 0;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now_s();
+        if (build) {
+            for (int i = 0; i < per_round; i++) {
+                cbt_event e;
+                cbt_event_init(&e, CBT_EV_MP_STORE_START,
+                               "cmpl-3f5a9c2e-7d41-4b8e-9a1f-0c2d4e6f8a1b-0");
+                cbt_event_i64(&e, CBT_N_NUM_TOKENS, i);
+                cbt_event_i64(&e, CBT_N_STORED_COUNT, 16);
+                fails += cbt_publish(&e) != CBT_OK;
+            }
+        } else {
+            for (int i = 0; i < per_round; i++)
+                fails += cbt_publish(&ev) != CBT_OK;
+        }
+        r[k] = (now_s() - t0) * 1e9 / per_round;
+        cbt_flush(10000);
+    }
+    cbt_shutdown();
+    if (fails)
+        fprintf(stderr, "bench: %llu publishes failed (queue full?)\n", (unsigned long long)fails);
+    double m = median(r, rounds);
+    free(r);
+    return m;
+}
+
+static double bench_publish_off(int rounds, long per_round)
+{
+    double *r = calloc((size_t)rounds, sizeof *r);
+    cbt_event ev;
+    cbt_event_init(&ev, CBT_EV_MP_STORE_START, "r");
+    long sink = 0;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now_s();
+        for (long i = 0; i < per_round; i++)
+            sink += cbt_publish(&ev);
+        r[k] = (now_s() - t0) * 1e9 / (double)per_round;
+    }
+    if (sink)
+        fprintf(stderr, "bench: unexpected status\n");
+    double m = median(r, rounds);
+    free(r);
+    return m;
+}
+
+static void publish_retry(const cbt_event *e, uint64_t *retries)
+{
+    while (cbt_publish(e) == CBT_ERR_FULL)
+        (*retries)++;
+}
+
+/* A subscriber that holds the harvester at the first BENCH_GATE event until
+ * the producer has filled the queue, so the drain is timed alone. */
+static _Atomic int g_gate_open;
+static cbt_event_type g_gate_type;
+static cbt_status gate_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx;
+    (void)t;
+    (void)ev;
+    while (!atomic_load_explicit(&g_gate_open, memory_order_acquire))
+        ;
+    return CBT_OK;
+}
+
+static void publish_request(const char *sid)
+{
+    static const cbt_event_type seq[] = {
+        CBT_EV_MP_REQUEST_START,  CBT_EV_MP_LOOKUP_PREFETCH_START, CBT_EV_MP_LOOKUP_PREFETCH_END,
+        CBT_EV_MP_STORE_SUBMITTED, CBT_EV_MP_STORE_START,          CBT_EV_MP_STORE_END,
+        CBT_EV_MP_REQUEST_END};
+    for (size_t j = 0; j < sizeof seq / sizeof seq[0]; j++) {
+        cbt_event e;
+        cbt_event_init(&e, seq[j], sid);
+        if (seq[j] == CBT_EV_MP_LOOKUP_PREFETCH_END) {
+            cbt_event_i64(&e, CBT_N_HIT_TOKENS, 256);
+            cbt_event_i64(&e, CBT_N_REQUESTED_TOKENS, 1024);
+        }
+        uint64_t retries = 0;
+        publish_retry(&e, &retries);
+    }
+}
+
+/* events/s of the one harvester thread draining a full queue: bus pop, MP
+ * subscriber, span building, a counting sink. */
+static double bench_drain(int rounds, int requests)
+{
+    double *r = calloc((size_t)rounds, sizeof *r);
+    if (!g_gate_type)
+        cbt_event_type_register("BENCH_GATE", &g_gate_type);
+    for (int k = 0; k < rounds; k++) {
+        cbt_config c = cbt_config_default();
+        c.queue_capacity = 1u << 18;
+        c.poll_interval_us = 50;
+        if (cbt_init(&c) != CBT_OK)
+            exit(1);
+        cbt_subscriber g;
+        memset(&g, 0, sizeof g);
+        g.version = CBT_SUBSCRIBER_VERSION;
+        g.size = sizeof g;
+        g.name = "gate";
+        g.on_event = gate_on_event;
+        cbt_subscriber_want(&g, g_gate_type);
+        cbt_add_subscriber(&g);
+        atomic_store(&g_gate_open, 0);
+        cbt_event e;
+        cbt_event_init(&e, g_gate_type, "gate");
+        cbt_publish(&e);
+        for (int q = 0; q < requests; q++) {
+            char sid[40];
+            snprintf(sid, sizeof sid, "cmpl-%08x-%04d", (unsigned)q * 2654435761u, k);
+            publish_request(sid);
+        }
+        double t0 = now_s();
+        atomic_store_explicit(&g_gate_open, 1, memory_order_release);
+        cbt_flush(60000);
+        r[k] = (double)requests * 7 / (now_s() - t0);
+        cbt_shutdown();
+    }
+    double m = median(r, rounds);
+    free(r);
+    return m;
+}
+
+/* events/s through the whole host pipeline: 7 events per request. */
+static double bench_pipeline(int rounds, int requests, uint64_t *dropped, double *harvester_eps)
+{
+    double *r = calloc((size_t)rounds, sizeof *r);
+    double *h = calloc((size_t)rounds, sizeof *h);
+    static const cbt_event_type seq[] = {
+        CBT_EV_MP_REQUEST_START,  CBT_EV_MP_LOOKUP_PREFETCH_START, CBT_EV_MP_LOOKUP_PREFETCH_END,
+        CBT_EV_MP_STORE_SUBMITTED, CBT_EV_MP_STORE_START,          CBT_EV_MP_STORE_END,
+        CBT_EV_MP_REQUEST_END};
+    for (int k = 0; k < rounds; k++) {
+        start_tracer(1u << 16);
+        uint64_t retries = 0;
+        double t0 = now_s();
+        for (int q = 0; q < requests; q++) {
+            char sid[40];
+            snprintf(sid, sizeof sid, "cmpl-%08x-%04d", (unsigned)q * 2654435761u, k);
+            for (size_t j = 0; j < sizeof seq / sizeof seq[0]; j++) {
+                cbt_event e;
+                cbt_event_init(&e, seq[j], sid);
+                if (seq[j] == CBT_EV_MP_LOOKUP_PREFETCH_END) {
+                    cbt_event_i64(&e, CBT_N_HIT_TOKENS, 256);
+                    cbt_event_i64(&e, CBT_N_REQUESTED_TOKENS, 1024);
+                }
+                publish_retry(&e, &retries);
+            }
+        }
+        cbt_flush(60000);
+        double dt = now_s() - t0;
+        cbt_metrics m;
+        cbt_metrics_get(&m);
+        *dropped += m.dropped_full - retries; /* retried attempts are not losses */
+        r[k] = (double)requests * 7 / dt;
+        h[k] = (double)m.dispatched / ((double)m.harvester_busy_ns * 1e-9);
+        cbt_shutdown();
+    }
+    double med = median(r, rounds);
+    *harvester_eps = median(h, rounds);
+    free(r);
+    free(h);
+    return med;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    int rounds = quick ? 5 : 21;
+    double on = bench_publish_on(rounds, PER_ROUND, 0);
+    double build = bench_publish_on(rounds, PER_ROUND, 1);
+    double off = bench_publish_off(rounds, quick ? 10000000L : 100000000L);
+    uint64_t dropped = 0;
+    g_spans = 0;
+    int reqs = quick ? 50000 : 200000;
+    double drain = bench_drain(quick ? 3 : 5, 36000);
+    double heps = 0;
+    double eps = bench_pipeline(quick ? 3 : 5, reqs, &dropped, &heps);
+    printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
+    printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
+    printf("publish_off    %8.2f ns/call    (no tracer: one branch; target <= 2)\n", off);
+    printf("pipeline       %8.2f M events/s (producer + harvester end to end, 2 threads)\n",
+           eps / 1e6);
+    printf("harvester busy %8.2f M events/s (per busy second of the harvester while the "
+           "producer runs)\n",
+           heps / 1e6);
+    printf("harvester      %8.2f M events/s (one thread draining a filled queue: bus + MP "
+           "spans; target >= 5)\n",
+           drain / 1e6);
+    printf("pipeline spans %llu built, %llu events lost\n", (unsigned long long)g_spans,
+           (unsigned long long)dropped);
+    return 0;
+}

@@ -1,0 +1,33 @@
+# tests/cli_flags.cmake — the cbt command's refusals: usage errors exit 2 with
+# the problem named; a good run exits 0 and writes its span file.
+# Run by ctest as: cmake -DCBT=<path> -DWORKDIR=<dir> -P cli_flags.cmake
+function(expect_exit code pattern)
+  execute_process(COMMAND ${CBT} ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err WORKING_DIRECTORY ${WORKDIR} TIMEOUT 60)
+  if(NOT rc EQUAL ${code})
+    message(FATAL_ERROR "cbt ${ARGN}: exit ${rc}, expected ${code}\n${out}\n${err}")
+  endif()
+  if(pattern AND NOT "${out}${err}" MATCHES "${pattern}")
+    message(FATAL_ERROR "cbt ${ARGN}: output does not match '${pattern}':\n${out}\n${err}")
+  endif()
+endfunction()
+
+expect_exit(2 "usage")
+expect_exit(2 "unknown command 'frobnicate'" frobnicate)
+expect_exit(2 "unknown option '--bogus'" demo --bogus)
+expect_exit(2 "--requests: 'abc' is not an integer" demo --requests abc)
+expect_exit(2 "--requests: '0' is not an integer" demo --requests 0)
+expect_exit(2 "--requests: '-3' is not an integer" demo --requests -3)
+expect_exit(2 "--concurrency needs a value" demo --concurrency)
+expect_exit(2 "--concurrency: '999' is not an integer" demo --concurrency 999)
+expect_exit(2 "--output needs a file name" demo --output)
+expect_exit(0 "usage" --help)
+expect_exit(0 "cbt [0-9]+\\.[0-9]+\\.[0-9]+" version)
+expect_exit(1 "cannot" demo --output /nonexistent-dir/x.jsonl)
+file(REMOVE ${WORKDIR}/cli-spans.jsonl)
+expect_exit(0 "requests 3" demo --requests 3 --concurrency 2 --output cli-spans.jsonl --trees 1)
+file(STRINGS ${WORKDIR}/cli-spans.jsonl lines)
+list(LENGTH lines n)
+if(n LESS 6)
+  message(FATAL_ERROR "cli-spans.jsonl has ${n} lines, expected at least 6 (3 requests)")
+endif()

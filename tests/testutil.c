@@ -1,0 +1,260 @@
+/* tests/testutil.c — owns the shared test helpers (see testutil.h). */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static cbt_memsink *g_mem;
+static cbt_span *g_spans;
+static uint32_t g_n_spans;
+
+static pthread_mutex_t g_ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static tu_event *g_events;
+static uint32_t g_n_events;
+
+cbt_name tu_name(const char *s)
+{
+    cbt_name n = 0;
+    assert_int_equal(cbt_intern(s, &n), CBT_OK);
+    return n;
+}
+
+static cbt_status rec_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx;
+    (void)t;
+    pthread_mutex_lock(&g_ev_lock);
+    if (g_n_events < TU_MAX_EVENTS) {
+        tu_event *e = &g_events[g_n_events++];
+        e->type = ev->type;
+        memcpy(e->session, ev->session, sizeof e->session);
+        e->ts = ev->ts;
+        e->pair = ev->pair;
+    }
+    pthread_mutex_unlock(&g_ev_lock);
+    return CBT_OK;
+}
+
+void tu_start(const cbt_config *cfg)
+{
+    cbt_config c = cfg ? *cfg : cbt_config_default();
+    if (!cfg)
+        c.poll_interval_us = 50;
+    assert_int_equal(cbt_init(&c), CBT_OK);
+    cbt_sink sink;
+    uint32_t cap = c.span_pool * 2 > TU_MAX_SPANS ? TU_MAX_SPANS : c.span_pool * 2 + 64;
+    assert_int_equal(cbt_memsink_create(cap, &g_mem, &sink), CBT_OK);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+    if (!g_events)
+        g_events = calloc(TU_MAX_EVENTS, sizeof *g_events);
+    assert_non_null(g_events);
+    g_n_events = 0;
+    cbt_subscriber rec;
+    memset(&rec, 0, sizeof rec);
+    rec.version = CBT_SUBSCRIBER_VERSION;
+    rec.size = sizeof rec;
+    rec.name = "test-recorder";
+    rec.on_event = rec_on_event;
+    memset(rec.mask, 0xff, sizeof rec.mask);
+    assert_int_equal(cbt_add_subscriber(&rec), CBT_OK);
+    free(g_spans);
+    g_spans = NULL;
+    g_n_spans = 0;
+}
+
+static void snapshot(void)
+{
+    free(g_spans);
+    g_n_spans = cbt_memsink_count(g_mem);
+    g_spans = calloc(g_n_spans ? g_n_spans : 1, sizeof *g_spans);
+    assert_non_null(g_spans);
+    for (uint32_t i = 0; i < g_n_spans; i++)
+        assert_int_equal(cbt_memsink_get(g_mem, i, &g_spans[i]), CBT_OK);
+}
+
+void tu_flush(void)
+{
+    assert_int_equal(cbt_flush(10000), CBT_OK);
+    snapshot();
+}
+
+void tu_stop(void)
+{
+    assert_int_equal(cbt_shutdown(), CBT_OK);
+    snapshot();
+    cbt_memsink_release(g_mem);
+    g_mem = NULL;
+}
+
+uint32_t tu_span_count(void) { return g_n_spans; }
+const cbt_span *tu_span(uint32_t i) { return i < g_n_spans ? &g_spans[i] : NULL; }
+
+static int span_sid_is(const cbt_span *s, const char *sid)
+{
+    if (!sid)
+        return 1;
+    const cbt_attr *a = cbt_span_attr(s, CBT_N_SESSION_ID);
+    return a && a->type == CBT_META_STR && a->str_len == strlen(sid) &&
+           memcmp(cbt_attr_str(s, a), sid, a->str_len) == 0;
+}
+
+const cbt_span *tu_find(const char *name, const char *sid, uint32_t i)
+{
+    cbt_name n = tu_name(name);
+    for (uint32_t k = 0; k < g_n_spans; k++) {
+        if (g_spans[k].name == n && span_sid_is(&g_spans[k], sid)) {
+            if (i == 0)
+                return &g_spans[k];
+            i--;
+        }
+    }
+    return NULL;
+}
+
+uint32_t tu_count(const char *name, const char *sid)
+{
+    uint32_t c = 0;
+    while (tu_find(name, sid, c))
+        c++;
+    return c;
+}
+
+int tu_has_attr(const cbt_span *s, const char *key)
+{
+    return cbt_span_attr(s, tu_name(key)) != NULL;
+}
+
+int64_t tu_attr_i64(const cbt_span *s, const char *key)
+{
+    const cbt_attr *a = cbt_span_attr(s, tu_name(key));
+    assert_non_null(a);
+    assert_int_equal(a->type, CBT_META_I64);
+    return a->v.i64;
+}
+
+double tu_attr_f64(const cbt_span *s, const char *key)
+{
+    const cbt_attr *a = cbt_span_attr(s, tu_name(key));
+    assert_non_null(a);
+    assert_int_equal(a->type, CBT_META_F64);
+    return a->v.f64;
+}
+
+int tu_is_child_of(const cbt_span *child, const cbt_span *parent)
+{
+    return memcmp(child->parent_span_id, parent->ctx.span_id, 8) == 0 &&
+           memcmp(child->ctx.trace_id, parent->ctx.trace_id, 16) == 0;
+}
+
+int tu_is_root(const cbt_span *s)
+{
+    static const uint8_t zero[8];
+    return memcmp(s->parent_span_id, zero, 8) == 0;
+}
+
+uint32_t tu_event_count(void)
+{
+    pthread_mutex_lock(&g_ev_lock);
+    uint32_t n = g_n_events;
+    pthread_mutex_unlock(&g_ev_lock);
+    return n;
+}
+
+const tu_event *tu_event_at(uint32_t i) { return i < tu_event_count() ? &g_events[i] : NULL; }
+
+const tu_event *tu_event_find(cbt_event_type type, const char *sid, uint32_t i)
+{
+    uint32_t n = tu_event_count();
+    for (uint32_t k = 0; k < n; k++) {
+        if (g_events[k].type == type && (!sid || strcmp(g_events[k].session, sid) == 0)) {
+            if (i == 0)
+                return &g_events[k];
+            i--;
+        }
+    }
+    return NULL;
+}
+
+void tu_pub(cbt_event_type type, const char *sid)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, sid), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+}
+
+void tu_pub_i64(cbt_event_type type, const char *sid, const char *k1, int64_t v1,
+                const char *k2, int64_t v2)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, sid), CBT_OK);
+    if (k1)
+        assert_int_equal(cbt_event_i64(&e, tu_name(k1), v1), CBT_OK);
+    if (k2)
+        assert_int_equal(cbt_event_i64(&e, tu_name(k2), v2), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+}
+
+void tu_pub_on(cbt_stream *s, cbt_event_type type, const char *sid)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, sid), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(s, &e), CBT_OK);
+}
+
+struct tu_gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int open;
+};
+
+tu_gate *tu_gate_new(void)
+{
+    tu_gate *g = calloc(1, sizeof *g);
+    assert_non_null(g);
+    pthread_mutex_init(&g->lock, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    return g;
+}
+
+static void gate_wait(void *arg)
+{
+    tu_gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void tu_gate_enqueue(tu_gate *g, cbt_stream *s)
+{
+    assert_int_equal(cbt_stream_enqueue(s, gate_wait, g), CBT_OK);
+}
+
+void tu_gate_open(tu_gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void tu_gate_free(tu_gate *g)
+{
+    pthread_cond_destroy(&g->cv);
+    pthread_mutex_destroy(&g->lock);
+    free(g);
+}
+
+static void sleep_fn(void *arg)
+{
+    uint32_t us = (uint32_t)(uintptr_t)arg;
+    struct timespec d = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000L};
+    nanosleep(&d, NULL);
+}
+
+void tu_enqueue_sleep(cbt_stream *s, uint32_t us)
+{
+    assert_int_equal(cbt_stream_enqueue(s, sleep_fn, (void *)(uintptr_t)us), CBT_OK);
+}

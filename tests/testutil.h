@@ -1,0 +1,80 @@
+/* tests/testutil.h — owns the helpers the cmocka tests share.
+ *
+ * A test brings up the process-wide tracer with a memory sink and a recording
+ * subscriber (every dispatched event, in dispatch order, with its unix-ns
+ * time), drives events through the real bus, harvester and streams, then
+ * flushes and inspects the spans. Gates let a test hold a CPU stream at a
+ * point, so a race such as "REQUEST_END before STORE_END" happens for real
+ * and in a known order.
+ */
+#ifndef CBT_TESTUTIL_H
+#define CBT_TESTUTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "cbt.h"
+
+#define TU_MAX_SPANS 65536
+#define TU_MAX_EVENTS 65536
+
+/* Dispatched events as the recording subscriber saw them. */
+typedef struct tu_event {
+    cbt_event_type type;
+    char session[CBT_SESSION_MAX];
+    uint64_t ts;
+    uint64_t pair;
+} tu_event;
+
+/* cbt_init with `cfg` (NULL: defaults with a 50 us poll), plus a memory sink
+ * and the recording subscriber. Asserts success. */
+void tu_start(const cbt_config *cfg);
+/* cbt_flush (asserting success) and refresh the span snapshot. */
+void tu_flush(void);
+/* cbt_shutdown, then snapshot the spans (shutdown may end incomplete ones). */
+void tu_stop(void);
+
+/* Span snapshot (valid after tu_flush / tu_stop). */
+uint32_t tu_span_count(void);
+const cbt_span *tu_span(uint32_t i);
+/* The i-th span (in end order) named `name` whose session_id is `sid`
+ * (sid NULL: any); NULL when there are fewer. */
+const cbt_span *tu_find(const char *name, const char *sid, uint32_t i);
+uint32_t tu_count(const char *name, const char *sid);
+/* Attribute helpers: assert presence and type. */
+int64_t tu_attr_i64(const cbt_span *s, const char *key);
+double tu_attr_f64(const cbt_span *s, const char *key);
+int tu_has_attr(const cbt_span *s, const char *key);
+/* parent_span_id of `child` == span_id of `parent`, and same trace. */
+int tu_is_child_of(const cbt_span *child, const cbt_span *parent);
+int tu_is_root(const cbt_span *s);
+
+/* Recorded dispatch order (valid after tu_flush / tu_stop). */
+uint32_t tu_event_count(void);
+const tu_event *tu_event_at(uint32_t i);
+/* The i-th dispatched event of `type` for `sid`; NULL if none. */
+const tu_event *tu_event_find(cbt_event_type type, const char *sid, uint32_t i);
+
+/* Publish helpers (assert CBT_OK). */
+void tu_pub(cbt_event_type type, const char *sid);
+void tu_pub_i64(cbt_event_type type, const char *sid, const char *k1, int64_t v1,
+                const char *k2, int64_t v2);
+void tu_pub_on(cbt_stream *s, cbt_event_type type, const char *sid);
+
+/* A gate: work that blocks a CPU stream until opened. */
+typedef struct tu_gate tu_gate;
+tu_gate *tu_gate_new(void);
+void tu_gate_enqueue(tu_gate *g, cbt_stream *s); /* the stream stops here */
+void tu_gate_open(tu_gate *g);
+void tu_gate_free(tu_gate *g);
+
+/* Work that sleeps `us` microseconds on the stream (a stand-in kernel). */
+void tu_enqueue_sleep(cbt_stream *s, uint32_t us);
+
+/* Interned name helper (asserts). */
+cbt_name tu_name(const char *s);
+
+#endif /* CBT_TESTUTIL_H */
