@@ -27,6 +27,7 @@ test: test-plain test-asan test-tsan
 
 test-plain: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+	@grep -h "^SKIP:" $(BUILD)/Testing/Temporary/LastTest.log || true
 
 # Sanitizer builds leave CUDA out: the CUDA runtime is not built for them,
 # and the plain build already compiles and runs every CUDA file.

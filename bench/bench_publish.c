@@ -54,6 +54,8 @@ static void start_tracer(uint32_t queue)
 {
     cbt_config c = cbt_config_default();
     c.queue_capacity = queue;
+    c.lane_capacity = queue; /* the bench's one publishing thread gets a lane of this size */
+    c.max_lanes = 4;
     c.poll_interval_us = 50;
     if (cbt_init(&c) != CBT_OK) {
         fprintf(stderr, "bench: cbt_init failed\n");
@@ -79,6 +81,13 @@ static double bench_publish_on(int rounds, int per_round, int build)
     cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
     cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
     uint64_t fails = 0;
+    /* warm-up: two laps of the lane, so its pages are faulted in and the
+     * timed rounds see steady state */
+    for (int w = 0; w < 4; w++) {
+        for (int i = 0; i < per_round; i++)
+            fails += cbt_publish(&ev) != CBT_OK;
+        cbt_flush(10000);
+    }
     for (int k = 0; k < rounds; k++) {
         double t0 = now_s();
         if (build) {
@@ -172,6 +181,8 @@ static double bench_drain(int rounds, int requests)
     for (int k = 0; k < rounds; k++) {
         cbt_config c = cbt_config_default();
         c.queue_capacity = 1u << 18;
+        c.lane_capacity = 1u << 18; /* holds the whole workload while the gate is shut */
+        c.max_lanes = 2;
         c.poll_interval_us = 50;
         if (cbt_init(&c) != CBT_OK)
             exit(1);

@@ -10,18 +10,22 @@ cbt_status cbt_bus_init(cbt_bus *b, uint32_t capacity)
     if (capacity < 2 || (capacity & (capacity - 1)) != 0)
         return CBT_ERR_INVAL;
     memset(b, 0, sizeof *b);
-    b->slots = aligned_alloc(64, (size_t)capacity * sizeof(cbt_bus_slot));
-    if (!b->slots)
+    /* calloc: a sequence word of 0 never equals pos + 1, so every slot starts
+     * uncommitted; large blocks come zeroed from the OS and their pages are
+     * touched only when a slot is first used */
+    b->raw = calloc((size_t)capacity + 1, sizeof(cbt_bus_slot));
+    if (!b->raw)
         return CBT_ERR_NOMEM;
-    for (uint64_t i = 0; i < capacity; i++)
-        atomic_init(&b->slots[i].seq, 0); /* pos + 1 is never 0: nothing committed */
+    uintptr_t p = ((uintptr_t)b->raw + 63) & ~(uintptr_t)63;
+    b->slots = (cbt_bus_slot *)p;
     b->mask = capacity - 1;
     return CBT_OK;
 }
 
 void cbt_bus_destroy(cbt_bus *b)
 {
-    free(b->slots);
+    free(b->raw);
+    b->raw = NULL;
     b->slots = NULL;
 }
 
@@ -43,22 +47,19 @@ cbt_status cbt_bus_push(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
                                                   memory_order_relaxed))
             break;
     }
-    cbt_bus_slot *s = &b->slots[pos & b->mask];
-    /* ask for the lines of a slot a few positions ahead in write mode, so the
-     * next publishes find them here rather than in the consumer's cache */
-    const char *ahead = (const char *)&b->slots[(pos + 4) & b->mask];
-    __builtin_prefetch(ahead, 1, 3);
-    __builtin_prefetch(ahead + 64, 1, 3);
-    __builtin_prefetch(ahead + 128, 1, 3);
-    s->item.ticks = ticks;
-    s->item.stream = stream;
-    s->item.mark = mark;
-    uint32_t n = ev->n_meta <= CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
-    memcpy(&s->item.ev, ev, offsetof(cbt_event, meta) + n * sizeof(cbt_meta));
-    s->item.ev.n_meta = (uint8_t)n;
-    /* release: commits the slot; pairs with the acquire in cbt_bus_pop */
-    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+    cbt_bus_fill_commit_(b, pos, ev, ticks, stream, mark);
     return CBT_OK;
+}
+
+int cbt_bus_peek(cbt_bus *b, uint64_t *ticks)
+{
+    uint64_t pos = b->next;
+    cbt_bus_slot *s = &b->slots[pos & b->mask];
+    /* acquire: pairs with the producer's release in cbt_bus_fill_commit_ */
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
+        return 0;
+    *ticks = s->item.ticks;
+    return 1;
 }
 
 int cbt_bus_pop(cbt_bus *b, cbt_bus_item *out)
@@ -72,9 +73,10 @@ int cbt_bus_pop(cbt_bus *b, cbt_bus_item *out)
     /* acquire: pairs with the producer's release in cbt_bus_push */
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != pos + 1)
         return 0;
-    uint32_t n = s->item.ev.n_meta;
-    memcpy(out, &s->item, offsetof(cbt_bus_item, ev) + offsetof(cbt_event, meta) +
-                              n * sizeof(cbt_meta));
+    out->ticks = s->item.ticks;
+    out->stream = s->item.stream;
+    out->mark = s->item.mark;
+    cbt_event_copy_used_(&out->ev, &s->item.ev);
     b->next = pos + 1;
     return 1;
 }

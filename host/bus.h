@@ -16,12 +16,27 @@
 #define CBT_HOST_BUS_H
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cbt/event.h"
 #include "cbt/status.h"
 
 struct cbt_stream;
+
+/* Copy the used part of an event: the fixed header and session, then only
+ * the metadata values it holds. Constant-size pieces, so the compiler emits
+ * plain vector moves instead of a variable-length copy. */
+static inline void cbt_event_copy_used_(cbt_event *dst, const cbt_event *src)
+{
+    _Static_assert(offsetof(cbt_event, meta) % 8 == 0, "meta is 8-byte aligned");
+    memcpy(dst, src, offsetof(cbt_event, meta));
+    uint32_t n = src->n_meta <= CBT_EVENT_META_MAX ? src->n_meta : CBT_EVENT_META_MAX;
+    for (uint32_t i = 0; i < n; i++)
+        memcpy(&dst->meta[i], &src->meta[i], sizeof(cbt_meta));
+    dst->n_meta = (uint8_t)n;
+}
 
 typedef struct cbt_bus_item {
     uint64_t ticks;            /* raw clock stamp (clock.h); 0 with CBT_EVF_EXPLICIT_TS */
@@ -36,15 +51,20 @@ typedef struct cbt_bus_slot {
 } __attribute__((aligned(64))) cbt_bus_slot;
 
 typedef struct cbt_bus {
-    /* producers' index (positions claimed == events accepted), own line */
+    /* producers' line: positions claimed (== events accepted), and in
+     * single-producer mode that producer's last view of head */
     _Alignas(64) _Atomic uint64_t tail;
-    /* consumer's published index: positions below it are free; own line,
-     * written once per batch */
+    uint64_t cached_head;
+    /* consumer's published index: positions below it are free; written once
+     * per batch, read by producers only when the bus looks full */
     _Alignas(64) _Atomic uint64_t head;
-    uint64_t next; /* consumer-private: next position to read */
+    /* consumer-private: next position to read */
+    _Alignas(64) uint64_t next;
+    /* read-mostly */
     _Alignas(64) _Atomic uint64_t dropped;
     uint64_t mask;
-    cbt_bus_slot *slots;
+    cbt_bus_slot *slots; /* 64-byte aligned, inside raw */
+    void *raw;
 } cbt_bus;
 
 /* capacity: a power of two >= 2. CBT_ERR_INVAL / CBT_ERR_NOMEM. */
@@ -55,6 +75,10 @@ void cbt_bus_destroy(cbt_bus *b);
  * pending-mark fields. CBT_ERR_FULL: dropped and counted. Never blocks. */
 cbt_status cbt_bus_push(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
                         struct cbt_stream *stream, void *mark);
+
+/* Consumer only: the stamp of the oldest committed item, without removing it.
+ * Returns 0 when there is none. */
+int cbt_bus_peek(cbt_bus *b, uint64_t *ticks);
 
 /* Consumer only: copy the oldest committed item into *out. Returns 0 when
  * empty (or when the oldest claimed slot is not committed yet), 1 otherwise.
@@ -69,5 +93,46 @@ uint64_t cbt_bus_accepted(cbt_bus *b);
 
 /* Items claimed and not yet consumed (approximate while producers run). */
 uint64_t cbt_bus_depth(cbt_bus *b);
+
+/* Fill the slot of a claimed position and commit it (sequence word last).
+ * Inline: it is the publish hot path. */
+static inline void cbt_bus_fill_commit_(cbt_bus *b, uint64_t pos, const cbt_event *ev, uint64_t ticks,
+                                   struct cbt_stream *stream, void *mark)
+{
+    cbt_bus_slot *s = &b->slots[pos & b->mask];
+    /* ask for the lines of a slot a few positions ahead in write mode, so the
+     * next publishes find them here rather than in the consumer's cache */
+    const char *ahead = (const char *)&b->slots[(pos + 8) & b->mask];
+    __builtin_prefetch(ahead, 1, 3);
+    __builtin_prefetch(ahead + 64, 1, 3);
+    __builtin_prefetch(ahead + 128, 1, 3);
+    s->item.ticks = ticks;
+    s->item.stream = stream;
+    s->item.mark = mark;
+    cbt_event_copy_used_(&s->item.ev, ev);
+    /* release: commits the slot; pairs with the acquire in cbt_bus_pop/peek */
+    atomic_store_explicit(&s->seq, pos + 1, memory_order_release);
+}
+
+/* Single-producer push, for a bus that only one thread ever pushes to (a
+ * lane, see lanes.c): no CAS; the producer owns `tail` and keeps a cached
+ * copy of `head`, so it reads the consumer's line only when the bus looks
+ * full. Same commit protocol and the same CBT_ERR_FULL as cbt_bus_push. */
+static inline cbt_status cbt_bus_push_sp(cbt_bus *b, const cbt_event *ev, uint64_t ticks,
+                           struct cbt_stream *stream, void *mark)
+{
+    uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed); /* ours alone */
+    if (pos - b->cached_head > b->mask) {
+        /* acquire: pairs with the release in cbt_bus_release */
+        b->cached_head = atomic_load_explicit(&b->head, memory_order_acquire);
+        if (pos - b->cached_head > b->mask) {
+            atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
+            return CBT_ERR_FULL;
+        }
+    }
+    atomic_store_explicit(&b->tail, pos + 1, memory_order_relaxed);
+    cbt_bus_fill_commit_(b, pos, ev, ticks, stream, mark);
+    return CBT_OK;
+}
 
 #endif /* CBT_HOST_BUS_H */

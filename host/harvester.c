@@ -1,11 +1,19 @@
 /* host/harvester.c — owns the harvester thread: drain the bus, resolve stream
  * marks, dispatch events to subscribers in the order their times become known.
  *
- * Order: a CPU-published event is known when it is published, so it is
- * dispatched in queue order. A CPU-stream mark is published by the stream's
- * worker when reached, so it too is in queue order at that point. A CUDA mark
- * is known only when its CUDA event completes: it waits in its stream's
- * pending FIFO (stream order) and is dispatched by the poll after completion.
+ * Order: events are dispatched in the order of their publish stamps, merged
+ * across the per-thread lanes and the shared bus. A round reads the clock
+ * (T, with no later load allowed to run first) and repeatedly takes the
+ * committed lane head with the smallest stamp <= T. Why this is causal: if
+ * event X was committed before the thread that publishes Y saw it (X caused
+ * Y), Y is stamped after X's commit (publishes stamp with rdtscp, which waits
+ * for the thread's earlier loads, clock.h), so X's stamp < Y's; and if Y's
+ * stamp <= T, X was committed before the round read T and is visible to the
+ * peeks that follow. Events stamped after T wait for the next round. A
+ * CPU-stream mark is stamped by the stream's worker when reached, so it is
+ * ordered at that moment. A CUDA mark is known only when its CUDA event
+ * completes: it waits in its stream's pending FIFO (stream order) and is
+ * dispatched by the poll after completion.
  *
  * Stop path: cbt_shutdown() clears the active tracer, sets `stop`, and joins.
  * The loop then drains the queue, waits for pending CUDA marks up to
@@ -69,54 +77,96 @@ static void sleep_us(uint32_t us)
     nanosleep(&d, NULL);
 }
 
+/* One round over every source (shared bus + lanes), under t->lock. Returns
+ * the number of events handled; *drained tells whether the round stopped
+ * because nothing stamped at or before the cutoff was left. */
+static uint32_t drain_round(cbt_tracer *t, uint64_t cutoff, int *drained)
+{
+    cbt_bus *src[1 + CBT_MAX_LANES];
+    uint64_t head[1 + CBT_MAX_LANES];
+    uint8_t has[1 + CBT_MAX_LANES], popped[1 + CBT_MAX_LANES];
+    uint32_t k = 0;
+    src[k++] = &t->bus;
+    for (uint32_t i = 0; i < t->n_lanes; i++)
+        src[k++] = &t->lanes[i]->bus;
+    for (uint32_t i = 0; i < k; i++) {
+        has[i] = (uint8_t)cbt_bus_peek(src[i], &head[i]);
+        popped[i] = 0;
+    }
+    uint32_t n = 0;
+    cbt_bus_item it;
+    *drained = 0;
+    while (n < BATCH_MAX) {
+        int best = -1;
+        for (uint32_t i = 0; i < k; i++)
+            if (has[i] && head[i] <= cutoff && (best < 0 || head[i] < head[best]))
+                best = (int)i;
+        if (best < 0) {
+            *drained = 1;
+            break;
+        }
+        if (!cbt_bus_pop(src[best], &it)) { /* cannot happen: peeked committed */
+            has[best] = 0;
+            continue;
+        }
+        handle(t, &it);
+        n++;
+        popped[best] = 1;
+        has[best] = (uint8_t)cbt_bus_peek(src[best], &head[best]);
+    }
+    for (uint32_t i = 0; i < k; i++)
+        if (popped[i])
+            cbt_bus_release(src[i]);
+    return n;
+}
+
 void *cbt_harvester_main_(void *arg)
 {
     cbt_tracer *t = arg;
-    cbt_bus_item it;
     uint64_t refresh_ticks = (uint64_t)((double)CLOCK_REFRESH_NS / t->clock.ns_per_tick);
     uint64_t next_refresh = cbt_clock_ticks() + refresh_ticks;
     uint64_t stop_deadline = 0;
 
     for (;;) {
         int stopping = atomic_load_explicit(&t->stop, memory_order_acquire);
-        uint32_t n = 0, pending = 0;
-        uint64_t busy0 = cbt_clock_ticks();
+        uint32_t pending = 0;
+        int drained = 0;
         pthread_mutex_lock(&t->lock);
-        while (n < BATCH_MAX && cbt_bus_pop(&t->bus, &it)) {
-            handle(t, &it);
-            n++;
-        }
+        uint64_t round_ticks = cbt_clock_ticks_before_loads();
+        uint32_t n = drain_round(t, round_ticks, &drained);
         if (n) {
-            cbt_bus_release(&t->bus);
-            uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - busy0) * t->clock.ns_per_tick);
+            uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - round_ticks) *
+                                       t->clock.ns_per_tick);
             atomic_fetch_add_explicit(&t->busy_ns, busy, memory_order_relaxed);
         }
         for (uint32_t i = 0; i < t->n_streams; i++)
             pending += cbt_stream_poll_(t->streams[i], t);
         atomic_store_explicit(&t->pending_marks, pending, memory_order_relaxed);
-        if (t->flush_req > t->flush_done && pending == 0 &&
-            atomic_load_explicit(&t->bus.head, memory_order_relaxed) >= t->flush_ticket) {
+        cbt_lanes_reap_(t);
+        if (t->flush_req > t->flush_done && drained && pending == 0 &&
+            round_ticks >= t->flush_ticks) {
             flush_sinks(t);
             t->flush_done = t->flush_req;
             pthread_cond_broadcast(&t->flush_cv);
         }
         pthread_mutex_unlock(&t->lock);
 
-        if (stopping && n == 0) {
+        if (stopping && drained && n == 0) {
             uint64_t now = cbt_clock_unix_now();
             if (!stop_deadline)
                 stop_deadline = now + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
             if (pending == 0 || now >= stop_deadline)
                 break;
         }
-        if (n == 0) {
+        if (n == 0 || drained) {
             uint64_t now_t = cbt_clock_ticks();
             if (now_t >= next_refresh) {
                 cbt_clock_map_refresh(&t->clock);
                 next_refresh = now_t + refresh_ticks;
             }
-            sleep_us(stopping ? 50 : t->cfg.poll_interval_us);
         }
+        if (n == 0)
+            sleep_us(stopping ? 50 : t->cfg.poll_interval_us);
     }
 
     pthread_mutex_lock(&t->lock);

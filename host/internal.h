@@ -23,6 +23,14 @@
 #define CBT_MAX_SUBSCRIBERS 16
 #define CBT_MAX_SINKS 16
 #define CBT_MAX_CUDA_STREAMS 64
+#define CBT_MAX_LANES 256 /* hard bound on cbt_config.max_lanes */
+
+/* A per-thread publish lane (lanes.c). */
+typedef struct cbt_lane {
+    cbt_bus bus;           /* single producer: the lane's thread */
+    uint64_t gen;          /* the owning tracer's generation */
+    _Atomic int orphaned;  /* set once the thread has exited */
+} cbt_lane;
 
 /* ---- ids: xoshiro256** seeded from the OS (harvester thread only) ---- */
 typedef struct cbt_ids {
@@ -46,7 +54,8 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t);
 
 struct cbt_tracer {
     cbt_config cfg;
-    cbt_bus bus;
+    uint64_t gen;  /* process-unique, never reused: thread-local lane handles check it */
+    cbt_bus bus;   /* the shared many-producer bus (threads without a lane) */
 
     pthread_t harvester;
     _Atomic int stop;
@@ -60,7 +69,13 @@ struct cbt_tracer {
     uint32_t n_sinks;
     struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS];
     uint32_t n_streams;
-    uint64_t flush_req, flush_done, flush_ticket;
+    uint64_t flush_req, flush_done, flush_ticks;
+    cbt_lane *lane_pool;                /* max_lanes lanes, made at init */
+    uint32_t n_pool;
+    cbt_lane *lanes[CBT_MAX_LANES];     /* in use by a thread (or draining) */
+    uint32_t n_lanes;
+    cbt_lane *free_lanes[CBT_MAX_LANES];
+    uint32_t n_free_lanes;
 
     /* any thread */
     _Atomic uint64_t rejected, session_too_long;
@@ -84,6 +99,17 @@ struct cbt_tracer {
 
     cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
 };
+
+/* Push an event through the calling thread's lane (or the shared bus). */
+cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                            struct cbt_stream *s, void *mark);
+/* Lanes (lanes.c): make the pool (init); return drained lanes of exited
+ * threads to it (harvester, under lock); free all (shutdown); mark one
+ * orphaned (thread exit; tracer.c). */
+cbt_status cbt_lanes_init_(cbt_tracer *t);
+void cbt_lanes_reap_(cbt_tracer *t);
+void cbt_lanes_free_(cbt_tracer *t);
+void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
 
 /* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);

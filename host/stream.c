@@ -39,9 +39,9 @@ static void *cpu_worker(void *arg)
         } else {
             cbt_tracer *t = cbt_tracer_get();
             if (t) {
-                uint64_t ticks = cbt_clock_ticks();
+                uint64_t ticks = cbt_clock_ticks_ordered();
                 it->ev.flags |= CBT_EVF_FROM_STREAM;
-                cbt_bus_push(&t->bus, &it->ev, ticks, NULL, NULL);
+                cbt_tracer_push_(t, &it->ev, ticks, NULL, NULL);
             }
         }
         pthread_mutex_lock(&s->lock);
@@ -103,9 +103,7 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, void *arg, const cbt
     it->fn = fn;
     it->arg = arg;
     if (ev) {
-        uint32_t n = ev->n_meta <= CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
-        memcpy(&it->ev, ev, offsetof(cbt_event, meta) + n * sizeof(cbt_meta));
-        it->ev.n_meta = (uint8_t)n;
+        cbt_event_copy_used_(&it->ev, ev);
         if (it->ev.pair == 0)
             it->ev.pair = s->ordinal;
     }

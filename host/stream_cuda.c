@@ -109,13 +109,11 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
         return CBT_ERR_CUDA;
     }
     cbt_event e;
-    uint32_t n = ev->n_meta <= CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
-    memcpy(&e, ev, offsetof(cbt_event, meta) + n * sizeof(cbt_meta));
-    e.n_meta = (uint8_t)n;
+    cbt_event_copy_used_(&e, ev);
     e.flags |= CBT_EVF_FROM_STREAM;
     if (e.pair == 0)
         e.pair = s->ordinal;
-    cbt_status st = cbt_bus_push(&t->bus, &e, 0, s, (void *)(uintptr_t)(idx + 1));
+    cbt_status st = cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), s, (void *)(uintptr_t)(idx + 1));
     if (st != CBT_OK)
         pool_put(p, idx); /* the recorded event simply completes unobserved */
     return st;

@@ -18,6 +18,7 @@ _Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
 /* cbt_init/cbt_shutdown are serialised by this lock; publishers never take it. */
 static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static cbt_tracer *g_owned; /* the tracer cbt_init created (== active when enabled) */
+static uint64_t g_next_gen = 1; /* tracer generations, under g_life_lock */
 
 cbt_config cbt_config_default(void)
 {
@@ -28,6 +29,8 @@ cbt_config cbt_config_default(void)
     c.enabled = true;
     c.mp_subscriber = true;
     c.queue_capacity = 16384;
+    c.lane_capacity = 4096;
+    c.max_lanes = 64;
     c.span_pool = 8192;
     c.registry_capacity = 16384;
     c.max_sessions = 4096;
@@ -48,6 +51,17 @@ static cbt_status check_config(const cbt_config *c)
     if (!pow2(c->queue_capacity) || c->queue_capacity > (1u << 24)) {
         fprintf(stderr, "cbt: config: queue_capacity %u must be a power of two in [2, 2^24]\n",
                 c->queue_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->lane_capacity != 0 && (!pow2(c->lane_capacity) || c->lane_capacity > (1u << 20))) {
+        fprintf(stderr, "cbt: config: lane_capacity %u must be 0 or a power of two in [2, 2^20]\n",
+                c->lane_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_lanes > CBT_MAX_LANES ||
+        (uint64_t)c->max_lanes * c->lane_capacity * sizeof(cbt_bus_slot) > (1ull << 32)) {
+        fprintf(stderr, "cbt: config: max_lanes %u must be at most %u, with at most 4 GiB of lanes\n",
+                c->max_lanes, CBT_MAX_LANES);
         return CBT_ERR_INVAL;
     }
     if (c->span_pool == 0 || c->span_pool > 65535) {
@@ -81,6 +95,7 @@ static void tracer_free(cbt_tracer *t)
     for (uint32_t i = 0; i < t->n_sinks; i++)
         if (t->sinks[i].destroy)
             t->sinks[i].destroy(t->sinks[i].ctx);
+    cbt_lanes_free_(t);
     cbt_strtab_free(&t->reg);
     cbt_spans_free_(t);
     cbt_bus_destroy(&t->bus);
@@ -132,10 +147,11 @@ cbt_status cbt_init(const cbt_config *cfg)
         return CBT_ERR_NOMEM;
     }
     t->cfg = c;
+    t->gen = g_next_gen++;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->flush_cv, NULL);
     if ((st = cbt_bus_init(&t->bus, c.queue_capacity)) ||
-        (st = cbt_spans_init_(t, c.span_pool)) ||
+        (st = cbt_lanes_init_(t)) || (st = cbt_spans_init_(t, c.span_pool)) ||
         (st = cbt_strtab_init(&t->reg, c.registry_capacity, c.registry_capacity - 1,
                               sizeof(cbt_span_ctx)))) {
         tracer_free(t);
@@ -236,9 +252,10 @@ cbt_status cbt_flush(uint32_t timeout_ms)
         dl.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&t->lock);
-    uint64_t ticket = atomic_load_explicit(&t->bus.tail, memory_order_acquire);
-    if (ticket > t->flush_ticket)
-        t->flush_ticket = ticket;
+    /* everything this thread published (and every stream it synced) was
+     * stamped before now; the harvester completes the flush after a round
+     * that began later and left nothing stamped before its start */
+    t->flush_ticks = cbt_clock_ticks_ordered();
     uint64_t mine = ++t->flush_req;
     cbt_status st = CBT_OK;
     while (t->flush_done < mine) {
@@ -251,22 +268,21 @@ cbt_status cbt_flush(uint32_t timeout_ms)
     return st;
 }
 
-cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
-{
-    if (__builtin_expect(!ev || !cbt_event_type_valid(ev->type), 0)) {
-        atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
-        return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
-    }
-    uint64_t ticks = (ev->flags & CBT_EVF_EXPLICIT_TS) ? 0 : cbt_clock_ticks();
-    return cbt_bus_push(&t->bus, ev, ticks, NULL, NULL);
-}
-
 cbt_status cbt_publish_checked(const cbt_event *ev)
 {
     cbt_tracer *t = cbt_tracer_get();
     if (!t)
         return CBT_OK;
     return cbt_tracer_publish(t, ev);
+}
+
+void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane)
+{
+    /* g_life_lock keeps the tracer (and so the lane) alive while we look */
+    pthread_mutex_lock(&g_life_lock);
+    if (g_owned && g_owned->gen == gen)
+        atomic_store_explicit(&lane->orphaned, 1, memory_order_release);
+    pthread_mutex_unlock(&g_life_lock);
 }
 
 void cbt_count_session_too_long_(void)
@@ -287,14 +303,22 @@ cbt_status cbt_metrics_get(cbt_metrics *out)
     out->version = 1;
     out->size = sizeof *out;
 #define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    pthread_mutex_lock(&t->lock);
     out->published = cbt_bus_accepted(&t->bus);
     out->dropped_full = R(t->bus.dropped);
+    out->queue_depth = cbt_bus_depth(&t->bus);
+    for (uint32_t i = 0; i < t->n_pool; i++) {
+        out->published += cbt_bus_accepted(&t->lane_pool[i].bus);
+        out->dropped_full += R(t->lane_pool[i].bus.dropped);
+        out->queue_depth += cbt_bus_depth(&t->lane_pool[i].bus);
+    }
+    out->lanes = t->n_lanes;
+    pthread_mutex_unlock(&t->lock);
     out->rejected = R(t->rejected);
     out->session_too_long = R(t->session_too_long);
     out->dispatched = R(t->dispatched);
     out->subscriber_errors = R(t->subscriber_errors);
     out->sink_errors = R(t->sink_errors);
-    out->queue_depth = cbt_bus_depth(&t->bus);
     out->queue_capacity = t->bus.mask + 1;
     out->pending_stream_marks = R(t->pending_marks);
     out->lag_last_ns = R(t->lag_last_ns);

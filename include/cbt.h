@@ -11,8 +11,9 @@
  *   subscribers (MP, user)                   events -> spans     host/mp_subscriber.c
  *   sinks                                    spans -> files/...  host/sink_*.c, exporter/
  *
- * Costs: cbt_publish() is a timestamp (rdtsc) and a copy into a bounded
- * lock-free queue; it never blocks and never allocates. With no tracer (not
+ * Costs: cbt_publish() is a timestamp (rdtsc) and a copy into the calling
+ * thread's own bounded lane (a single-producer ring: no lock, no CAS); it
+ * never blocks, and allocates only once per thread (its lane). With no tracer (not
  * initialised, or disabled by configuration) it is one predictable branch.
  * Defining CBT_DISABLE before including this header compiles the event and
  * publish calls to nothing.
@@ -44,7 +45,9 @@ typedef struct cbt_config {
     uint32_t size;    /* sizeof(cbt_config) */
     bool enabled;     /* false: cbt_init() succeeds but installs no tracer */
     bool mp_subscriber;          /* install the MP subscriber (seed semantics) */
-    uint32_t queue_capacity;     /* events in the publish queue, power of two */
+    uint32_t queue_capacity;     /* events in the shared queue, power of two */
+    uint32_t lane_capacity;      /* events in each thread's own lane, power of two; 0 = no lanes */
+    uint32_t max_lanes;          /* threads with a lane of their own (<= 256); others share */
     uint32_t span_pool;          /* spans open at once */
     uint32_t registry_capacity;  /* (session, name) entries, power of two */
     uint32_t max_sessions;       /* sessions tracked by the MP subscriber */
@@ -54,7 +57,8 @@ typedef struct cbt_config {
 } cbt_config;
 #define CBT_CONFIG_VERSION 1u
 
-/* Defaults: enabled, MP subscriber on, 16384-event queue, 8192 spans,
+/* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
+ * lanes for up to 64 threads, 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound. */
 cbt_config cbt_config_default(void);
 
@@ -92,8 +96,9 @@ typedef struct cbt_metrics {
     uint64_t dispatched;        /* events handed to subscribers */
     uint64_t subscriber_errors; /* non-zero returns from subscribers */
     uint64_t sink_errors;       /* non-zero returns from sinks */
-    uint64_t queue_depth;       /* events waiting now */
-    uint64_t queue_capacity;
+    uint64_t queue_depth;       /* events waiting now, all lanes and the shared queue */
+    uint64_t queue_capacity;    /* of the shared queue */
+    uint64_t lanes;             /* threads with a lane of their own now */
     uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
     uint64_t lag_last_ns;       /* dispatch time - stamp, last event */
     uint64_t lag_max_ns;        /* worst seen */

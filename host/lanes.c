@@ -1,0 +1,133 @@
+/* host/lanes.c — owns the per-thread publish lanes.
+ *
+ * Each publishing thread gets a lane of its own the first time it publishes
+ * under a tracer: a single-producer bus (bus.h, cbt_bus_push_sp), so the hot
+ * path needs no CAS and touches no line another producer writes. A thread
+ * that finds cbt_config.max_lanes taken (or lane_capacity 0) publishes into
+ * the tracer's shared many-producer bus instead. The harvester merges all of
+ * them in stamp order (harvester.c).
+ *
+ * Lanes belong to the tracer, not the threads: cbt_init() makes max_lanes of
+ * them (their pages are touched only when used), a thread takes a free one
+ * on its first publish, and the harvester puts it back once the thread has
+ * exited (a pthread key destructor marks it orphaned) and it is drained. So
+ * the publishing path never allocates. The thread keeps only a thread-local
+ * (tracer generation, lane) pair; a generation that no longer matches the
+ * running tracer sends it back through lane_attach.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+typedef struct lane_tls {
+    uint64_t gen;   /* generation of the tracer the lane belongs to; 0 = none */
+    cbt_lane *lane; /* NULL with a matching gen: use the shared bus */
+} lane_tls;
+
+static _Thread_local lane_tls tls;
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+/* Thread exit: tell the tracer that owns our lane that no more pushes come. */
+static void lane_thread_exit(void *arg)
+{
+    lane_tls *l = arg;
+    if (l->lane)
+        cbt_lane_orphan_(l->gen, l->lane);
+    l->lane = NULL;
+    l->gen = 0;
+}
+
+static void key_init(void) { pthread_key_create(&g_key, lane_thread_exit); }
+
+static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                              struct cbt_stream *s, void *mark)
+{
+    cbt_lane *l = NULL;
+    pthread_once(&g_key_once, key_init);
+    pthread_mutex_lock(&t->lock);
+    if (t->n_free_lanes) {
+        l = t->free_lanes[--t->n_free_lanes];
+        /* a reused lane keeps its positions: the new producer continues them */
+        l->bus.cached_head = atomic_load_explicit(&l->bus.head, memory_order_acquire);
+        atomic_store_explicit(&l->orphaned, 0, memory_order_relaxed);
+        t->lanes[t->n_lanes++] = l;
+    }
+    pthread_mutex_unlock(&t->lock);
+    tls.gen = t->gen;
+    tls.lane = l;
+    pthread_setspecific(g_key, &tls);
+    if (l)
+        return cbt_bus_push_sp(&l->bus, ev, ticks, s, mark);
+    return cbt_bus_push(&t->bus, ev, ticks, s, mark);
+}
+
+cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                            struct cbt_stream *s, void *mark)
+{
+    if (__builtin_expect(tls.gen == t->gen, 1)) {
+        cbt_lane *l = tls.lane;
+        if (__builtin_expect(l != NULL, 1))
+            return cbt_bus_push_sp(&l->bus, ev, ticks, s, mark);
+        return cbt_bus_push(&t->bus, ev, ticks, s, mark);
+    }
+    return lane_attach(t, ev, ticks, s, mark);
+}
+
+/* The publish hot path: check, stamp, push into this thread's lane. */
+cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
+{
+    /* built-in types need no table lookup; registered ones ask event.c */
+    bool builtin = ev && (uint16_t)(ev->type - 1) < CBT_EV_BUILTIN_COUNT_ - 1;
+    if (__builtin_expect(!builtin, 0) && (!ev || !cbt_event_type_valid(ev->type))) {
+        atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+        return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
+    }
+    /* stamped even with CBT_EVF_EXPLICIT_TS: the stamp orders dispatch */
+    return cbt_tracer_push_(t, ev, cbt_clock_ticks_ordered(), NULL, NULL);
+}
+
+cbt_status cbt_lanes_init_(cbt_tracer *t)
+{
+    uint32_t n = t->cfg.lane_capacity ? t->cfg.max_lanes : 0;
+    if (n == 0)
+        return CBT_OK;
+    t->lane_pool = calloc(n, sizeof *t->lane_pool);
+    if (!t->lane_pool)
+        return CBT_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        cbt_status st = cbt_bus_init(&t->lane_pool[i].bus, t->cfg.lane_capacity);
+        if (st)
+            return st; /* cbt_lanes_free_ releases what was made */
+        t->lane_pool[i].gen = t->gen;
+        t->free_lanes[t->n_free_lanes++] = &t->lane_pool[i];
+        t->n_pool = i + 1;
+    }
+    return CBT_OK;
+}
+
+void cbt_lanes_reap_(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_lanes;) {
+        cbt_lane *l = t->lanes[i];
+        /* acquire: pairs with the release in cbt_lane_orphan_, after which the
+         * lane's thread pushes nothing more */
+        if (atomic_load_explicit(&l->orphaned, memory_order_acquire) &&
+            l->bus.next == cbt_bus_accepted(&l->bus)) {
+            t->lanes[i] = t->lanes[--t->n_lanes];
+            t->free_lanes[t->n_free_lanes++] = l;
+        } else {
+            i++;
+        }
+    }
+}
+
+void cbt_lanes_free_(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_pool; i++)
+        cbt_bus_destroy(&t->lane_pool[i].bus);
+    free(t->lane_pool);
+    t->lane_pool = NULL;
+    t->n_pool = t->n_lanes = t->n_free_lanes = 0;
+}
