@@ -6,6 +6,8 @@
  *   publish_on      ns per cbt_publish() of a prepared event, tracer running
  *   build_publish   ns per cbt_event_init + 2 metadata values + cbt_publish
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
+ *   stamp_*         ns per timestamp read: rdtsc, rdtscp (what a publish
+ *                   uses, clock.h), clock_gettime(CLOCK_REALTIME)
  *   pipeline        events/s through bus + harvester + MP subscriber + span
  *                   building on one harvester thread (7 events, 3 spans per
  *                   request), producer retrying when the queue is full
@@ -131,6 +133,38 @@ static double bench_publish_off(int rounds, long per_round)
     double m = median(r, rounds);
     free(r);
     return m;
+}
+
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
+/* ns per timestamp of each kind: what a publish spends on its stamp. */
+static void bench_stamps(long n, double *tsc, double *tscp, double *cgt)
+{
+    volatile uint64_t sink = 0;
+    double t0;
+#if defined(__x86_64__)
+    unsigned aux;
+    t0 = now_s();
+    for (long i = 0; i < n; i++)
+        sink += __rdtsc();
+    *tsc = (now_s() - t0) * 1e9 / (double)n;
+    t0 = now_s();
+    for (long i = 0; i < n; i++)
+        sink += __rdtscp(&aux);
+    *tscp = (now_s() - t0) * 1e9 / (double)n;
+#else
+    *tsc = *tscp = 0;
+#endif
+    struct timespec ts;
+    t0 = now_s();
+    for (long i = 0; i < n; i++) {
+        clock_gettime(CLOCK_REALTIME, &ts);
+        sink += (uint64_t)ts.tv_nsec;
+    }
+    *cgt = (now_s() - t0) * 1e9 / (double)n;
+    (void)sink;
 }
 
 static void publish_retry(const cbt_event *e, uint64_t *retries)
@@ -269,6 +303,11 @@ int main(int argc, char **argv)
     double drain = bench_drain(quick ? 3 : 5, 36000);
     double heps = 0;
     double eps = bench_pipeline(quick ? 3 : 5, reqs, &dropped, &heps);
+    double tsc, tscp, cgt;
+    bench_stamps(quick ? 2000000L : 20000000L, &tsc, &tscp, &cgt);
+    printf("stamp_rdtsc    %8.2f ns\n", tsc);
+    printf("stamp_rdtscp   %8.2f ns         (the publish stamp: ordered after earlier loads)\n", tscp);
+    printf("stamp_realtime %8.2f ns         (clock_gettime, for comparison)\n", cgt);
     printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
     printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
     printf("publish_off    %8.2f ns/call    (no tracer: one branch; target <= 2)\n", off);

@@ -51,8 +51,18 @@ static void print_node(FILE *f, node *nodes, int i, uint64_t t0, const char *pre
     fprintf(f, "  +%.3f ms  %.3f ms", off, dur);
     print_attrs(f, s);
     fputc('\n', f);
+    /* the children's prefix: ours plus one column; trees deeper than the
+     * buffer keep the prefix they have */
     char sub[256];
-    snprintf(sub, sizeof sub, "%s%s", prefix, depth == 0 ? "" : (last ? "   " : "│  "));
+    const char *col = depth == 0 ? "" : (last ? "   " : "│  ");
+    size_t lp = strlen(prefix), lc = strlen(col);
+    if (lp + lc < sizeof sub) {
+        memcpy(sub, prefix, lp);
+        memcpy(sub + lp, col, lc + 1);
+    } else {
+        memcpy(sub, prefix, lp < sizeof sub ? lp + 1 : sizeof sub);
+        sub[sizeof sub - 1] = '\0';
+    }
     for (int c = nodes[i].first_child; c >= 0; c = nodes[c].next_sibling)
         print_node(f, nodes, c, t0, sub, nodes[c].next_sibling < 0, depth + 1);
 }

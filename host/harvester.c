@@ -32,6 +32,8 @@ uint64_t cbt_tracer_ticks_to_unix_(cbt_tracer *t, uint64_t ticks)
     return cbt_clock_to_unix(&t->clock, ticks);
 }
 
+/* Dispatch to the subscribers; with `stamp_ticks` != 0, also record now -
+ * stamp as the dispatch lag (done for the oldest event of each round). */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
 {
     if (stamp_ticks) {
@@ -53,7 +55,9 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
     atomic_fetch_add_explicit(&t->dispatched, 1, memory_order_relaxed);
 }
 
-static void handle(cbt_tracer *t, cbt_bus_item *it)
+/* `lag_ticks`: the item's stamp when its dispatch lag should be measured
+ * (the oldest item of a round), else 0. */
+static void handle(cbt_tracer *t, cbt_bus_item *it, uint64_t lag_ticks)
 {
     if (it->stream) {
         cbt_stream_defer_(it->stream, it);
@@ -61,7 +65,7 @@ static void handle(cbt_tracer *t, cbt_bus_item *it)
     }
     if (!(it->ev.flags & CBT_EVF_EXPLICIT_TS))
         it->ev.ts = cbt_clock_to_unix(&t->clock, it->ticks);
-    cbt_dispatch_(t, &it->ev, it->ticks);
+    cbt_dispatch_(t, &it->ev, lag_ticks);
 }
 
 static void flush_sinks(cbt_tracer *t)
@@ -109,7 +113,7 @@ static uint32_t drain_round(cbt_tracer *t, uint64_t cutoff, int *drained)
             has[best] = 0;
             continue;
         }
-        handle(t, &it);
+        handle(t, &it, n == 0 ? it.ticks : 0); /* the oldest sets the lag */
         n++;
         popped[best] = 1;
         has[best] = (uint8_t)cbt_bus_peek(src[best], &head[best]);

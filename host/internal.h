@@ -100,6 +100,25 @@ struct cbt_tracer {
     cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
 };
 
+/* A session id with its string hash computed once (strtab.h). */
+typedef struct cbt_skey {
+    const char *s;
+    size_t len;
+    uint64_t base; /* cbt_strtab_base(s, len) */
+} cbt_skey;
+
+static inline cbt_skey cbt_skey_make(const char *s, size_t len)
+{
+    cbt_skey k = {s, len, cbt_strtab_base(s, len)};
+    return k;
+}
+
+/* Registry put/remove for a pre-hashed, already validated session. */
+cbt_status cbt_registry_put_k_(cbt_tracer *t, const cbt_skey *k, cbt_name name,
+                               const cbt_span_ctx *ctx);
+void cbt_registry_remove_k_(cbt_tracer *t, const cbt_skey *k, cbt_name name,
+                            const cbt_span_ctx *ctx);
+
 /* Push an event through the calling thread's lane (or the shared bus). */
 cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
                             struct cbt_stream *s, void *mark);

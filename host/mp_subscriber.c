@@ -43,6 +43,7 @@ typedef struct mp_session {
 
 typedef struct mp_state {
     cbt_strtab sessions;
+    cbt_skey key; /* the session of the event being handled, hashed once */
     uint64_t seq;
     uint64_t recent[MP_RECENT_ENDED]; /* key hashes of recently freed sessions */
     uint32_t recent_next;
@@ -59,9 +60,10 @@ typedef struct mp_state {
 
 static mp_session *session_get(mp_state *st, const cbt_event *ev, bool create)
 {
+    uint64_t h = cbt_strtab_mix(st->key.base, 0);
     if (!create)
-        return cbt_strtab_find(&st->sessions, ev->session, ev->session_len, 0);
-    mp_session *s = cbt_strtab_upsert(&st->sessions, ev->session, ev->session_len, 0, NULL);
+        return cbt_strtab_find_h(&st->sessions, ev->session, ev->session_len, 0, h);
+    mp_session *s = cbt_strtab_upsert_h(&st->sessions, ev->session, ev->session_len, 0, h, NULL);
     if (!s)
         INC(sessions_full);
     return s;
@@ -78,7 +80,7 @@ static void remember_ended(mp_state *st, const mp_session *s)
 
 static bool ended_recently(const mp_state *st, const cbt_event *ev)
 {
-    uint64_t h = cbt_strtab_hash(ev->session, ev->session_len, 0);
+    uint64_t h = cbt_strtab_mix(st->key.base, 0);
     for (uint32_t i = 0; i < MP_RECENT_ENDED; i++)
         if (st->recent[i] == h)
             return true;
@@ -103,16 +105,16 @@ static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_even
     if (!s->root)
         return;
     cbt_span_set_str(s->root, CBT_N_SESSION_ID, ev->session, ev->session_len);
-    cbt_registry_put(t, ev->session, CBT_N_REQUEST, &s->root->ctx);
+    cbt_registry_put_k_(t, &st->key, CBT_N_REQUEST, &s->root->ctx);
     INC(roots_opened);
 }
 
-static void close_root(mp_state *st, cbt_tracer *t, mp_session *s, const char *sid,
+static void close_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_skey *k,
                        uint64_t end_ns)
 {
     if (!s->root)
         return;
-    cbt_registry_remove(t, sid, CBT_N_REQUEST, &s->root->ctx);
+    cbt_registry_remove_k_(t, k, CBT_N_REQUEST, &s->root->ctx);
     cbt_span_end(t, s->root, end_ns);
     s->root = NULL;
     INC(roots_closed);
@@ -120,10 +122,10 @@ static void close_root(mp_state *st, cbt_tracer *t, mp_session *s, const char *s
 
 /* The root closes when REQUEST_END has arrived and no submitted op is pending;
  * it is stamped with the REQUEST_END time, not the time of the last END. */
-static void maybe_close(mp_state *st, cbt_tracer *t, mp_session *s, const char *sid)
+static void maybe_close(mp_state *st, cbt_tracer *t, mp_session *s)
 {
     if (s->end_seen && s->pending[OP_STORE] == 0 && s->pending[OP_RETRIEVE] == 0)
-        close_root(st, t, s, sid, s->end_ts);
+        close_root(st, t, s, &st->key, s->end_ts);
 }
 
 static cbt_status on_request_start(mp_state *st, cbt_tracer *t, const cbt_event *ev)
@@ -188,7 +190,7 @@ static cbt_status on_start(mp_state *st, cbt_tracer *t, const cbt_event *ev, int
     ch->pair = ev->pair;
     ch->op = (uint8_t)op;
     ch->seq = ++st->seq;
-    cbt_registry_put(t, ev->session, k_op_logical[op], &c->ctx);
+    cbt_registry_put_k_(t, &st->key, k_op_logical[op], &c->ctx);
     INC(children_opened);
     return CBT_OK;
 }
@@ -220,7 +222,7 @@ static cbt_status on_end(mp_state *st, cbt_tracer *t, const cbt_event *ev, int o
             s->dropped_starts[op]--;
             if (op != OP_LOOKUP && s->pending[op] > 0)
                 s->pending[op]--;
-            maybe_close(st, t, s, ev->session);
+            maybe_close(st, t, s);
             session_maybe_free(st, s);
             return CBT_OK;
         }
@@ -241,9 +243,9 @@ static cbt_status on_end(mp_state *st, cbt_tracer *t, const cbt_event *ev, int o
         if (s->children[i].op == op && (newest < 0 || s->children[i].seq > s->children[newest].seq))
             newest = i;
     if (newest >= 0)
-        cbt_registry_put(t, ev->session, k_op_logical[op], &s->children[newest].span->ctx);
+        cbt_registry_put_k_(t, &st->key, k_op_logical[op], &s->children[newest].span->ctx);
     else
-        cbt_registry_remove(t, ev->session, k_op_logical[op], &ctx);
+        cbt_registry_remove_k_(t, &st->key, k_op_logical[op], &ctx);
 
     if (op == OP_LOOKUP) {
         if (s->root)
@@ -251,7 +253,7 @@ static cbt_status on_end(mp_state *st, cbt_tracer *t, const cbt_event *ev, int o
     } else if (s->pending[op] > 0) {
         s->pending[op]--;
     }
-    maybe_close(st, t, s, ev->session);
+    maybe_close(st, t, s);
     session_maybe_free(st, s);
     return CBT_OK;
 }
@@ -275,7 +277,7 @@ static cbt_status on_request_end(mp_state *st, cbt_tracer *t, const cbt_event *e
     s->end_ts = ev->ts;
     if (s->pending[OP_STORE] || s->pending[OP_RETRIEVE])
         INC(roots_deferred);
-    maybe_close(st, t, s, ev->session);
+    maybe_close(st, t, s);
     session_maybe_free(st, s);
     return CBT_OK;
 }
@@ -300,6 +302,7 @@ static cbt_status mp_handle(mp_state *st, cbt_tracer *t, const cbt_event *ev)
 static cbt_status mp_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
 {
     mp_state *st = ctx;
+    st->key = cbt_skey_make(ev->session, ev->session_len);
     cbt_status rc = mp_handle(st, t, ev);
     atomic_store_explicit(&st->c.sessions_live, st->sessions.count, memory_order_relaxed);
     return rc;
@@ -312,11 +315,12 @@ static void mp_on_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
         mp_session *s = cbt_strtab_slot(&st->sessions, i);
         if (!s)
             continue;
-        const char *sid = cbt_strtab_key_of(&st->sessions, s)->s;
+        const cbt_strtab_key *key = cbt_strtab_key_of(&st->sessions, s);
+        cbt_skey k = cbt_skey_make(key->s, key->len);
         for (int c = 0; c < s->n_children; c++) {
             cbt_span *sp = s->children[c].span;
             sp->flags |= CBT_SPANF_INCOMPLETE;
-            cbt_registry_remove(t, sid, k_op_logical[s->children[c].op], &sp->ctx);
+            cbt_registry_remove_k_(t, &k, k_op_logical[s->children[c].op], &sp->ctx);
             cbt_span_end(t, sp, now_ns);
             INC(incomplete_at_shutdown);
         }
@@ -324,7 +328,7 @@ static void mp_on_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
         if (s->root) {
             s->root->flags |= CBT_SPANF_INCOMPLETE;
             INC(incomplete_at_shutdown);
-            close_root(st, t, s, sid, s->end_seen ? s->end_ts : now_ns);
+            close_root(st, t, s, &k, s->end_seen ? s->end_ts : now_ns);
         }
     }
     /* every session is gone now: reset the table in one step */

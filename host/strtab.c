@@ -31,9 +31,18 @@ void cbt_strtab_free(cbt_strtab *t)
     t->vals = NULL;
 }
 
+uint64_t cbt_strtab_base(const char *s, size_t len) { return cbt_hash_bytes(s, len, 0x51ed2705u); }
+
+uint64_t cbt_strtab_mix(uint64_t base, uint16_t tag)
+{
+    uint64_t h = (base ^ ((uint64_t)tag * 0x9e3779b97f4a7c15ull)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    return h ? h : 1;
+}
+
 uint64_t cbt_strtab_hash(const char *s, size_t len, uint16_t tag)
 {
-    return cbt_hash_bytes(s, len, 0x51ed2705u ^ ((uint64_t)tag << 40));
+    return cbt_strtab_mix(cbt_strtab_base(s, len), tag);
 }
 
 static void *val_at(cbt_strtab *t, uint32_t i) { return t->vals + (size_t)i * t->val_size; }
@@ -49,21 +58,38 @@ static int64_t find_slot(cbt_strtab *t, const char *s, size_t len, uint16_t tag,
     }
 }
 
-void *cbt_strtab_find(cbt_strtab *t, const char *s, size_t len, uint16_t tag)
+void *cbt_strtab_find_h(cbt_strtab *t, const char *s, size_t len, uint16_t tag, uint64_t h)
 {
     if (len >= CBT_SESSION_MAX)
         return NULL;
-    int64_t i = find_slot(t, s, len, tag, cbt_strtab_hash(s, len, tag));
+    int64_t i = find_slot(t, s, len, tag, h);
     return i >= 0 ? val_at(t, (uint32_t)i) : NULL;
 }
 
+void *cbt_strtab_find(cbt_strtab *t, const char *s, size_t len, uint16_t tag)
+{
+    if (len >= CBT_SESSION_MAX) /* before hashing: s may be shorter than len claims */
+        return NULL;
+    return cbt_strtab_find_h(t, s, len, tag, cbt_strtab_hash(s, len, tag));
+}
+
 void *cbt_strtab_upsert(cbt_strtab *t, const char *s, size_t len, uint16_t tag, int *created)
+{
+    if (len >= CBT_SESSION_MAX) {
+        if (created)
+            *created = 0;
+        return NULL;
+    }
+    return cbt_strtab_upsert_h(t, s, len, tag, cbt_strtab_hash(s, len, tag), created);
+}
+
+void *cbt_strtab_upsert_h(cbt_strtab *t, const char *s, size_t len, uint16_t tag, uint64_t h,
+                          int *created)
 {
     if (created)
         *created = 0;
     if (len >= CBT_SESSION_MAX)
         return NULL;
-    uint64_t h = cbt_strtab_hash(s, len, tag);
     int64_t i = find_slot(t, s, len, tag, h);
     if (i >= 0)
         return val_at(t, (uint32_t)i);

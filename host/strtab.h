@@ -35,12 +35,19 @@ typedef struct cbt_strtab {
 cbt_status cbt_strtab_init(cbt_strtab *t, uint32_t capacity, uint32_t limit, size_t val_size);
 void cbt_strtab_free(cbt_strtab *t);
 
+/* Hash of (s, tag) == cbt_strtab_mix(cbt_strtab_base(s, len), tag). A caller
+ * that looks one session up under several tags hashes the string once. */
+uint64_t cbt_strtab_base(const char *s, size_t len);
+uint64_t cbt_strtab_mix(uint64_t base, uint16_t tag);
 uint64_t cbt_strtab_hash(const char *s, size_t len, uint16_t tag);
 
-/* The value of (s, tag), or NULL. */
+/* The value of (s, tag), or NULL. The _h forms take cbt_strtab_hash(s, len, tag). */
 void *cbt_strtab_find(cbt_strtab *t, const char *s, size_t len, uint16_t tag);
+void *cbt_strtab_find_h(cbt_strtab *t, const char *s, size_t len, uint16_t tag, uint64_t h);
 /* Find or insert (value zeroed on insert; *created tells which). NULL when full. */
 void *cbt_strtab_upsert(cbt_strtab *t, const char *s, size_t len, uint16_t tag, int *created);
+void *cbt_strtab_upsert_h(cbt_strtab *t, const char *s, size_t len, uint16_t tag, uint64_t h,
+                          int *created);
 /* Remove the entry whose value is `val` (a pointer from find/upsert). */
 void cbt_strtab_remove(cbt_strtab *t, void *val);
 /* Key of the entry holding `val`. */

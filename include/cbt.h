@@ -100,8 +100,9 @@ typedef struct cbt_metrics {
     uint64_t queue_capacity;    /* of the shared queue */
     uint64_t lanes;             /* threads with a lane of their own now */
     uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
-    uint64_t lag_last_ns;       /* dispatch time - stamp, last event */
-    uint64_t lag_max_ns;        /* worst seen */
+    uint64_t lag_last_ns;       /* oldest-event lag: dispatch time - stamp of the
+                                   oldest event of the harvester's last round */
+    uint64_t lag_max_ns;        /* worst oldest-event lag seen */
     uint64_t spans_started;
     uint64_t spans_ended;
     uint64_t spans_dropped;     /* span pool exhausted */
