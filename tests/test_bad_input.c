@@ -601,16 +601,7 @@ static void strerror_every_code(void **state)
     }
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    if (cbt_tracer_get())
-        tu_stop(); /* also releases the test's memory sink */
-    cbt_shutdown();
-    return 0;
-}
-
-#define T(f) cmocka_unit_test_teardown(f, teardown)
+#define T(f) cmocka_unit_test_teardown(f, tu_teardown)
 
 int main(void)
 {

@@ -1445,18 +1445,7 @@ static void scenario_7_multiple_stores(void **state)
     tu_stop();
 }
 
-/* After a failed test the tracer may still be up: take it down so the next
- * test starts clean (cbt_shutdown is idempotent). */
-static int teardown(void **state)
-{
-    (void)state;
-    if (cbt_tracer_get())
-        tu_stop(); /* also releases the test's memory sink */
-    cbt_shutdown();
-    return 0;
-}
-
-#define T(f) cmocka_unit_test_teardown(f, teardown)
+#define T(f) cmocka_unit_test_teardown(f, tu_teardown)
 
 int main(void)
 {

@@ -88,6 +88,15 @@ void tu_stop(void)
     g_mem = NULL;
 }
 
+int tu_teardown(void **state)
+{
+    (void)state;
+    if (cbt_tracer_get())
+        tu_stop();
+    cbt_shutdown(); /* idempotent */
+    return 0;
+}
+
 uint32_t tu_span_count(void) { return g_n_spans; }
 const cbt_span *tu_span(uint32_t i) { return i < g_n_spans ? &g_spans[i] : NULL; }
 

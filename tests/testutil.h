@@ -37,6 +37,10 @@ void tu_flush(void);
 /* cbt_shutdown, then snapshot the spans (shutdown may end incomplete ones). */
 void tu_stop(void);
 
+/* cmocka teardown: after a failed test the tracer may still be up; take it
+ * down (and release the memory sink) so the next test starts clean. */
+int tu_teardown(void **state);
+
 /* Span snapshot (valid after tu_flush / tu_stop). */
 uint32_t tu_span_count(void);
 const cbt_span *tu_span(uint32_t i);
