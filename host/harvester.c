@@ -127,6 +127,8 @@ static uint32_t drain_round(cbt_tracer *t, uint64_t cutoff, int *drained)
 void *cbt_harvester_main_(void *arg)
 {
     cbt_tracer *t = arg;
+    if (t->cuda_ring)
+        cbt_ring_cuda_bind_(t->cuda_ring);
     uint64_t refresh_ticks = (uint64_t)((double)CLOCK_REFRESH_NS / t->clock.ns_per_tick);
     uint64_t next_refresh = cbt_clock_ticks() + refresh_ticks;
     uint64_t stop_deadline = 0;
@@ -143,8 +145,11 @@ void *cbt_harvester_main_(void *arg)
                                        t->clock.ns_per_tick);
             atomic_fetch_add_explicit(&t->busy_ns, busy, memory_order_relaxed);
         }
+        /* CUDA marks first: a launch's KERNEL_LAUNCH mark resolves before
+         * its records are joined */
         for (uint32_t i = 0; i < t->n_streams; i++)
             pending += cbt_stream_poll_(t->streams[i], t);
+        cbt_kspans_poll_(t);
         atomic_store_explicit(&t->pending_marks, pending, memory_order_relaxed);
         cbt_lanes_reap_(t);
         if (t->flush_req > t->flush_done && drained && pending == 0 &&
@@ -174,6 +179,7 @@ void *cbt_harvester_main_(void *arg)
     }
 
     pthread_mutex_lock(&t->lock);
+    cbt_kspans_shutdown_(t);
     uint64_t now = cbt_clock_unix_now();
     for (uint32_t i = 0; i < t->n_subs; i++)
         if (t->subs[i].on_shutdown)

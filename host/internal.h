@@ -98,6 +98,12 @@ struct cbt_tracer {
     uint32_t n_span_free;
 
     cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
+
+    /* the device path (kernel_spans.c, ring.c) */
+    struct cbt_ring *host_ring; /* CPU backend */
+    struct cbt_ring *cuda_ring; /* the current CUDA device, when present */
+    struct cbt_kspans *kspans;  /* harvester-owned */
+    _Atomic uint32_t next_launch_id;
 };
 
 /* A session id with its string hash computed once (strtab.h). */
@@ -129,6 +135,16 @@ cbt_status cbt_lanes_init_(cbt_tracer *t);
 void cbt_lanes_reap_(cbt_tracer *t);
 void cbt_lanes_free_(cbt_tracer *t);
 void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
+
+/* Kernel spans (kernel_spans.c): set up (registers the KERNEL_LAUNCH
+ * subscriber), poll the rings (harvester, under lock, each round), end what
+ * is left (shutdown), free. */
+cbt_status cbt_kspans_init_(cbt_tracer *t);
+void cbt_kspans_poll_(cbt_tracer *t);
+void cbt_kspans_shutdown_(cbt_tracer *t);
+void cbt_kspans_free_(cbt_tracer *t);
+/* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
+void cbt_ring_cuda_bind_(struct cbt_ring *r);
 
 /* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbt_kernel.h"
 #include "stream_impl.h"
 
 static _Atomic uint32_t g_next_ordinal = 1;
@@ -36,6 +37,14 @@ static void *cpu_worker(void *arg)
         /* the slot stays ours until head advances below */
         if (it->fn) {
             it->fn(it->arg);
+        } else if (it->cta_fn) {
+            /* an emulated launch: CTAs one after another on this worker,
+             * which plays the SM numbered by the stream's ordinal */
+            for (uint32_t c = 0; c < it->n_ctas; c++) {
+                cbt_cpu_cta_enter(c, it->n_ctas, (uint16_t)s->ordinal);
+                it->cta_fn(it->arg, c, it->n_ctas);
+                cbt_cpu_cta_leave();
+            }
         } else {
             cbt_tracer *t = cbt_tracer_get();
             if (t) {
@@ -88,7 +97,8 @@ cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
     return CBT_OK;
 }
 
-static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, void *arg, const cbt_event *ev)
+static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, uint32_t n_ctas,
+                           void *arg, const cbt_event *ev)
 {
     pthread_mutex_lock(&s->lock);
     if (s->stop) {
@@ -101,6 +111,8 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, void *arg, const cbt
     }
     cbt_stream_item *it = &s->ring[(s->head + s->count) % s->cap];
     it->fn = fn;
+    it->cta_fn = cta_fn;
+    it->n_ctas = n_ctas;
     it->arg = arg;
     if (ev) {
         cbt_event_copy_used_(&it->ev, ev);
@@ -138,7 +150,14 @@ cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg)
         return CBT_ERR_INVAL;
     if (s->kind == CBT_STREAM_CUDA)
         return cbt_cuda_stream_enqueue_(s, fn, arg);
-    return cpu_push(s, fn, arg, NULL);
+    return cpu_push(s, fn, NULL, 0, arg, NULL);
+}
+
+cbt_status cbt_cpu_launch(cbt_stream *s, uint32_t n_ctas, cbt_cta_fn cta_fn, void *args)
+{
+    if (!s || !cta_fn || n_ctas == 0 || s->kind != CBT_STREAM_CPU)
+        return CBT_ERR_INVAL;
+    return cpu_push(s, NULL, cta_fn, n_ctas, args, NULL);
 }
 
 cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
@@ -154,7 +173,7 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
     }
     if (s->kind == CBT_STREAM_CUDA)
         return cbt_cuda_stream_mark_(s, t, ev);
-    cbt_status st = cpu_push(s, NULL, NULL, ev);
+    cbt_status st = cpu_push(s, NULL, NULL, 0, NULL, ev);
     if (st == CBT_ERR_FULL)
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
     return st;

@@ -16,7 +16,9 @@
 enum { CBT_STREAM_CPU = 1, CBT_STREAM_CUDA = 2 };
 
 typedef struct cbt_stream_item {
-    cbt_stream_fn fn; /* NULL: a mark */
+    cbt_stream_fn fn;   /* work; NULL with cta_fn NULL: a mark */
+    cbt_cta_fn cta_fn;  /* an emulated kernel launch of n_ctas CTAs */
+    uint32_t n_ctas;
     void *arg;
     cbt_event ev;
 } cbt_stream_item;

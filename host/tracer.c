@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "ring.h"
 
 _Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
 
@@ -37,6 +38,9 @@ cbt_config cbt_config_default(void)
     c.poll_interval_us = 200;
     c.shutdown_timeout_ms = 2000;
     c.jsonl_path = NULL;
+    c.ring_capacity = 1u << 16;
+    c.cuda_ring_capacity = 1u << 16;
+    c.ring_placement = CBT_RING_MAPPED;
     return c;
 }
 
@@ -62,6 +66,19 @@ static cbt_status check_config(const cbt_config *c)
         (uint64_t)c->max_lanes * c->lane_capacity * sizeof(cbt_bus_slot) > (1ull << 32)) {
         fprintf(stderr, "cbt: config: max_lanes %u must be at most %u, with at most 4 GiB of lanes\n",
                 c->max_lanes, CBT_MAX_LANES);
+        return CBT_ERR_INVAL;
+    }
+    if ((c->ring_capacity && (!pow2(c->ring_capacity) || c->ring_capacity > (1u << 24))) ||
+        (c->cuda_ring_capacity &&
+         (!pow2(c->cuda_ring_capacity) || c->cuda_ring_capacity > (1u << 24)))) {
+        fprintf(stderr, "cbt: config: ring capacities %u / %u must be 0 or powers of two "
+                        "in [2, 2^24]\n",
+                c->ring_capacity, c->cuda_ring_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->ring_placement != CBT_RING_MAPPED && c->ring_placement != CBT_RING_DEVICE) {
+        fprintf(stderr, "cbt: config: ring_placement %u is not a cbt_ring_placement\n",
+                c->ring_placement);
         return CBT_ERR_INVAL;
     }
     if (c->span_pool == 0 || c->span_pool > 65535) {
@@ -96,6 +113,9 @@ static void tracer_free(cbt_tracer *t)
         if (t->sinks[i].destroy)
             t->sinks[i].destroy(t->sinks[i].ctx);
     cbt_lanes_free_(t);
+    cbt_kspans_free_(t);
+    cbt_ring_destroy(t->host_ring);
+    cbt_ring_destroy(t->cuda_ring);
     cbt_strtab_free(&t->reg);
     cbt_spans_free_(t);
     cbt_bus_destroy(&t->bus);
@@ -160,6 +180,22 @@ cbt_status cbt_init(const cbt_config *cfg)
     }
     cbt_ids_seed(&t->ids);
     cbt_clock_map_init(&t->clock, 10);
+    atomic_init(&t->next_launch_id, 1);
+    if ((st = cbt_kspans_init_(t)) ||
+        (c.ring_capacity &&
+         (st = cbt_ring_create_host(c.ring_capacity, t->clock.ns_per_tick, &t->host_ring)))) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
+    }
+    if (c.cuda_ring_capacity) {
+        st = cbt_ring_create_cuda(c.cuda_ring_capacity, (cbt_ring_placement)c.ring_placement,
+                                  t->clock.ns_per_tick, &t->cuda_ring);
+        if (st != CBT_OK && st != CBT_ERR_NO_DEVICE && st != CBT_ERR_UNSUPPORTED)
+            fprintf(stderr, "cbt: no device ring (%s); kernel spans stay on the CPU backend\n",
+                    cbt_strerror(st));
+        st = CBT_OK;
+    }
     if (c.mp_subscriber) {
         cbt_subscriber mp;
         if ((st = cbt_mp_subscriber_create(c.max_sessions, &mp)) ||

@@ -33,6 +33,7 @@
 #include "cbt/status.h"
 #include "cbt/stream.h"
 #include "cbt/mp.h"
+#include "cbt/kernel.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -54,11 +55,14 @@ typedef struct cbt_config {
     uint32_t poll_interval_us;   /* harvester sleep when idle */
     uint32_t shutdown_timeout_ms;/* bound on draining at shutdown */
     const char *jsonl_path;      /* if set, a JSON-lines span file sink */
+    uint32_t ring_capacity;      /* records in the CPU backend's ring, power of two; 0 = none */
+    uint32_t cuda_ring_capacity; /* records in the device ring, power of two; 0 = none */
+    uint32_t ring_placement;     /* cbt_ring_placement of the device ring */
 } cbt_config;
 #define CBT_CONFIG_VERSION 1u
 
 /* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
- * lanes for up to 64 threads, 8192 spans,
+ * lanes for up to 64 threads, 65536-record rings (mapped placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound. */
 cbt_config cbt_config_default(void);
 

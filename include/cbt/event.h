@@ -46,7 +46,9 @@ extern "C" {
     X(CB_RETRIEVE_NOOP)                                               \
     X(CB_FINGERPRINTS_REGISTERED) X(CB_CHUNKS_EVICTED)                \
     /* storage tier */                                                \
-    X(L2_LOAD_TASK_SUBMITTED) X(L2_LOAD_TASK_COMPLETED)
+    X(L2_LOAD_TASK_SUBMITTED) X(L2_LOAD_TASK_COMPLETED)               \
+    /* kernel launches (cbt_launch_begin; cbt/kernel.h) */            \
+    X(KERNEL_LAUNCH)
 
 typedef uint16_t cbt_event_type;
 

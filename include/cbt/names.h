@@ -52,7 +52,26 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(CB_LOOKUP, "cb.lookup")                                      \
     X(CB_RETRIEVE, "cb.retrieve")                                  \
     X(CB_SCATTER, "cb.scatter")                                    \
-    X(CB_L2_LOAD, "cb.l2_load")
+    X(CB_L2_LOAD, "cb.l2_load")                                    \
+    /* kernel spans (device path) */                               \
+    X(CB_GATHER, "cb.gather")                                      \
+    X(CB_REROPE, "cb.rerope")                                      \
+    X(GPU_KERNEL, "gpu.kernel")                                    \
+    X(LAUNCH_ID, "launch_id")                                      \
+    X(KOP, "kop")                                                  \
+    X(N_CTAS, "n_ctas")                                            \
+    X(SCATTERED_TOKENS, "scattered_tokens")                        \
+    X(SLOT_WRITES, "slot_writes")                                  \
+    X(N_PREFIX, "n_prefix")                                        \
+    X(N_SHIFTED, "n_shifted")                                      \
+    X(DROPPED, "dropped")                                          \
+    X(PARTIAL_BLOCKS, "partial_blocks")                            \
+    X(CHUNKS, "chunks")                                            \
+    X(BYTES, "bytes")                                              \
+    X(GBPS, "gbps")                                                \
+    X(TOKENS, "tokens")                                            \
+    X(USER_VALUE, "user_value")                                    \
+    X(NUM_LAYERS, "num_layers")
 
 enum {
     CBT_N_NONE_ = 0,

@@ -142,6 +142,20 @@ uint32_t cbt_registry_count(cbt_tracer *t);
 
 /* ---- sinks: where finished spans go ------------------------------------------ */
 
+/* One CTA's record from a per-CTA kernel span, times already in unix ns: for
+ * trace files that draw per-SM lanes. */
+typedef struct cbt_cta_record {
+    uint64_t start_ns, end_ns;
+    uint32_t launch_id;
+    uint32_t cta;
+    uint32_t tokens;
+    uint16_t sm;
+    uint8_t op;   /* cbt_kernel_op */
+    uint8_t reserved;
+    uint64_t user;
+    cbt_span_ctx parent; /* the span the launch nests under (zero if none) */
+} cbt_cta_record;
+
 typedef struct cbt_sink {
     uint32_t version; /* CBT_SINK_VERSION */
     uint32_t size;    /* sizeof(cbt_sink) */
@@ -154,6 +168,8 @@ typedef struct cbt_sink {
     cbt_status (*flush)(void *ctx);
     /* Release everything. Called once, from cbt_shutdown. May be NULL. */
     void (*destroy)(void *ctx);
+    /* Per-CTA kernel records (harvester thread). May be NULL. */
+    cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
 } cbt_sink;
 #define CBT_SINK_VERSION 1u
 

@@ -1,0 +1,95 @@
+/* cbt/kernel.h — kernel spans: hand a kernel its span handle, get a span back.
+ *
+ *   cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, n_ctas);
+ *   li.requested_tokens = n; li.num_layers = 32;
+ *   cbt_kspan span;
+ *   cbt_launch_begin(stream, "req-7", &li, &span);   // CPU: a few hundred ns
+ *   my_kernel<<<n_ctas, 256, 0, cuda_stream>>>(span, ...);
+ *
+ * The kernel stamps %globaltimer and its token count into the device ring
+ * with the CBT_KERNEL_SPAN macros (instr/cbt_kernel.h). The harvester thread
+ * reads the ring while kernels run, joins each record to its launch by the
+ * launch id, maps GPU nanoseconds to unix nanoseconds with a clock
+ * calibration it maintains, and ends a span named after the operation
+ * (cb.scatter, cb.l2_load, ...) under the span that was open for the session
+ * at launch time: mp.retrieve or mp.store, else the request root.
+ *
+ * Rings: cbt_init() creates one ring in host memory for the CPU backend and,
+ * when a CUDA device is present, one for the device (cbt_config.ring_*). With
+ * no tracer, or when the launch cannot be traced, `out->ring` is NULL and the
+ * kernel's macros cost one branch.
+ */
+#ifndef CBT_KERNEL_H
+#define CBT_KERNEL_H
+
+#include <stdint.h>
+
+#include "cbt/names.h"
+#include "cbt/status.h"
+#include "cbt/stream.h"
+#include "cbt_ring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cbt_ring_placement {
+    CBT_RING_MAPPED = 0, /* pinned host memory mapped into the device (default) */
+    CBT_RING_DEVICE = 1, /* device memory, copied out asynchronously by the harvester */
+} cbt_ring_placement;
+
+typedef struct cbt_launch_info {
+    uint32_t version, size;      /* CBT_LAUNCH_INFO_VERSION, sizeof */
+    cbt_kernel_op op;
+    uint8_t mode;                /* CBT_REC_LAUNCH (default) or CBT_REC_CTA */
+    uint32_t n_ctas;             /* CTAs in the grid (per-CTA spans complete when all arrive) */
+    cbt_name name;               /* span name; 0 = by op (cb.scatter, cb.l2_load, gpu.kernel, ...) */
+    /* scatter / gather: what the host knows, for the derived attributes */
+    uint32_t requested_tokens;   /* dropped = requested - scattered */
+    uint32_t num_layers;         /* slot_writes = scattered * num_layers * 2 */
+    uint32_t partial_blocks;     /* vLLM blocks only partly written by this call */
+    /* l2_load */
+    uint32_t chunks;
+    uint64_t bytes;
+} cbt_launch_info;
+#define CBT_LAUNCH_INFO_VERSION 1u
+
+cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas);
+
+/* Prepare the span handle for one kernel launch on `stream` for `session`
+ * (may be NULL: the span then nests under nothing and starts its own trace).
+ * Publishes a KERNEL_LAUNCH event carrying the launch id on the stream (with
+ * `stream` NULL: on the CPU, and the CPU backend's ring), so the span nests
+ * under what is open for the session when the stream reaches the launch;
+ * never blocks.
+ * Returns CBT_OK with out->ring == NULL when there is no tracer or no ring
+ * for the stream's backend; CBT_ERR_INVAL for bad arguments;
+ * CBT_ERR_FULL when the launch event was dropped (out->ring is then NULL). */
+cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_launch_info *li,
+                            cbt_kspan *out);
+
+/* Run `cta_fn(args, cta, n_ctas)` for every CTA of an emulated launch on a CPU
+ * stream, in stream order, each CTA with cbt_cpu_cta_enter() set so the
+ * macros know which CTA they are in. `args` must stay valid until the stream
+ * reaches the launch. CBT_ERR_FULL when the stream queue is full. */
+typedef void (*cbt_cta_fn)(void *args, uint32_t cta, uint32_t n_ctas);
+cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn, void *args);
+
+/* Ring and clock self-metrics, summed over the tracer's rings. */
+typedef struct cbt_ring_stats {
+    uint64_t harvested;   /* records read */
+    uint64_t lost;        /* positions overwritten before they were read (overrun) */
+    uint64_t torn;        /* of those, records overwritten while being read */
+    uint64_t unjoined;    /* records whose launch never became known */
+    uint64_t kernel_spans;/* spans ended from ring records */
+    uint64_t cta_records; /* per-CTA records handed to sinks */
+    double clock_err_ns;  /* last calibration: half the tightest bracket, device ring (host ring if none) */
+    double clock_drift_ppm; /* device clock vs host clock, least-squares */
+} cbt_ring_stats;
+
+cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_KERNEL_H */
