@@ -11,9 +11,12 @@
  * event to the pool. Marks of one stream complete in stream order, so the
  * FIFO never waits behind a mark that cannot finish first.
  *
- * The reference event is recorded and synchronised once, at creation, and
- * its completion stamped with the host tick clock; the tick -> unix mapping
- * (clock.h) then converts it like every other host stamp.
+ * The reference event is recorded once, at creation, right after a one-thread
+ * kernel that reads %globaltimer (cbt_cuda_stamp_event_): so a mark's device
+ * time is that reading plus cudaEventElapsedTime(reference, mark), and the
+ * device ring's clock calibration (host/devclock.c) turns it into unix ns,
+ * the same mapping the kernel spans use, so the two sources agree. Without a
+ * calibrated device ring the reference's host completion stamp is used.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +24,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "ring.h"
 #include "stream_impl.h"
 
 struct cbt_cuda_pool {
@@ -29,7 +33,8 @@ struct cbt_cuda_pool {
     uint32_t free_idx[CBT_STREAM_CUDA_POOL];
     uint32_t n_free;
     cudaEvent_t ref;
-    uint64_t ref_ticks;
+    uint64_t ref_ticks;  /* host ticks just after the reference completed */
+    uint64_t ref_dev;    /* %globaltimer just before the reference */
 };
 
 static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
@@ -65,7 +70,7 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
     }
     cudaStream_t cs = (cudaStream_t)cuda_stream;
     if (made < CBT_STREAM_CUDA_POOL || cudaEventCreate(&p->ref) != cudaSuccess ||
-        cudaEventRecord(p->ref, cs) != cudaSuccess || cudaEventSynchronize(p->ref) != cudaSuccess) {
+        cbt_cuda_stamp_event_(cs, p->ref, &p->ref_dev) != CBT_OK) {
         pool_free(p, made);
         free(s->pending);
         return CBT_ERR_CUDA;
@@ -137,8 +142,22 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
             break;
         float ms = 0.0f;
         if (q == cudaSuccess && cudaEventElapsedTime(&ms, p->ref, p->ev[m->ev_index]) == cudaSuccess) {
-            m->ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + (uint64_t)((double)ms * 1e6);
+            uint64_t dns = (uint64_t)((double)ms * 1e6);
+            if (t->cuda_ring && t->cuda_ring->clock.fitted)
+                m->ev.ts = cbt_clock_to_unix(
+                    &t->clock, cbt_devclock_to_ticks(&t->cuda_ring->clock, p->ref_dev + dns));
+            else
+                m->ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + dns;
             cbt_dispatch_(t, &m->ev, 0);
+            if (ms > 5000.0f) {
+                /* cudaEventElapsedTime is a float of ms: re-anchor on this
+                 * mark before its resolution decays (~1 us at 5 s) */
+                cudaEvent_t old = p->ref;
+                p->ref = p->ev[m->ev_index];
+                p->ev[m->ev_index] = old;
+                p->ref_dev += dns;
+                p->ref_ticks += (uint64_t)((double)dns / t->clock.ns_per_tick);
+            }
         } else {
             cudaGetLastError();
             atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
