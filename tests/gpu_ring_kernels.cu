@@ -1,0 +1,52 @@
+// tests/gpu_ring_kernels.cu — an instrumented stand-in kernel for the GPU ring
+// tests: each CTA spins for a while on %globaltimer, then reports `tokens`
+// tokens per thread-0 and `shifted` user value, through CBT_KERNEL_SPAN.
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "cbt_kernel.h"
+
+__global__ void ring_test_kernel(cbt_kspan span, unsigned long long spin_ns, unsigned int tokens,
+                                 unsigned int shifted)
+{
+    CBT_KERNEL_SPAN_BEGIN(span);
+    unsigned long long t0 = cbt_dev_clock();
+    while (cbt_dev_clock() - t0 < spin_ns)
+        ;
+    bool lead = threadIdx.x == 0;
+    CBT_KERNEL_SPAN_END_USER(span, lead ? tokens : 0u, lead ? shifted : 0u);
+}
+
+extern "C" int cbt_test_ring_kernel(void *stream, cbt_kspan span, unsigned int ctas,
+                                    unsigned int threads, unsigned long long spin_ns,
+                                    unsigned int tokens, unsigned int shifted)
+{
+    ring_test_kernel<<<ctas, threads, 0, static_cast<cudaStream_t>(stream)>>>(span, spin_ns, tokens,
+                                                                               shifted);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+// The smallest non-zero step of %globaltimer seen by one thread in 4096 reads.
+__global__ void gtimer_step_kernel(unsigned long long *out)
+{
+    unsigned long long prev = cbt_dev_clock(), best = ~0ull;
+    for (int i = 0; i < 4096; i++) {
+        unsigned long long t = cbt_dev_clock();
+        if (t != prev && t - prev < best)
+            best = t - prev;
+        prev = t;
+    }
+    *out = best;
+}
+
+extern "C" int cbt_test_gtimer_step(unsigned long long *step_ns)
+{
+    unsigned long long *d = nullptr;
+    if (cudaMalloc(&d, sizeof *d) != cudaSuccess)
+        return -1;
+    gtimer_step_kernel<<<1, 1>>>(d);
+    bool ok = cudaGetLastError() == cudaSuccess &&
+              cudaMemcpy(step_ns, d, sizeof *d, cudaMemcpyDeviceToHost) == cudaSuccess;
+    cudaFree(d);
+    return ok ? 0 : -1;
+}
