@@ -2,8 +2,9 @@
  * emulated CTA of the current thread, the "device clock", and the ring write
  * with the same protocol as the GPU (instr/cbt_ring.h, instr/cbt_kernel.h).
  *
- * Ring fields are written with relaxed atomic stores and the sequence word
- * with a release store; the harvester's seqlock reads pair with them. Fold
+ * The sequence word is cleared first, the fields are written with release
+ * stores (each ordered after the cleared word), and the word is set with a
+ * release store; the harvester's seqlock reads pair with them. Fold
  * slots use the same max/add/exchange steps as the device code.
  */
 #include <time.h>
@@ -32,7 +33,11 @@ uint64_t cbt_cpu_clock(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELAXED)
+/* Release stores for the fields: each orders the cleared sequence word (and
+ * everything before it) ahead of itself, which is the seqlock's "write in
+ * progress" step without a standalone fence (free on x86, and visible to
+ * TSan, which does not model fences). */
+#define ST(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 
 void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1, uint32_t launch,
                       uint32_t cta, uint64_t tokens, uint16_t sm, uint8_t kind, uint8_t op,
@@ -40,6 +45,9 @@ void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1, uint32_t 
 {
     unsigned long long pos = __atomic_fetch_add(r->claim, 1ull, __ATOMIC_RELAXED);
     cbt_ring_rec *d = &r->recs[pos & r->mask];
+    /* invalidate first: a reader copying the old lap's record must see the
+     * word change if any field below reaches it (the seqlock's odd step) */
+    __atomic_store_n(&d->seq, 0u, __ATOMIC_RELAXED);
     ST(&d->t_begin, t0);
     ST(&d->t_end, t1);
     ST(&d->launch_id, launch);
@@ -49,6 +57,8 @@ void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1, uint32_t 
     ST(&d->kind, kind);
     ST(&d->op, op);
     ST(&d->user, user);
+    ST(&d->check, cbt_ring_check(t0, t1, launch, cta, (uint32_t)tokens,
+                                 CBT_RING_SKO(sm, kind, op), user, (uint32_t)(pos + 1)));
     /* release: the fields before the commit word; pairs with the harvester's
      * acquire load of seq */
     __atomic_store_n(&d->seq, (uint32_t)(pos + 1), __ATOMIC_RELEASE);

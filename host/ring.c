@@ -1,9 +1,10 @@
 /* host/ring.c — owns the ring's consumer read and the host placement.
  *
  * The read (cbt_ring_read_) is a seqlock over each record: load the sequence
- * word (acquire), copy the fields, fence, load the word again. For position
+ * word (acquire), copy the fields (acquire loads), load the word again. For position
  * `next` the word must be (uint32)(next + 1):
- *   - equal on both loads: harvest, next++;
+ *   - equal on both loads, and the record's check word agrees with its
+     fields: harvest, next++;
  *   - ahead of it (a later lap wrote the slot), before or during the copy:
  *     position `next` was overwritten, count it lost, next++;
  *   - behind it (not yet written): stop; the producer will commit it.
@@ -17,7 +18,9 @@
 #include "clock.h"
 #include "ring.h"
 
-#define LD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+/* Acquire loads for the fields: each orders the second look at the
+ * sequence word after itself (the seqlock's read-side fence, free on x86). */
+#define LD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
 
 uint32_t cbt_ring_read_(cbt_ring *r, const cbt_ring_rec *recs, cbt_ring_rec *out, uint32_t max)
 {
@@ -47,10 +50,12 @@ uint32_t cbt_ring_read_(cbt_ring *r, const cbt_ring_rec *recs, cbt_ring_rec *out
         o->kind = LD(&s->kind);
         o->op = LD(&s->op);
         o->user = LD(&s->user);
+        o->check = LD(&s->check);
         o->seq = s1;
-        /* the field loads complete before the second look at the word */
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        if (LD(&s->seq) != s1) {
+        /* the acquire field loads above come before this second look */
+        if (__atomic_load_n(&s->seq, __ATOMIC_RELAXED) != s1 ||
+            o->check != cbt_ring_check(o->t_begin, o->t_end, o->launch_id, o->cta, o->tokens,
+                                       CBT_RING_SKO(o->sm, o->kind, o->op), o->user, s1)) {
             r->lost++;
             r->torn++;
             r->next++;

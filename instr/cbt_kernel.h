@@ -63,9 +63,10 @@ __device__ __forceinline__ unsigned long long *cbt_dev_acc(void)
     return acc;
 }
 
-/* Write one record: claim, fill, fence, commit. The fields go out as plain
- * stores; __threadfence_system() orders them before the sequence word for
- * the host. */
+/* Write one record: claim, clear the word, fence, fill, fence, commit. The
+ * first fence orders the cleared word before the fields (a host reader of the
+ * previous lap then sees its record torn); the second orders the fields
+ * before the new word. */
 __device__ __forceinline__ void cbt_dev_ring_put(const cbt_ring_dev *r, unsigned long long t0,
                                                  unsigned long long t1, unsigned int launch,
                                                  unsigned int cta, unsigned long long tokens,
@@ -75,6 +76,10 @@ __device__ __forceinline__ void cbt_dev_ring_put(const cbt_ring_dev *r, unsigned
     unsigned long long pos = atomicAdd(r->claim, 1ull);
     cbt_ring_rec *d = &r->recs[pos & r->mask];
     volatile cbt_ring_rec *v = d;
+    /* invalidate the old lap's word before touching its fields, so a host
+     * reader copying it sees the word change (its seqlock check) */
+    v->seq = 0u;
+    __threadfence_system();
     v->t_begin = t0;
     v->t_end = t1;
     v->launch_id = launch;
@@ -84,6 +89,8 @@ __device__ __forceinline__ void cbt_dev_ring_put(const cbt_ring_dev *r, unsigned
     v->kind = (unsigned char)kind;
     v->op = (unsigned char)op;
     v->user = user;
+    v->check = cbt_ring_check(t0, t1, launch, cta, (unsigned int)tokens,
+                              CBT_RING_SKO(sm & 0xffffu, kind, op), user, (unsigned int)(pos + 1));
     __threadfence_system(); /* pairs with the host's acquire load of seq */
     v->seq = (unsigned int)(pos + 1);
 }

@@ -3,12 +3,14 @@
  *
  * The ring is an array of 64-byte records, a power of two of them, plus a
  * producer counter. Producers (CTAs on the GPU; emulated CTAs on the CPU
- * backend) claim a position with an atomic add on `claim`, fill the record,
- * fence, and write the record's sequence word last: seq = (uint32)(pos + 1).
- * The consumer (the host harvester, host/ring_harvester.c) trusts a record
- * only when its sequence word equals what position `next` expects, and reads
- * the word again after copying the fields (a seqlock), so a record torn by a
- * producer that lapped it is detected and counted, never harvested.
+ * backend) claim a position with an atomic add on `claim`, clear the slot's
+ * sequence word, fence, fill the record, fence, and write the sequence word
+ * last: seq = (uint32)(pos + 1).
+ * The consumer (the host harvester, host/ring.c) trusts a record only when
+ * its sequence word equals what position `next` expects, reads the word
+ * again after copying the fields (a seqlock), and verifies the record's
+ * check word, so a record torn by a producer that lapped it is detected and
+ * counted, never harvested.
  *
  * Producers never wait for the consumer and never read consumer state: when
  * the device laps the harvester, the old records are overwritten and the
@@ -56,9 +58,43 @@ typedef struct cbt_ring_rec {
     uint64_t user;      /* one user value (scatter: tokens re-RoPE'd), summed per launch */
     uint64_t reserved0;
     uint64_t reserved1;
-    uint32_t reserved2;
+    uint32_t check;     /* cbt_ring_check() of the fields and the commit word */
     uint32_t seq;       /* commit word: (uint32)(position + 1), written last */
 } cbt_ring_rec;
+
+#if defined(__CUDACC__)
+#define CBT_RING_HD __host__ __device__ __forceinline__
+#else
+#define CBT_RING_HD static inline
+#endif
+
+/* A 32-bit check over a record's fields and its commit word. The seqlock
+ * (the word cleared first, read twice) catches a record overwritten while it
+ * is read; this catches the rarer mix of two producers of different laps
+ * writing the same slot at once (possible only when the ring wraps within
+ * one record's write, e.g. a preempted CPU producer): a mixed record fails
+ * the check with probability 1 - 2^-32. A few multiplies per record. */
+CBT_RING_HD uint32_t cbt_ring_check(uint64_t t0, uint64_t t1, uint32_t launch, uint32_t cta,
+                                    uint32_t tokens, uint32_t sm_kind_op, uint64_t user,
+                                    uint32_t seq)
+{
+    uint64_t h = (uint64_t)seq * 0x9e3779b97f4a7c15ull;
+    h = (h ^ t0) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    h = (h ^ t1) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    h = (h ^ (((uint64_t)launch << 32) | cta)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    h = (h ^ (((uint64_t)tokens << 32) | sm_kind_op)) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+    h = (h ^ user) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 32;
+    return (uint32_t)h;
+}
+
+/* sm, kind and op packed as cbt_ring_check takes them. */
+#define CBT_RING_SKO(sm, kind, op) \
+    (((uint32_t)(sm) << 16) | ((uint32_t)(kind) << 8) | (uint32_t)(op))
 
 /* Per-launch fold slot (device memory): CTAs fold into it with atomics; the
  * last CTA to finish writes the launch's one record and resets the slot.

@@ -113,6 +113,28 @@ static void uncommitted_record_not_harvested(void **state)
     d->recs[0].tokens = 3;
     d->recs[0].sm = 3;
     d->recs[0].user = 77 * 2654435761ull + 3;
+    d->recs[0].kind = CBT_REC_CTA;
+    d->recs[0].op = CBT_KOP_USER;
+    /* a wrong check word is refused like a torn record... */
+    d->recs[0].check = 12345;
+    __atomic_store_n(&d->recs[0].seq, 1u, __ATOMIC_RELEASE);
+    assert_int_equal(cbt_ring_poll(r, out, 4), 1); /* position 0 lost, 1 harvested */
+    assert_int_equal(r->lost, 1);
+    assert_int_equal(out[0].t_begin, 1);
+    cbt_ring_destroy(r);
+    /* ...and the right one is accepted */
+    r = new_ring(16);
+    d = (cbt_ring_dev *)r->view;
+    pos = __atomic_fetch_add(d->claim, 1ull, __ATOMIC_RELAXED);
+    d->recs[0] = (cbt_ring_rec){.t_begin = 77, .t_end = 77 ^ 0x5555aaaa5555aaaaull,
+                                .launch_id = 3, .cta = 77, .tokens = 3, .sm = 3,
+                                .kind = CBT_REC_CTA, .op = CBT_KOP_USER,
+                                .user = 77 * 2654435761ull + 3};
+    put_checked(d, 3, 1);
+    assert_int_equal(cbt_ring_poll(r, out, 4), 0);
+    d->recs[0].check = cbt_ring_check(77, 77 ^ 0x5555aaaa5555aaaaull, 3, 77, 3,
+                                      CBT_RING_SKO(3, CBT_REC_CTA, CBT_KOP_USER),
+                                      77 * 2654435761ull + 3, 1);
     __atomic_store_n(&d->recs[0].seq, 1u, __ATOMIC_RELEASE);
     assert_int_equal(cbt_ring_poll(r, out, 4), 2);
     assert_true(consistent(&out[0]));
