@@ -85,12 +85,53 @@ static int64_t token_slot(const cbt_kv_geom *g, const cbt_scatter_args *a, uint3
     return slot;
 }
 
+/* Big scatters write their destination with non-temporal stores, the way a
+ * large memcpy does: rows that will not be read again soon need no
+ * read-for-ownership, which is most of the gap to memcpy past the caches. */
+#define NT_MIN_BYTES (8ull << 20)
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+static void copy_row(unsigned char *dst, const unsigned char *src, uint64_t n, int nt)
+{
+    if (!nt || (((uintptr_t)dst | (uintptr_t)src | n) & 15u)) {
+        memcpy(dst, src, n);
+        return;
+    }
+    uint64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_load_si128((const __m128i *)(src + i));
+        __m128i b = _mm_load_si128((const __m128i *)(src + i + 16));
+        __m128i c = _mm_load_si128((const __m128i *)(src + i + 32));
+        __m128i d = _mm_load_si128((const __m128i *)(src + i + 48));
+        _mm_stream_si128((__m128i *)(dst + i), a);
+        _mm_stream_si128((__m128i *)(dst + i + 16), b);
+        _mm_stream_si128((__m128i *)(dst + i + 32), c);
+        _mm_stream_si128((__m128i *)(dst + i + 48), d);
+    }
+    for (; i < n; i += 16) /* n is a multiple of 16 */
+        _mm_stream_si128((__m128i *)(dst + i), _mm_load_si128((const __m128i *)(src + i)));
+}
+static void copy_fence(int nt)
+{
+    if (nt)
+        _mm_sfence(); /* streaming stores are weakly ordered: make them visible */
+}
+#else
+static void copy_row(unsigned char *dst, const unsigned char *src, uint64_t n, int nt)
+{
+    (void)nt;
+    memcpy(dst, src, n);
+}
+static void copy_fence(int nt) { (void)nt; }
+#endif
+
 typedef struct counts {
     uint32_t scattered, dropped, shifted;
 } counts;
 
 static void run_rows(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatter_dir dir,
-                     uint64_t r0, uint64_t r1, counts *c)
+                     uint64_t r0, uint64_t r1, counts *c, int nt)
 {
     uint64_t row = (uint64_t)g->num_heads * g->head_dim * cbt_dtype_size(g->dtype);
     uint64_t slots = (uint64_t)g->num_blocks * g->block_size;
@@ -117,12 +158,12 @@ static void run_rows(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatte
                                a->chunk_offset + i) * row;
         unsigned char *prow = (unsigned char *)a->paged[l] + ((uint64_t)kv * slots + (uint64_t)slot) * row;
         if (dir == CBT_SCATTER_STORE)
-            memcpy(crow, prow, row);
+            copy_row(crow, prow, row, nt);
         else if (kv == 0 && shifted)
             cbt_rope_row_ref_(prow, crow, g->num_heads, g->head_dim, g->dtype, a->rope,
                               a->rope->old_positions[i], a->positions[i]);
         else
-            memcpy(prow, crow, row);
+            copy_row(prow, crow, row, nt);
     }
 }
 
@@ -140,9 +181,11 @@ cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_
             return CBT_ERR_INVAL;
 
     uint64_t rows = (uint64_t)g->num_layers * 2u * a->n_tokens;
+    uint64_t row_bytes = (uint64_t)g->num_heads * g->head_dim * cbt_dtype_size(g->dtype);
+    int nt = rows * row_bytes >= NT_MIN_BYTES;
     counts c = {0, 0, 0};
     if (!span || !span->ring) {
-        run_rows(g, a, dir, 0, rows, &c);
+        run_rows(g, a, dir, 0, rows, &c, nt);
     } else {
         if (n_ctas == 0)
             n_ctas = 1;
@@ -153,7 +196,8 @@ cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_
             counts mine = {0, 0, 0};
             uint64_t r0 = cbt_split_begin(rows, n_ctas, k);
             uint64_t r1 = cbt_split_begin(rows, n_ctas, k + 1u);
-            run_rows(g, a, dir, r0, r1, &mine);
+            run_rows(g, a, dir, r0, r1, &mine, nt);
+            copy_fence(nt); /* this CTA's rows are visible before its END */
             c.scattered += mine.scattered;
             c.dropped += mine.dropped;
             c.shifted += mine.shifted;
@@ -162,6 +206,7 @@ cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_
         }
         cbt_ref_restore(&outer);
     }
+    copy_fence(nt);
     if (res) {
         res->scattered = c.scattered;
         res->dropped = c.dropped;
