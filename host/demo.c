@@ -1,28 +1,54 @@
 /* host/demo.c — owns the demo workload (see demo.h). */
 #include "demo.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbt.h"
+#include "cbt_kernels.h"
 #include "tree.h"
 
 #define CHUNK_TOKENS 256
-#define BYTES_PER_TOKEN 4096 /* 32 layers x 2 x 8 heads x 128 x 2 B / 32 (scaled down) */
+#define MAX_CHUNKS 4
+#define MAX_TOKENS (MAX_CHUNKS * CHUNK_TOKENS)
+#define BLOCK 16
+#define N_BLOCKS (MAX_TOKENS / BLOCK + MAX_TOKENS / BLOCK / 2) /* half again as many: a shuffled table */
+#define LAYERS 2
+#define HEADS 8
+#define HEAD_DIM 128
+#define ROT_DIM 128
+#define MAX_POS 4096
+#define SHIFT 64 /* non-prefix reuse: keys computed 64 positions away */
+#define N_CTAS 4
 
-typedef struct copy_job {
-    unsigned char *dst, *src;
-    size_t bytes;
-} copy_job;
+/* One kernel launch queued on a worker's CPU stream: the C reference runs
+ * when the stream reaches it and stamps the ring through its span. */
+typedef struct job {
+    struct worker *w;
+    cbt_kspan span;
+    cbt_scatter_dir dir;
+    cbt_scatter_args args;
+    cbt_rope rope;
+    int l2;
+    uint32_t l2_chunks;
+    cbt_scatter_result res;
+} job;
 
 typedef struct worker {
     const cbt_demo_opts *o;
     uint32_t id;
     cbt_stream *stream;
-    unsigned char *a, *b;
-    size_t buf_bytes;
-    copy_job jobs[2];
+    cbt_kv_geom g;
+    void *chunk, *staging;           /* chunk buffer; the storage tier's landing area */
+    void *paged[LAYERS];
+    void *cos_sin;
+    int32_t positions[MAX_TOKENS], old_positions[MAX_TOKENS];
+    int32_t table[N_BLOCKS];
+    void *l2_dst[MAX_CHUNKS];
+    const void *l2_src[MAX_CHUNKS];
+    job jobs[3];
     uint64_t rng;
     uint64_t hit_tokens, requested_tokens, bytes_moved;
     int failed;
@@ -36,10 +62,19 @@ static uint64_t rnd(uint64_t *x)
     return *x;
 }
 
-static void copy_fn(void *arg)
+static uint64_t row_bytes(void) { return (uint64_t)HEADS * HEAD_DIM * 2; }
+
+static void kernel_fn(void *arg)
 {
-    copy_job *j = arg;
-    memcpy(j->dst, j->src, j->bytes);
+    job *j = arg;
+    cbt_status st;
+    if (j->l2)
+        st = cbt_l2_load_ref(j->w->l2_dst, j->w->l2_src, j->l2_chunks,
+                             (uint64_t)CHUNK_TOKENS * row_bytes(), &j->span);
+    else
+        st = cbt_scatter_ref(&j->w->g, &j->args, j->dir, &j->span, N_CTAS, &j->res);
+    if (st != CBT_OK)
+        j->w->failed = 1;
 }
 
 cbt_demo_opts cbt_demo_defaults(void)
@@ -65,15 +100,50 @@ static void pub_stream(worker *w, cbt_event_type type, const char *sid, cbt_name
     cbt_publish_on_stream(w->stream, &e);
 }
 
-/* One request, as LMCache's MP server publishes it. */
+/* Queue one kernel on the worker's stream, announced by cbt_launch_begin. */
+static void launch(worker *w, job *j, const char *sid, cbt_kernel_op op, uint32_t requested)
+{
+    cbt_launch_info li = cbt_launch_info_default(op, N_CTAS);
+    li.requested_tokens = requested;
+    li.num_layers = LAYERS;
+    if (op == CBT_KOP_L2_LOAD) {
+        li.n_ctas = 1;
+        li.chunks = j->l2_chunks;
+        li.bytes = (uint64_t)j->l2_chunks * CHUNK_TOKENS * row_bytes();
+    }
+    j->w = w;
+    if (cbt_launch_begin(w->stream, sid, &li, &j->span) != CBT_OK)
+        memset(&j->span, 0, sizeof j->span);
+    if (cbt_stream_enqueue(w->stream, kernel_fn, j) != CBT_OK)
+        w->failed = 1;
+}
+
+/* One request, as LMCache's MP server publishes it, with real kernels: an L2
+ * load of the chunks found in the storage tier, the scatter of the hit
+ * tokens into the paged cache (re-RoPE'ing the non-prefix ones), the gather
+ * of the new tokens out of it for the store. */
 static void run_request(worker *w, uint32_t r)
 {
     char sid[32];
     snprintf(sid, sizeof sid, "req-%04u", r);
-    uint32_t chunks = 1 + (uint32_t)(rnd(&w->rng) % 8);
-    uint32_t kind = (uint32_t)(rnd(&w->rng) % 10); /* 0-4 partial/full hit, 5-7 miss, 8 lookup only, 9 store only */
+    uint32_t chunks = 1 + (uint32_t)(rnd(&w->rng) % MAX_CHUNKS);
+    uint32_t kind = (uint32_t)(rnd(&w->rng) % 10); /* 0-4 hit, 5-7 miss, 8 lookup only, 9 store only */
     uint32_t hits = kind <= 4 ? 1 + (uint32_t)(rnd(&w->rng) % chunks) : 0;
-    int64_t req_tokens = (int64_t)chunks * CHUNK_TOKENS, hit_tokens = (int64_t)hits * CHUNK_TOKENS;
+    uint32_t req_tokens = chunks * CHUNK_TOKENS, hit_tokens = hits * CHUNK_TOKENS;
+
+    /* this request's block table: a shuffle of the cache's blocks */
+    for (uint32_t i = 0; i < N_BLOCKS; i++)
+        w->table[i] = (int32_t)i;
+    for (uint32_t i = N_BLOCKS - 1; i > 0; i--) {
+        uint32_t k = (uint32_t)(rnd(&w->rng) % (i + 1));
+        int32_t t = w->table[i];
+        w->table[i] = w->table[k];
+        w->table[k] = t;
+    }
+    /* the first chunk is a prefix hit; later hit chunks were computed at
+     * other offsets and need re-RoPE (CacheBlend's non-prefix reuse) */
+    for (uint32_t i = 0; i < MAX_TOKENS; i++)
+        w->old_positions[i] = i < CHUNK_TOKENS ? (int32_t)i : (int32_t)i + SHIFT;
 
     if (kind != 9) {
         pub(CBT_EV_MP_REQUEST_START, sid);
@@ -84,31 +154,93 @@ static void run_request(worker *w, uint32_t r)
         cbt_event_i64(&e, CBT_N_REQUESTED_TOKENS, req_tokens);
         cbt_event_i64(&e, CBT_N_FOUND_COUNT, hits);
         cbt_publish(&e);
-        w->hit_tokens += (uint64_t)hit_tokens;
-        w->requested_tokens += (uint64_t)req_tokens;
+        w->hit_tokens += hit_tokens;
+        w->requested_tokens += req_tokens;
     }
     if (hits) {
-        size_t bytes = (size_t)hit_tokens * BYTES_PER_TOKEN;
-        w->jobs[0] = (copy_job){w->b, w->a, bytes < w->buf_bytes ? bytes : w->buf_bytes};
         pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
         pub_stream(w, CBT_EV_MP_RETRIEVE_START, sid, CBT_N_NUM_TOKENS, hit_tokens);
-        cbt_stream_enqueue(w->stream, copy_fn, &w->jobs[0]);
+        job *l2 = &w->jobs[0];
+        l2->l2 = 1;
+        l2->l2_chunks = (hits + 1) / 2; /* half the hit chunks come up from L2 */
+        launch(w, l2, sid, CBT_KOP_L2_LOAD, 0);
+        job *sc = &w->jobs[1];
+        sc->l2 = 0;
+        sc->dir = CBT_SCATTER_RETRIEVE;
+        sc->rope = (cbt_rope){w->cos_sin, ROT_DIM, MAX_POS, CBT_ROPE_NEOX, w->old_positions};
+        sc->args = (cbt_scatter_args){w->chunk, w->paged, w->positions, w->table, N_BLOCKS,
+                                      hit_tokens, 0, &sc->rope};
+        launch(w, sc, sid, CBT_KOP_SCATTER, hit_tokens);
         pub_stream(w, CBT_EV_MP_RETRIEVE_END, sid, CBT_N_FOUND_COUNT, hits);
-        w->bytes_moved += w->jobs[0].bytes;
+        w->bytes_moved += (uint64_t)(l2->l2_chunks + hits) * CHUNK_TOKENS * row_bytes() * 2 * LAYERS;
     }
     if (kind != 8) {
-        size_t bytes = (size_t)(req_tokens - hit_tokens + CHUNK_TOKENS) * BYTES_PER_TOKEN;
-        w->jobs[1] = (copy_job){w->a, w->b, bytes < w->buf_bytes ? bytes : w->buf_bytes};
+        uint32_t new_tokens = req_tokens - hit_tokens;
         pub(CBT_EV_MP_STORE_SUBMITTED, sid);
-        pub_stream(w, CBT_EV_MP_STORE_START, sid, CBT_N_NUM_TOKENS, req_tokens - hit_tokens);
-        cbt_stream_enqueue(w->stream, copy_fn, &w->jobs[1]);
+        pub_stream(w, CBT_EV_MP_STORE_START, sid, CBT_N_NUM_TOKENS, new_tokens);
+        if (new_tokens) {
+            job *ga = &w->jobs[2];
+            ga->l2 = 0;
+            ga->dir = CBT_SCATTER_STORE;
+            ga->args = (cbt_scatter_args){w->chunk, w->paged, w->positions + hit_tokens, w->table,
+                                          N_BLOCKS, new_tokens, hit_tokens, NULL};
+            launch(w, ga, sid, CBT_KOP_GATHER, new_tokens);
+            w->bytes_moved += (uint64_t)new_tokens * row_bytes() * 2 * LAYERS;
+        }
         pub_stream(w, CBT_EV_MP_STORE_END, sid, CBT_N_STORED_COUNT, chunks - hits);
-        w->bytes_moved += w->jobs[1].bytes;
     }
     /* end_session() returns before the stream work is done: the race */
     pub(CBT_EV_MP_REQUEST_END, sid);
-    /* the jobs' buffers are reused by the next request: wait for this one */
+    /* the jobs are reused by the next request: wait for this one */
     cbt_stream_sync(w->stream);
+}
+
+static int worker_setup(worker *w)
+{
+    w->g = (cbt_kv_geom){LAYERS, HEADS, HEAD_DIM, CBT_DT_BF16, BLOCK, N_BLOCKS, MAX_TOKENS};
+    uint64_t chunk_bytes = 2ull * LAYERS * MAX_TOKENS * row_bytes();
+    uint64_t layer_bytes = 2ull * N_BLOCKS * BLOCK * row_bytes();
+    w->chunk = malloc(chunk_bytes);
+    w->staging = malloc(chunk_bytes);
+    w->cos_sin = malloc((size_t)MAX_POS * ROT_DIM * 2);
+    if (!w->chunk || !w->staging || !w->cos_sin)
+        return -1;
+    for (uint32_t l = 0; l < LAYERS; l++)
+        if (!(w->paged[l] = calloc(1, layer_bytes)))
+            return -1;
+    /* bf16 values in [-1, 1): random keys and values, a real cos/sin table */
+    uint16_t *c = w->chunk, *st = w->staging, *cs = w->cos_sin;
+    for (uint64_t i = 0; i < chunk_bytes / 2; i++) {
+        c[i] = (uint16_t)(0x3c00u + (rnd(&w->rng) & 0x3ffu)) ^ (uint16_t)((rnd(&w->rng) & 1u) << 15);
+        st[i] = c[i];
+    }
+    for (uint32_t p = 0; p < MAX_POS; p++)
+        for (uint32_t d = 0; d < ROT_DIM / 2; d++) {
+            double inv = 1.0 / pow(10000.0, 2.0 * d / ROT_DIM), a = p * inv;
+            float cf = (float)cos(a), sf = (float)sin(a);
+            uint32_t cb, sb;
+            memcpy(&cb, &cf, 4);
+            memcpy(&sb, &sf, 4);
+            cs[(size_t)p * ROT_DIM + d] = (uint16_t)(cb >> 16);
+            cs[(size_t)p * ROT_DIM + ROT_DIM / 2 + d] = (uint16_t)(sb >> 16);
+        }
+    for (uint32_t i = 0; i < MAX_TOKENS; i++)
+        w->positions[i] = (int32_t)i;
+    for (uint32_t k = 0; k < MAX_CHUNKS; k++) {
+        w->l2_dst[k] = (char *)w->chunk + (size_t)k * CHUNK_TOKENS * row_bytes();
+        w->l2_src[k] = (char *)w->staging + (size_t)k * CHUNK_TOKENS * row_bytes();
+    }
+    return cbt_stream_cpu_create(0, &w->stream) == CBT_OK ? 0 : -1;
+}
+
+static void worker_free(worker *w)
+{
+    cbt_stream_destroy(w->stream);
+    free(w->chunk);
+    free(w->staging);
+    free(w->cos_sin);
+    for (uint32_t l = 0; l < LAYERS; l++)
+        free(w->paged[l]);
 }
 
 static void *worker_main(void *arg)
@@ -145,15 +277,10 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         w->o = o;
         w->id = i;
         w->rng = o->seed * 0x9e3779b97f4a7c15ull + i + 1;
-        w->buf_bytes = (size_t)8 * CHUNK_TOKENS * BYTES_PER_TOKEN;
-        w->a = malloc(w->buf_bytes);
-        w->b = malloc(w->buf_bytes);
-        if (!w->a || !w->b || cbt_stream_cpu_create(0, &w->stream) != CBT_OK) {
+        if (worker_setup(w) != 0) {
             rc = 1;
             break;
         }
-        memset(w->a, 0x5a, w->buf_bytes);
-        memset(w->b, 0xa5, w->buf_bytes);
         if (pthread_create(&th[i], NULL, worker_main, w) != 0) {
             rc = 1;
             break;
@@ -164,12 +291,12 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         pthread_join(th[i], NULL);
     uint64_t hit = 0, req = 0, bytes = 0;
     for (uint32_t i = 0; ws && i < o->concurrency; i++) {
-        cbt_stream_destroy(ws[i].stream);
-        free(ws[i].a);
-        free(ws[i].b);
+        worker_free(&ws[i]);
         hit += ws[i].hit_tokens;
         req += ws[i].requested_tokens;
         bytes += ws[i].bytes_moved;
+        if (ws[i].failed)
+            rc = 1;
     }
     if (!ws || !th)
         rc = 1;

@@ -186,7 +186,6 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
         cbt_span_set_i64(s, CBT_N_CHUNKS, e->chunks);
         cbt_span_set_i64(s, CBT_N_BYTES, (int64_t)e->bytes);
         cbt_span_set_f64(s, CBT_N_GBPS, dur ? (double)e->bytes / (double)dur : 0.0);
-        cbt_span_set_i64(s, CBT_N_TOKENS, (int64_t)tokens);
         break;
     }
     case CBT_KOP_REROPE:
