@@ -1,9 +1,11 @@
 /* tests/disable_tu.c — compiled with CBT_DISABLE: every event and publish call
  * in this translation unit must compile to nothing. */
 #include "cbt.h"
+#include "cbt_kernel.h"
 
 int disabled_publish_many(int n, cbt_stream *s);
 int disabled_enabled(void);
+void disabled_kernel_span(const cbt_ring_dev *ring);
 
 int disabled_publish_many(int n, cbt_stream *s)
 {
@@ -19,3 +21,12 @@ int disabled_publish_many(int n, cbt_stream *s)
 }
 
 int disabled_enabled(void) { return cbt_enabled() ? 1 : 0; }
+
+/* The kernel macros with a real ring: compiled out, nothing is written. */
+void disabled_kernel_span(const cbt_ring_dev *ring)
+{
+    cbt_kspan span = {ring, 1, CBT_KOP_USER, CBT_REC_CTA, 0};
+    CBT_KERNEL_SPAN_BEGIN(span);
+    CBT_KERNEL_SPAN_END(span, 5);
+    CBT_KERNEL_SPAN(span, 7) { (void)0; }
+}

@@ -2,8 +2,11 @@
  * and a tracer disabled by configuration makes every call a no-op. */
 #include "testutil.h"
 
+#include "cbt_kernel.h"
+
 int disabled_publish_many(int n, cbt_stream *s);
 int disabled_enabled(void);
+void disabled_kernel_span(const cbt_ring_dev *ring);
 
 /* With a live tracer, a CBT_DISABLE translation unit still publishes nothing. */
 static void compiled_out(void **state)
@@ -50,11 +53,31 @@ static void disabled_by_config(void **state)
     assert_false(cbt_enabled());
 }
 
+/* CBT_KERNEL_SPAN under CBT_DISABLE: a real ring stays untouched; the same
+ * macros compiled normally write one record (so the check can fail). */
+static void kernel_macros_compiled_out(void **state)
+{
+    (void)state;
+    static cbt_ring_rec recs[8];
+    static cbt_fold_slot fold[CBT_FOLD_SLOTS];
+    unsigned long long claim = 0;
+    cbt_ring_dev ring = {recs, &claim, fold, 7, 0};
+    disabled_kernel_span(&ring);
+    assert_int_equal(claim, 0);
+    cbt_kspan span = {&ring, 1, CBT_KOP_USER, CBT_REC_CTA, 0};
+    cbt_cpu_cta_enter(0, 1, 0);
+    CBT_KERNEL_SPAN(span, 7) { (void)0; }
+    cbt_cpu_cta_leave();
+    assert_int_equal(claim, 1);
+    assert_int_equal(recs[0].tokens, 7);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(compiled_out),
         cmocka_unit_test(disabled_by_config),
+        cmocka_unit_test(kernel_macros_compiled_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

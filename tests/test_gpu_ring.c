@@ -40,9 +40,12 @@ static void wait_for(const char *name, const char *sid, uint32_t count)
     tu_flush();
 }
 
-static void run(uint8_t mode, const char *sid)
+static void run_placed(uint8_t mode, const char *sid, cbt_ring_placement placement)
 {
-    tu_start(NULL);
+    cbt_config cfg = cbt_config_default();
+    cfg.poll_interval_us = 50;
+    cfg.ring_placement = placement;
+    tu_start(&cfg);
     cbt_tracer *t = cbt_tracer_get();
     (void)t;
     cbt_stream *s;
@@ -90,6 +93,15 @@ static void run(uint8_t mode, const char *sid)
         assert_int_equal(rs.cta_records, CTAS);
     cbt_stream_destroy(s);
     tu_stop();
+}
+
+static void run(uint8_t mode, const char *sid) { run_placed(mode, sid, CBT_RING_MAPPED); }
+
+/* The same with the ring in device memory, copied out by the harvester. */
+static void gpu_span_device_placement(void **state)
+{
+    (void)state;
+    run_placed(CBT_REC_CTA, "gpu-devmem", CBT_RING_DEVICE);
 }
 
 static void gpu_span_per_launch(void **state)
@@ -153,6 +165,7 @@ int main(void)
         cmocka_unit_test(gpu_globaltimer_resolution),
         cmocka_unit_test_teardown(gpu_span_per_launch, tu_teardown),
         cmocka_unit_test_teardown(gpu_span_per_cta, tu_teardown),
+        cmocka_unit_test_teardown(gpu_span_device_placement, tu_teardown),
         cmocka_unit_test_teardown(gpu_ring_under_concurrency, tu_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
