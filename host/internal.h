@@ -52,6 +52,8 @@ void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item);
  * Returns how many are still pending on this stream. */
 uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t);
 
+typedef void (*cbt_publish_hook)(void *ctx, cbt_event *ev, int on_stream);
+
 struct cbt_tracer {
     cbt_config cfg;
     uint64_t gen;  /* process-unique, never reused: thread-local lane handles check it */
@@ -98,6 +100,13 @@ struct cbt_tracer {
     uint32_t n_span_free;
 
     cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
+
+    /* A hook on the publishing path (exporter/nvtx.c): called with a copy of
+     * each event, on the publishing thread, at the moment of the publish,
+     * before it is enqueued; it may add metadata. NULL: one branch. Set only
+     * while no thread publishes (cbt_init .. first publish). */
+    cbt_publish_hook publish_hook;
+    void *publish_hook_ctx;
 
     /* the device path (kernel_spans.c, ring.c) */
     struct cbt_ring *host_ring; /* CPU backend */

@@ -84,6 +84,12 @@ cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
         atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
         return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
     }
+    if (__builtin_expect(t->publish_hook != NULL, 0)) {
+        cbt_event e;
+        cbt_event_copy_used_(&e, ev);
+        t->publish_hook(t->publish_hook_ctx, &e, 0);
+        return cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);
+    }
     /* stamped even with CBT_EVF_EXPLICIT_TS: the stamp orders dispatch */
     return cbt_tracer_push_(t, ev, cbt_clock_ticks_ordered(), NULL, NULL);
 }

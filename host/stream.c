@@ -171,6 +171,12 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
         atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
         return CBT_ERR_UNKNOWN_EVENT;
     }
+    cbt_event hooked;
+    if (__builtin_expect(t->publish_hook != NULL, 0)) {
+        cbt_event_copy_used_(&hooked, ev);
+        t->publish_hook(t->publish_hook_ctx, &hooked, 1);
+        ev = &hooked;
+    }
     if (s->kind == CBT_STREAM_CUDA)
         return cbt_cuda_stream_mark_(s, t, ev);
     cbt_status st = cpu_push(s, NULL, NULL, 0, NULL, ev);
