@@ -20,12 +20,14 @@ build: deps
 	cmake --build $(BUILD) -j$(JOBS)
 
 demo: build
-	./$(BUILD)/cbt demo --output cbt-spans.jsonl
-	@echo "cbt: spans are in $(CURDIR)/cbt-spans.jsonl (one JSON object per line)"
+	./$(BUILD)/cbt demo --requests 32 --output cbt-trace.json --spans cbt-spans.jsonl
+	@echo "cbt: trace file $(CURDIR)/cbt-trace.json: open it at https://ui.perfetto.dev (drag the file in) or chrome://tracing"
+	@echo "cbt: spans also in $(CURDIR)/cbt-spans.jsonl (one JSON object per line)"
 
 test: test-plain test-asan test-tsan
 
 test-plain: build
+	@scripts/pydeps.sh || echo "cbt: the official OTLP decode test will report itself skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@grep -h "^SKIP:" $(BUILD)/Testing/Temporary/LastTest.log || true
 

@@ -133,3 +133,97 @@ int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces)
     free(is_root);
     return printed;
 }
+
+/* ---- waterfalls of the slowest traces ------------------------------------------ */
+
+typedef struct trace_ix {
+    const cbt_span *root;
+    uint64_t end; /* the latest end of any span of the trace */
+} trace_ix;
+
+static int cmp_slowest(const void *a, const void *b)
+{
+    const trace_ix *x = a, *y = b;
+    uint64_t dx = x->end - x->root->start_ns, dy = y->end - y->root->start_ns;
+    return (dx < dy) - (dx > dy);
+}
+
+static int depth_of(const cbt_span *s, const cbt_span *spans, size_t n)
+{
+    int d = 0;
+    const cbt_span *cur = s;
+    while (has_parent(cur) && d < 8) {
+        const cbt_span *p = NULL;
+        for (size_t i = 0; i < n && !p; i++)
+            if (memcmp(spans[i].ctx.span_id, cur->parent_span_id, 8) == 0 &&
+                memcmp(spans[i].ctx.trace_id, cur->ctx.trace_id, 16) == 0)
+                p = &spans[i];
+        if (!p)
+            break;
+        cur = p;
+        d++;
+    }
+    return d;
+}
+
+int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsigned width)
+{
+    if (n == 0 || k == 0)
+        return 0;
+    if (width < 10)
+        width = 10;
+    trace_ix *tr = calloc(n, sizeof *tr);
+    const cbt_span **order = malloc(n * sizeof *order);
+    if (!tr || !order) {
+        free(tr);
+        free(order);
+        return -1;
+    }
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!has_parent(&spans[i]))
+            tr[nt++].root = &spans[i];
+    for (size_t t = 0; t < nt; t++) {
+        tr[t].end = tr[t].root->end_ns;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(spans[i].ctx.trace_id, tr[t].root->ctx.trace_id, 16) == 0 &&
+                spans[i].end_ns > tr[t].end)
+                tr[t].end = spans[i].end_ns;
+    }
+    qsort(tr, nt, sizeof *tr, cmp_slowest);
+    int printed = 0;
+    for (size_t t = 0; t < nt && (size_t)printed < k; t++) {
+        const cbt_span *root = tr[t].root;
+        uint64_t t0 = root->start_ns, total = tr[t].end - t0;
+        if (total == 0)
+            total = 1;
+        const cbt_attr *sid = cbt_span_attr(root, CBT_N_SESSION_ID);
+        fprintf(f, "%.*s  %.3f ms end to end\n", sid ? (int)sid->str_len : 4,
+                sid ? cbt_attr_str(root, sid) : "????", (double)total / 1e6);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (memcmp(spans[i].ctx.trace_id, root->ctx.trace_id, 16) == 0)
+                order[m++] = &spans[i];
+        qsort(order, m, sizeof *order, cmp_start);
+        for (size_t i = 0; i < m; i++) {
+            const cbt_span *s = order[i];
+            int d = depth_of(s, spans, n);
+            unsigned a = (unsigned)((double)(s->start_ns - t0) / (double)total * width);
+            unsigned b = (unsigned)((double)(s->end_ns - t0) / (double)total * width);
+            if (a >= width)
+                a = width - 1;
+            if (b <= a)
+                b = a + 1;
+            if (b > width)
+                b = width;
+            fprintf(f, "  %*s%-*s |", 2 * d, "", 22 - 2 * d, cbt_name_str(s->name));
+            for (unsigned c = 0; c < width; c++)
+                fputs(c >= a && c < b ? "\u2588" : " ", f);
+            fprintf(f, "| %9.3f ms\n", (double)(s->end_ns - s->start_ns) / 1e6);
+        }
+        printed++;
+    }
+    free(tr);
+    free(order);
+    return printed;
+}

@@ -18,4 +18,10 @@
  * Returns the number of traces printed, or -1 on allocation failure. */
 int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces);
 
+/* The `k` slowest traces by end-to-end time (root start to the last span's
+ * end, GPU work included), each as a waterfall: one bar per span on a
+ * `width`-column time axis. Returns the number printed, -1 on allocation
+ * failure. */
+int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsigned width);
+
 #endif /* CBT_EXPORTER_TREE_H */

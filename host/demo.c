@@ -3,11 +3,16 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbt.h"
 #include "cbt_kernels.h"
+#include "nvtx.h"
+#include "otlp.h"
+#include "trace_file.h"
 #include "tree.h"
 
 #define CHUNK_TOKENS 256
@@ -80,7 +85,8 @@ static void kernel_fn(void *arg)
 cbt_demo_opts cbt_demo_defaults(void)
 {
     cbt_demo_opts o = {.requests = 8, .concurrency = 4, .seed = 42,
-                       .output = "cbt-spans.jsonl", .trees = 8};
+                       .output = "cbt-trace.json", .spans = "cbt-spans.jsonl", .trees = 3,
+                       .slowest = 3, .backend = CBT_DEMO_AUTO};
     return o;
 }
 
@@ -243,18 +249,106 @@ static void worker_free(worker *w)
         free(w->paged[l]);
 }
 
+static _Atomic uint32_t g_done; /* requests finished, for the progress bar */
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    for (uint32_t r = w->id; r < w->o->requests; r += w->o->concurrency)
+    for (uint32_t r = w->id; r < w->o->requests; r += w->o->concurrency) {
         run_request(w, r);
+        atomic_fetch_add_explicit(&g_done, 1, memory_order_relaxed);
+    }
     return NULL;
+}
+
+static void progress(uint32_t done, uint32_t total)
+{
+    unsigned w = 40, fill = total ? (unsigned)((uint64_t)done * w / total) : w;
+    fprintf(stderr, "\r[");
+    for (unsigned i = 0; i < w; i++)
+        fputc(i < fill ? '#' : '.', stderr);
+    fprintf(stderr, "] %u/%u requests", done, total);
+    fflush(stderr);
+}
+
+/* Sinks besides the in-memory one: the trace file, the span file, and with
+ * --enable-tracing the OTLP exporter configured from the environment. */
+static int add_sinks(const cbt_demo_opts *o, void **otlp)
+{
+    cbt_sink sk;
+    cbt_status st = CBT_OK;
+    if (o->output && (st = cbt_trace_file_sink_create(o->output, &sk)) == CBT_OK)
+        st = cbt_add_sink(&sk);
+    else if (o->output)
+        fprintf(stderr, "cbt demo: cannot write the trace file '%s': %s\n", o->output,
+                cbt_strerror(st));
+    if (o->output && st != CBT_OK)
+        return -1;
+    if (o->spans && (st = cbt_jsonl_sink_create(o->spans, &sk)) == CBT_OK)
+        st = cbt_add_sink(&sk);
+    else if (o->spans)
+        fprintf(stderr, "cbt demo: cannot write the span file '%s': %s\n", o->spans,
+                cbt_strerror(st));
+    if (o->spans && st != CBT_OK)
+        return -1;
+    *otlp = NULL;
+    if (o->otlp_endpoint) {
+#ifdef CBT_WITH_OTLP
+        cbt_otlp_config c;
+        cbt_otlp_config_default(&c);
+        if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK)
+            return -1;
+        size_t l = strlen(o->otlp_endpoint);
+        const char *suffix = (l >= 10 && strcmp(o->otlp_endpoint + l - 10, "/v1/traces") == 0)
+                                 ? ""
+                                 : (o->otlp_endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
+        if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", o->otlp_endpoint, suffix) >=
+            sizeof c.endpoint) {
+            fprintf(stderr, "cbt demo: --otlp-endpoint is too long\n");
+            return -1;
+        }
+        cbt_otlp_exporter *e = NULL;
+        if ((st = cbt_otlp_exporter_create(&c, &e, &sk)) != CBT_OK ||
+            (st = cbt_add_sink(&sk)) != CBT_OK) {
+            fprintf(stderr, "cbt demo: cannot start the OTLP exporter: %s\n", cbt_strerror(st));
+            return -1;
+        }
+        *otlp = e;
+#else
+        fprintf(stderr, "cbt demo: this build has no OTLP exporter (protobuf-c/libcurl missing)\n");
+        return -1;
+#endif
+    }
+    return 0;
+}
+
+/* Bytes moved by kernel spans and the time they took: the demo's GB/s. */
+static double kernel_gbps(const cbt_span *spans, uint32_t n)
+{
+    double bytes = 0, ns = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const cbt_span *s = &spans[i];
+        const cbt_attr *b = cbt_span_attr(s, CBT_N_BYTES);
+        const cbt_attr *w = cbt_span_attr(s, CBT_N_SLOT_WRITES);
+        double sb = b && b->type == CBT_META_I64 ? (double)b->v.i64
+                    : w && w->type == CBT_META_I64 ? (double)w->v.i64 * (double)row_bytes() * 2.0
+                                                   : 0.0; /* each slot write reads and writes a row */
+        if (sb > 0) {
+            bytes += sb;
+            ns += (double)(s->end_ns - s->start_ns);
+        }
+    }
+    return ns > 0 ? bytes / ns : 0.0;
 }
 
 int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 {
+    if (o->backend == CBT_DEMO_GPU) {
+        fprintf(stderr, "cbt demo: --gpu: the GPU workload needs a CUDA build and device; "
+                        "this demo runs the kernels' C references on the CPU backend (--cpu)\n");
+        return 1;
+    }
     cbt_config cfg = cbt_config_default();
-    cfg.jsonl_path = o->output;
     cbt_status st = cbt_init(&cfg);
     if (st) {
         fprintf(stderr, "cbt demo: cannot start the tracer: %s\n", cbt_strerror(st));
@@ -262,16 +356,26 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     }
     cbt_memsink *mem = NULL;
     cbt_sink msink;
-    uint32_t cap = o->requests * 4 + 16;
+    void *otlp = NULL;
+    uint32_t cap = o->requests * 8 + 16;
     if ((st = cbt_memsink_create(cap, &mem, &msink)) || (st = cbt_add_sink(&msink))) {
         fprintf(stderr, "cbt demo: %s\n", cbt_strerror(st));
         cbt_shutdown();
         return 1;
     }
+    if (add_sinks(o, &otlp) != 0) {
+        cbt_shutdown();
+        cbt_memsink_release(mem);
+        return 1;
+    }
+#ifdef CBT_WITH_NVTX
+    cbt_nvtx_enable(); /* ranges for Nsight Systems; no-ops when no tool is attached */
+#endif
     worker *ws = calloc(o->concurrency, sizeof *ws);
     pthread_t *th = calloc(o->concurrency, sizeof *th);
     int rc = 0;
     uint32_t started = 0;
+    atomic_store(&g_done, 0);
     for (uint32_t i = 0; ws && th && i < o->concurrency; i++) {
         worker *w = &ws[i];
         w->o = o;
@@ -286,6 +390,16 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
             break;
         }
         started++;
+    }
+    if (o->progress) {
+        uint32_t d;
+        while ((d = atomic_load(&g_done)) < o->requests && started == o->concurrency) {
+            progress(d, o->requests);
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+        progress(atomic_load(&g_done), o->requests);
+        fputc('\n', stderr);
     }
     for (uint32_t i = 0; i < started; i++)
         pthread_join(th[i], NULL);
@@ -303,35 +417,65 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     free(ws);
     free(th);
 
+    /* the kernel spans come from the ring: give the harvester a few rounds */
+    for (int i = 0; i < 20; i++) {
+        cbt_ring_stats rs;
+        cbt_flush(5000);
+        if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans >= rs.harvested)
+            break;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
     if (cbt_flush(5000) != CBT_OK)
         fprintf(stderr, "cbt demo: flush timed out\n");
     cbt_metrics m;
     cbt_mp_stats ms;
+    cbt_ring_stats rs;
     cbt_metrics_get(&m);
     cbt_mp_stats_get(NULL, &ms);
-    cbt_shutdown(); /* ends anything still open; closes the span file */
+    cbt_ring_stats_get(&rs);
+#ifdef CBT_WITH_OTLP
+    cbt_otlp_stats os = {0};
+    if (otlp) /* the flush above exported what was queued; the exporter goes with shutdown */
+        cbt_otlp_exporter_stats(otlp, &os);
+#endif
+    cbt_shutdown(); /* ends anything still open; closes the files */
 
     uint32_t n = cbt_memsink_count(mem);
     cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
     for (uint32_t i = 0; spans && i < n; i++)
         cbt_memsink_get(mem, i, &spans[i]);
+    if (spans && o->slowest) {
+        fprintf(out, "The %u slowest requests, end to end:\n", o->slowest);
+        cbt_waterfall_print(out, spans, n, o->slowest, 40);
+    }
     if (spans && o->trees) {
-        fprintf(out, "First %u request trees (offsets from the request's start):\n", o->trees);
+        fprintf(out, "\nFirst %u request trees (offsets from the request's start):\n", o->trees);
         cbt_tree_print(out, spans, n, o->trees);
     }
     fprintf(out,
-            "\nrequests %u (roots closed %llu, deferred %llu, lazy %llu) | spans %u | "
-            "hit rate %.3f (%llu/%llu tokens) | bytes moved %.1f MiB\n"
-            "events published %llu, dropped %llu, rejected %llu | subscriber errors %llu | "
-            "max lag %.1f us | incomplete %llu\n",
+            "\nrequests %u (roots closed %llu, deferred %llu, lazy %llu) | spans %u "
+            "(%llu from kernels) | hit rate %.3f (%llu/%llu tokens)\n"
+            "KV moved %.1f MiB, kernels at %.2f GB/s (CPU references) | events published %llu, "
+            "dropped %llu, rejected %llu | ring records lost %llu | incomplete %llu\n",
             o->requests, (unsigned long long)ms.roots_closed,
             (unsigned long long)ms.roots_deferred, (unsigned long long)ms.roots_lazy, n,
-            req ? (double)hit / (double)req : 0.0, (unsigned long long)hit,
-            (unsigned long long)req, (double)bytes / (1 << 20),
-            (unsigned long long)m.published, (unsigned long long)m.dropped_full,
-            (unsigned long long)m.rejected, (unsigned long long)m.subscriber_errors,
-            (double)m.lag_max_ns / 1e3, (unsigned long long)ms.incomplete_at_shutdown);
-    fprintf(out, "spans written to %s (one JSON object per line)\n", o->output);
+            (unsigned long long)rs.kernel_spans, req ? (double)hit / (double)req : 0.0,
+            (unsigned long long)hit, (unsigned long long)req, (double)bytes / (1 << 20),
+            spans ? kernel_gbps(spans, n) : 0.0, (unsigned long long)m.published,
+            (unsigned long long)m.dropped_full, (unsigned long long)m.rejected,
+            (unsigned long long)rs.lost, (unsigned long long)ms.incomplete_at_shutdown);
+    if (o->output)
+        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
+                o->output);
+    if (o->spans)
+        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
+#ifdef CBT_WITH_OTLP
+    if (otlp)
+        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped, %llu retries\n",
+                (unsigned long long)os.spans_exported, o->otlp_endpoint,
+                (unsigned long long)os.spans_dropped, (unsigned long long)os.retries);
+#endif
     free(spans);
     cbt_memsink_release(mem);
     return rc;

@@ -13,12 +13,23 @@
 #include <stdint.h>
 #include <stdio.h>
 
+typedef enum cbt_demo_backend {
+    CBT_DEMO_AUTO = 0, /* the GPU when one is present, else the CPU backend */
+    CBT_DEMO_CPU = 1,
+    CBT_DEMO_GPU = 2,
+} cbt_demo_backend;
+
 typedef struct cbt_demo_opts {
     uint32_t requests;    /* total requests */
     uint32_t concurrency; /* worker threads, each with its own stream */
     uint64_t seed;
-    const char *output;   /* JSON-lines span file */
+    const char *output;   /* trace file (Chrome trace-event JSON) */
+    const char *spans;    /* JSON-lines span file */
     uint32_t trees;       /* request trees to print */
+    uint32_t slowest;     /* waterfalls of the slowest requests to print */
+    cbt_demo_backend backend;
+    const char *otlp_endpoint; /* with --enable-tracing: the collector */
+    int progress;         /* draw a progress bar on stderr */
 } cbt_demo_opts;
 
 cbt_demo_opts cbt_demo_defaults(void);

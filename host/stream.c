@@ -174,6 +174,8 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
     cbt_event hooked;
     if (__builtin_expect(t->publish_hook != NULL, 0)) {
         cbt_event_copy_used_(&hooked, ev);
+        if (hooked.pair == 0) /* the hook pairs START/END as the subscribers will */
+            hooked.pair = s->ordinal;
         t->publish_hook(t->publish_hook_ctx, &hooked, 1);
         ev = &hooked;
     }

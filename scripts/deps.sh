@@ -5,7 +5,7 @@
 # looked for at /usr/local/cuda/bin/nvcc and the build goes without it when absent.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config python3 libcmocka-dev libprotobuf-c-dev
+PKGS=(build-essential cmake pkg-config python3 python3-venv libcmocka-dev libprotobuf-c-dev
       protobuf-c-compiler libcurl4-openssl-dev zlib1g-dev)
 
 missing=()

@@ -1,0 +1,477 @@
+/* exporter/otlp_env.c — owns the OTLP exporter's configuration: defaults and
+ * the OpenTelemetry SDK environment variables.
+ *
+ * What is read (an empty value counts as unset, as the OTel spec says):
+ *   OTEL_SDK_DISABLED                     "true" (any case) disables; anything
+ *                                         but "false" is reported and ignored
+ *   OTEL_SERVICE_NAME                     resource service.name (wins over
+ *                                         service.name in the next one)
+ *   OTEL_RESOURCE_ATTRIBUTES              k=v,k2=v2, keys and values
+ *                                         percent-decoded; a bad entry is
+ *                                         reported (by position and key) and
+ *                                         skipped, the others are kept
+ *   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT    the traces URL, used as is
+ *   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: "/v1/traces" appended
+ *   OTEL_EXPORTER_OTLP[_TRACES]_HEADERS   k=v list, percent-decoded
+ *   OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT   milliseconds, a positive integer
+ *   OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION  gzip | none
+ *   OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL  http/protobuf | http/json
+ * The _TRACES_ form wins whenever it is set. Every problem is reported on the
+ * caller's log naming the variable; header values are never printed (they
+ * carry credentials), only the entry's position and key (and only the
+ * position for an entry without '=', which may be all value). A malformed value
+ * keeps what the config held; CBT_ERR_INVAL is returned only where no safe
+ * default exists: an endpoint that is not a usable http(s) URL (including
+ * one too long for the config) and a protocol other than OTLP/HTTP.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "otlp.h"
+
+#define TRACES_PATH "v1/traces"
+
+void cbt_otlp_config_default(cbt_otlp_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->version = CBT_OTLP_CONFIG_VERSION;
+    c->size = sizeof *c;
+    c->disabled = 0;
+    snprintf(c->endpoint, sizeof c->endpoint, "http://localhost:4318/" TRACES_PATH);
+    c->protocol = CBT_OTLP_HTTP_PROTOBUF;
+    c->gzip = 0;
+    c->timeout_ms = 10000;
+    c->n_headers = 0;
+    c->verify_tls = 1;
+    c->max_queue = 2048;
+    c->max_batch = 512;
+    c->schedule_delay_ms = 5000;
+    c->retry_budget_ms = 30000;
+    c->shutdown_timeout_ms = 5000;
+    cbt_otlp_resource_default(&c->resource);
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static void report(FILE *log, const char *var, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void report(FILE *log, const char *var, const char *fmt, ...)
+{
+    FILE *f = log ? log : stderr;
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(f, "cbt otlp: %s: ", var);
+    vfprintf(f, fmt, ap);
+    fputc('\n', f);
+    va_end(ap);
+    fflush(f);
+}
+
+/* The variable's value, or NULL when unset or empty. */
+static const char *env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* The _TRACES_ variable when set, else the generic one; *which names it. */
+static const char *env_pair(const char *traces, const char *generic, const char **which)
+{
+    const char *v = env(traces);
+    if (v) {
+        *which = traces;
+        return v;
+    }
+    *which = generic;
+    return env(generic);
+}
+
+static int is_ows(char ch) { return ch == ' ' || ch == '\t'; }
+
+/* [*b, *e) with surrounding spaces and tabs removed. */
+static void trim(const char **b, const char **e)
+{
+    while (*b < *e && is_ows(**b))
+        (*b)++;
+    while (*e > *b && is_ows((*e)[-1]))
+        (*e)--;
+}
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+enum { DEC_OK = 0, DEC_BAD_ESCAPE, DEC_TOO_LONG, DEC_NUL };
+
+/* Percent-decode [b, e) into out (NUL-terminated, at most cap - 1 bytes). */
+static int pct_decode(const char *b, const char *e, char *out, size_t cap)
+{
+    size_t n = 0;
+    while (b < e) {
+        char ch = *b++;
+        if (ch == '%') {
+            if (e - b < 2)
+                return DEC_BAD_ESCAPE;
+            int hi = hexval(b[0]), lo = hexval(b[1]);
+            if (hi < 0 || lo < 0)
+                return DEC_BAD_ESCAPE;
+            ch = (char)(hi * 16 + lo);
+            if (ch == '\0')
+                return DEC_NUL;
+            b += 2;
+        }
+        if (n + 1 >= cap)
+            return DEC_TOO_LONG;
+        out[n++] = ch;
+    }
+    out[n] = '\0';
+    return DEC_OK;
+}
+
+static const char *dec_why(int rc)
+{
+    switch (rc) {
+    case DEC_BAD_ESCAPE: return "a malformed %-escape";
+    case DEC_TOO_LONG: return "longer than 255 bytes";
+    case DEC_NUL: return "an encoded NUL byte";
+    default: return "malformed";
+    }
+}
+
+/* Copy at most 64 bytes of a key for a message, non-printables as '?'. */
+static void key_for_log(const char *b, const char *e, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (; b < e && n + 1 < cap && n < 64; b++)
+        out[n++] = (*b >= 0x20 && *b < 0x7f) ? *b : '?';
+    out[n] = '\0';
+}
+
+/* An HTTP header field name: RFC 9110 token characters. */
+static int is_token(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (isalnum(ch))
+            continue;
+        if (!strchr("!#$%&'*+-.^_`|~", ch))
+            return 0;
+    }
+    return 1;
+}
+
+/* A header value: no control characters but tab (no CR/LF injection). */
+static int is_field_value(const char *s)
+{
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+/* ---- k=v lists (resource attributes, headers) ---------------------------------- */
+
+typedef int (*kv_fn)(void *ctx, FILE *log, const char *var, unsigned pos, const char *key,
+                     const char *value);
+
+/* Split "k=v,k2=v2" and call fn for each well-formed entry (decoded). Bad
+ * entries are reported by position (1-based) and key, never by value. */
+static void parse_kv_list(const char *v, FILE *log, const char *var, kv_fn fn, void *ctx)
+{
+    unsigned pos = 0;
+    const char *p = v;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        if (!end)
+            end = p + strlen(p);
+        pos++;
+        const char *kb = p, *ke = end, *eq = memchr(p, '=', (size_t)(end - p));
+        char shown[72];
+        if (!eq) {
+            trim(&kb, &ke);
+            if (kb != ke) /* not shown: it may be a value typed with ':' for '=' */
+                report(log, var, "entry %u has no '=' (expected key=value): skipped", pos);
+        } else {
+            const char *vb = eq + 1, *ve = end;
+            ke = eq;
+            trim(&kb, &ke);
+            trim(&vb, &ve);
+            key_for_log(kb, ke, shown, sizeof shown);
+            char key[CBT_OTLP_STR_MAX], val[CBT_OTLP_STR_MAX];
+            int rk = pct_decode(kb, ke, key, sizeof key);
+            int rv = rk == DEC_OK ? pct_decode(vb, ve, val, sizeof val) : DEC_OK;
+            if (kb == ke)
+                report(log, var, "entry %u has an empty key: skipped", pos);
+            else if (rk != DEC_OK)
+                report(log, var, "entry %u: the key has %s: skipped", pos, dec_why(rk));
+            else if (rv != DEC_OK)
+                report(log, var, "entry %u (key \"%s\"): the value has %s: skipped", pos,
+                       shown, dec_why(rv));
+            else
+                fn(ctx, log, var, pos, key, val);
+        }
+        p = *end ? end + 1 : end;
+    }
+}
+
+static int put_resource_attr(void *ctx, FILE *log, const char *var, unsigned pos,
+                             const char *key, const char *value)
+{
+    cbt_otlp_resource *r = ctx;
+    /* keys the resource holds as fields replace them, so they never appear twice */
+    if (strcmp(key, "service.name") == 0) {
+        snprintf(r->service_name, sizeof r->service_name, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "service.instance.id") == 0) {
+        snprintf(r->service_instance_id, sizeof r->service_instance_id, "%s", value);
+        return 0;
+    }
+    if (strcmp(key, "host.name") == 0) {
+        snprintf(r->host_name, sizeof r->host_name, "%s", value);
+        return 0;
+    }
+    for (uint32_t i = 0; i < r->n_extra; i++) {
+        if (strcmp(r->extra[i].key, key) == 0) { /* a later entry wins */
+            snprintf(r->extra[i].value, sizeof r->extra[i].value, "%s", value);
+            return 0;
+        }
+    }
+    if (r->n_extra >= CBT_OTLP_MAX_ATTRS) {
+        report(log, var, "entry %u (key \"%s\"): more than %d attributes: skipped", pos, key,
+               CBT_OTLP_MAX_ATTRS);
+        return 1;
+    }
+    cbt_otlp_kv *kv = &r->extra[r->n_extra++];
+    snprintf(kv->key, sizeof kv->key, "%s", key);
+    snprintf(kv->value, sizeof kv->value, "%s", value);
+    return 0;
+}
+
+typedef struct header_list {
+    cbt_otlp_kv h[CBT_OTLP_MAX_HEADERS];
+    uint32_t n;
+} header_list;
+
+static int put_header(void *ctx, FILE *log, const char *var, unsigned pos, const char *key,
+                      const char *value)
+{
+    header_list *l = ctx;
+    char shown[72];
+    key_for_log(key, key + strlen(key), shown, sizeof shown);
+    if (!is_token(key)) {
+        report(log, var, "entry %u (key \"%s\"): not a valid header name: skipped", pos, shown);
+        return 1;
+    }
+    if (!is_field_value(value)) {
+        report(log, var, "entry %u (key \"%s\"): the value holds control characters: skipped",
+               pos, shown);
+        return 1;
+    }
+    for (uint32_t i = 0; i < l->n; i++) {
+        if (strcasecmp(l->h[i].key, key) == 0) {
+            snprintf(l->h[i].value, sizeof l->h[i].value, "%s", value);
+            return 0;
+        }
+    }
+    if (l->n >= CBT_OTLP_MAX_HEADERS) {
+        report(log, var, "entry %u (key \"%s\"): more than %d headers: skipped", pos, shown,
+               CBT_OTLP_MAX_HEADERS);
+        return 1;
+    }
+    snprintf(l->h[l->n].key, sizeof l->h[l->n].key, "%s", key);
+    snprintf(l->h[l->n].value, sizeof l->h[l->n].value, "%s", value);
+    l->n++;
+    return 0;
+}
+
+/* ---- single values -------------------------------------------------------------- */
+
+/* An http:// or https:// URL with a non-empty host and no whitespace or
+ * control characters. */
+static int is_http_url(const char *u)
+{
+    size_t skip;
+    if (strncasecmp(u, "http://", 7) == 0)
+        skip = 7;
+    else if (strncasecmp(u, "https://", 8) == 0)
+        skip = 8;
+    else
+        return 0;
+    for (const char *p = u; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return 0;
+    const char *host = u + skip;
+    return *host && *host != '/' && *host != ':' && *host != '?' && *host != '#';
+}
+
+static cbt_status set_endpoint(cbt_otlp_config *c, FILE *log)
+{
+    const char *traces = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    const char *base = env("OTEL_EXPORTER_OTLP_ENDPOINT");
+    const char *var = traces ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT";
+    const char *v = traces ? traces : base;
+    if (!v)
+        return CBT_OK;
+    if (!is_http_url(v)) {
+        report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP, "
+                         "e.g. http://collector:4318%s", traces ? "/v1/traces" : "");
+        return CBT_ERR_INVAL;
+    }
+    char url[sizeof c->endpoint];
+    int n;
+    if (traces) {
+        n = snprintf(url, sizeof url, "%s", v);
+    } else {
+        size_t len = strlen(v);
+        n = snprintf(url, sizeof url, "%s%s" TRACES_PATH, v,
+                     len && v[len - 1] == '/' ? "" : "/");
+    }
+    if (n < 0 || (size_t)n >= sizeof url) {
+        report(log, var, "longer than %zu bytes%s", sizeof url - 1,
+               traces ? "" : " with /v1/traces appended");
+        return CBT_ERR_INVAL;
+    }
+    memcpy(c->endpoint, url, (size_t)n + 1);
+    return CBT_OK;
+}
+
+static void set_timeout(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", &var);
+    if (!v)
+        return;
+    const char *b = v, *e = v + strlen(v);
+    trim(&b, &e);
+    unsigned long long ms = 0;
+    int ok = b < e;
+    for (const char *p = b; ok && p < e; p++) {
+        if (*p < '0' || *p > '9')
+            ok = 0;
+        else if ((ms = ms * 10 + (unsigned)(*p - '0')) > UINT32_MAX)
+            ok = 0;
+    }
+    if (!ok || ms == 0) {
+        report(log, var, "not a positive integer number of milliseconds (at most %u): "
+                         "keeping %u ms", UINT32_MAX, c->timeout_ms);
+        return;
+    }
+    c->timeout_ms = (uint32_t)ms;
+}
+
+static void set_compression(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+                             "OTEL_EXPORTER_OTLP_COMPRESSION", &var);
+    if (!v)
+        return;
+    if (strcasecmp(v, "gzip") == 0)
+        c->gzip = 1;
+    else if (strcasecmp(v, "none") == 0)
+        c->gzip = 0;
+    else
+        report(log, var, "\"%.32s\" is neither gzip nor none: keeping %s", v,
+               c->gzip ? "gzip" : "none");
+}
+
+static cbt_status set_protocol(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
+                             &var);
+    if (!v)
+        return CBT_OK;
+    if (strcmp(v, "http/protobuf") == 0) {
+        c->protocol = CBT_OTLP_HTTP_PROTOBUF;
+        return CBT_OK;
+    }
+    if (strcmp(v, "http/json") == 0) {
+        c->protocol = CBT_OTLP_HTTP_JSON;
+        return CBT_OK;
+    }
+    if (strcasecmp(v, "grpc") == 0)
+        report(log, var, "grpc is not supported: cbt speaks OTLP/HTTP; set http/protobuf (or "
+                         "http/json) and use the collector's OTLP/HTTP port, 4318");
+    else
+        report(log, var, "\"%.32s\" is not supported: use http/protobuf or http/json", v);
+    return CBT_ERR_INVAL;
+}
+
+static void set_headers(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_HEADERS",
+                             &var);
+    if (!v)
+        return;
+    header_list l;
+    memset(&l, 0, sizeof l);
+    parse_kv_list(v, log, var, put_header, &l);
+    memcpy(c->headers, l.h, sizeof l.h);
+    c->n_headers = l.n;
+}
+
+static void set_resource(cbt_otlp_config *c, FILE *log)
+{
+    const char *v = env("OTEL_RESOURCE_ATTRIBUTES");
+    if (v)
+        parse_kv_list(v, log, "OTEL_RESOURCE_ATTRIBUTES", put_resource_attr, &c->resource);
+    const char *name = env("OTEL_SERVICE_NAME");
+    if (name) {
+        if (strlen(name) >= sizeof c->resource.service_name)
+            report(log, "OTEL_SERVICE_NAME", "longer than %zu bytes: keeping \"%s\"",
+                   sizeof c->resource.service_name - 1, c->resource.service_name);
+        else
+            snprintf(c->resource.service_name, sizeof c->resource.service_name, "%s", name);
+    }
+}
+
+static void set_disabled(cbt_otlp_config *c, FILE *log)
+{
+    const char *v = env("OTEL_SDK_DISABLED");
+    if (!v)
+        return;
+    if (strcasecmp(v, "true") == 0)
+        c->disabled = 1;
+    else if (strcasecmp(v, "false") == 0)
+        c->disabled = 0;
+    else
+        report(log, "OTEL_SDK_DISABLED", "\"%.32s\" is neither true nor false: keeping %s", v,
+               c->disabled ? "true" : "false");
+}
+
+cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
+{
+    if (!c || c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c)
+        return CBT_ERR_INVAL;
+    cbt_status st = CBT_OK;
+    set_disabled(c, log);
+    set_resource(c, log);
+    if (set_endpoint(c, log) != CBT_OK)
+        st = CBT_ERR_INVAL;
+    set_headers(c, log);
+    set_timeout(c, log);
+    set_compression(c, log);
+    if (set_protocol(c, log) != CBT_OK)
+        st = CBT_ERR_INVAL;
+    return st;
+}

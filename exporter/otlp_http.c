@@ -1,0 +1,1000 @@
+/* exporter/otlp_http.c — owns the OTLP/HTTP exporter: a cbt_sink that queues
+ * finished spans and one thread that POSTs them to a collector with libcurl.
+ *
+ * The queue: a ring of `max_queue` cbt_span slots allocated at create, with
+ * 64-bit running indices `head` (first span not yet resolved) and `tail`
+ * (next free slot), both under `lock`. on_span (harvester thread) takes the
+ * lock only to copy one span in; when the ring is full the span is dropped
+ * and counted, never waited on. The exporter thread reads the slots of the
+ * batch it is sending without the lock (the producer never writes a slot
+ * below tail + free space, and head only moves after the batch is resolved),
+ * so a batch being retried still counts against max_queue: memory is bounded
+ * by the ring and one encode/gzip buffer.
+ *
+ * When a batch goes out: `max_batch` spans are queued, `schedule_delay_ms`
+ * has passed since the last export, a flush asked for everything queued, or
+ * the exporter is stopping. A batch is the contiguous run of up to max_batch
+ * slots from head (a run that would wrap is cut at the ring's end).
+ *
+ * Sending: encode (protobuf or JSON, exporter/otlp_encode.c), optionally gzip
+ * (zlib, gzip header), POST with one curl easy handle driven through one
+ * multi handle, so the connection is kept alive across batches and the
+ * transfer can be aborted at once (curl_multi_wakeup) when a deadline passes;
+ * the XFERINFO progress callback checks the same deadline. Outcome:
+ *   2xx                    accepted; an ExportTraceServiceResponse with
+ *                          partial_success.rejected_spans > 0 counts those
+ *                          as dropped (its error_message is logged once)
+ *   429 502 503 504, connection failures and timeouts
+ *                          retried: Retry-After (seconds or an HTTP date)
+ *                          when given, else exponential backoff from 100 ms,
+ *                          doubling, capped at 5 s, with full jitter; the
+ *                          batch gives up when the next try would start past
+ *                          retry_budget_ms from its first try (or past the
+ *                          shutdown deadline)
+ *   anything else          the batch fails for good: dropped and counted
+ *
+ * Threads and stop path: the exporter thread is started by create and is the
+ * only user of the curl handles and buffers. flush (harvester thread) moves
+ * `flush_target` to tail, wakes the thread and waits on `done_cv` until head
+ * reaches the target or timeout_ms passes (CBT_ERR_TIMEOUT). cbt_shutdown()
+ * calls the sinks' flush once more and then destroy; a flush that finds no
+ * active tracer is that last one, and starts the shutdown clock: from then
+ * on retries and transfers are bounded by shutdown_timeout_ms, and its wait
+ * by the same deadline. destroy stops accepting spans, sets `stopping`, arms
+ * the deadline (if the flush did not), wakes the thread (condition variable
+ * and curl_multi_wakeup) and joins it. The thread exports what is queued
+ * until the deadline, drops (and counts) whatever is left when it passes,
+ * aborting a transfer in flight, and exits. So cbt_shutdown() spends at most
+ * about shutdown_timeout_ms here in total.
+ *
+ * Disabled (config->disabled, OTEL_SDK_DISABLED=true): create succeeds with a
+ * sink that ignores spans (nothing queued, counted, sent) and starts no
+ * thread; stats stay zero.
+ *
+ * Logging: problems go to stderr prefixed "cbt otlp:", at most once per
+ * distinct problem per 10 s (with a count of those suppressed). Header values
+ * and the endpoint URL (which may carry credentials) are never printed.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+#include <zlib.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "otlp.h"
+
+#define BACKOFF_BASE_MS 100u
+#define BACKOFF_CAP_MS 5000u
+#define RESP_MAX (64u * 1024u)       /* response bytes kept; the rest is discarded */
+#define POLL_SLICE_MS 100             /* longest curl_multi_poll between deadline checks */
+#define LOG_WINDOW_NS (10ull * 1000000000ull)
+#define LOG_SLOTS 16
+#define MAX_QUEUE_LIMIT (1u << 20)
+
+typedef struct log_slot {
+    uint64_t key;
+    uint64_t last_ns;
+    uint32_t suppressed;
+} log_slot;
+
+struct cbt_otlp_exporter {
+    cbt_otlp_config cfg;
+    int disabled;
+
+    /* ---- the queue: under lock ---- */
+    pthread_mutex_t lock;
+    pthread_cond_t work_cv; /* the exporter thread waits here */
+    pthread_cond_t done_cv; /* flush waits here for head to move */
+    cbt_span *ring;
+    uint32_t cap;
+    uint64_t head, tail;
+    uint64_t flush_target;     /* export everything below this index now */
+    uint64_t stop_deadline_ns; /* CLOCK_MONOTONIC; 0: no shutdown clock yet */
+    int stopping;              /* destroy ran: drain and exit */
+    int warned_full;
+
+    _Atomic uint64_t abort_at_ns; /* transfers in flight stop at this time (0: never) */
+
+    pthread_t thread;
+    int started;
+
+    /* ---- exporter thread only ---- */
+    CURLM *multi;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    cbt_buf body, gz;
+    uint8_t *resp;
+    size_t resp_len;
+    char retry_after[64];
+    char errbuf[CURL_ERROR_SIZE];
+    uint64_t rng;
+    int partial_logged;
+
+    /* ---- stats ---- */
+    _Atomic uint64_t queued, exported, dropped, sent, failed, retries, bytes;
+
+    /* ---- log limiter ---- */
+    pthread_mutex_t log_lock;
+    log_slot logs[LOG_SLOTS];
+};
+
+/* ---- time, randomness, logging ------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct timespec to_timespec(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    return ts;
+}
+
+/* Wait on cv (lock held) until signalled or the monotonic time `until_ns`. */
+static void cv_wait_until(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t until_ns)
+{
+    if (until_ns == UINT64_MAX) {
+        pthread_cond_wait(cv, m);
+        return;
+    }
+    struct timespec ts = to_timespec(until_ns);
+    pthread_cond_timedwait(cv, m, &ts);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t x = *s; /* xorshift64* */
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Log once per `key` per 10 s. */
+static void elog(cbt_otlp_exporter *e, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void elog(cbt_otlp_exporter *e, const char *key, const char *fmt, ...)
+{
+    uint64_t k = hash_str(key), t = now_ns();
+    uint32_t suppressed = 0;
+    pthread_mutex_lock(&e->log_lock);
+    log_slot *slot = NULL, *oldest = &e->logs[0];
+    for (int i = 0; i < LOG_SLOTS; i++) {
+        if (e->logs[i].key == k && e->logs[i].last_ns) {
+            slot = &e->logs[i];
+            break;
+        }
+        if (e->logs[i].last_ns < oldest->last_ns)
+            oldest = &e->logs[i];
+    }
+    if (slot && t - slot->last_ns < LOG_WINDOW_NS) {
+        slot->suppressed++;
+        pthread_mutex_unlock(&e->log_lock);
+        return;
+    }
+    if (!slot) {
+        slot = oldest;
+        slot->key = k;
+        slot->suppressed = 0;
+    }
+    suppressed = slot->suppressed;
+    slot->suppressed = 0;
+    slot->last_ns = t;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (suppressed)
+        fprintf(stderr, "cbt otlp: %s (%u similar messages suppressed)\n", msg, suppressed);
+    else
+        fprintf(stderr, "cbt otlp: %s\n", msg);
+    pthread_mutex_unlock(&e->log_lock);
+}
+
+/* Copy at most cap-1 printable bytes of [s, s+n) (others as '?'). */
+static void printable(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n && k + 1 < cap; i++)
+        out[k++] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+    out[k] = '\0';
+}
+
+/* ---- config checks ------------------------------------------------------------- */
+
+static int url_ok(const char *u)
+{
+    size_t skip;
+    if (strncasecmp(u, "http://", 7) == 0)
+        skip = 7;
+    else if (strncasecmp(u, "https://", 8) == 0)
+        skip = 8;
+    else
+        return 0;
+    for (const char *p = u; *p; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return 0;
+    const char *host = u + skip;
+    return *host && *host != '/' && *host != ':' && *host != '?' && *host != '#';
+}
+
+static int header_ok(const cbt_otlp_kv *h)
+{
+    if (!memchr(h->key, '\0', sizeof h->key) || !memchr(h->value, '\0', sizeof h->value))
+        return 0;
+    if (!h->key[0])
+        return 0;
+    for (const char *p = h->key; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("!#$%&'*+-.^_`|~", *p))
+            return 0;
+    for (const char *p = h->value; *p; p++)
+        if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+            return 0;
+    return 1;
+}
+
+static cbt_status check_config(const cbt_otlp_config *c)
+{
+    if (c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c) {
+        fprintf(stderr, "cbt otlp: config: version/size mismatch (use cbt_otlp_config_default())\n");
+        return CBT_ERR_INVAL;
+    }
+    if (!memchr(c->endpoint, '\0', sizeof c->endpoint) || !url_ok(c->endpoint)) {
+        fprintf(stderr, "cbt otlp: config: endpoint is not an http:// or https:// URL\n");
+        return CBT_ERR_INVAL;
+    }
+    if (c->protocol != CBT_OTLP_HTTP_PROTOBUF && c->protocol != CBT_OTLP_HTTP_JSON) {
+        fprintf(stderr, "cbt otlp: config: protocol %d is not http/protobuf or http/json\n",
+                (int)c->protocol);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_queue == 0 || c->max_queue > MAX_QUEUE_LIMIT) {
+        fprintf(stderr, "cbt otlp: config: max_queue %u must be in [1, %u]\n", c->max_queue,
+                MAX_QUEUE_LIMIT);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_batch == 0 || c->max_batch > c->max_queue) {
+        fprintf(stderr, "cbt otlp: config: max_batch %u must be in [1, max_queue %u]\n",
+                c->max_batch, c->max_queue);
+        return CBT_ERR_INVAL;
+    }
+    if (c->timeout_ms == 0) {
+        fprintf(stderr, "cbt otlp: config: timeout_ms must be positive\n");
+        return CBT_ERR_INVAL;
+    }
+    if (c->n_headers > CBT_OTLP_MAX_HEADERS) {
+        fprintf(stderr, "cbt otlp: config: n_headers %u exceeds %d\n", c->n_headers,
+                CBT_OTLP_MAX_HEADERS);
+        return CBT_ERR_INVAL;
+    }
+    for (uint32_t i = 0; i < c->n_headers; i++) {
+        if (!header_ok(&c->headers[i])) {
+            /* the key may be malformed too: name the position only */
+            fprintf(stderr, "cbt otlp: config: header %u has an invalid name or a value with "
+                            "control characters\n", i + 1);
+            return CBT_ERR_INVAL;
+        }
+    }
+    return CBT_OK;
+}
+
+/* ---- curl ------------------------------------------------------------------------- */
+
+static pthread_once_t g_curl_once = PTHREAD_ONCE_INIT;
+static CURLcode g_curl_init_rc = CURLE_FAILED_INIT;
+
+static void curl_init_once(void) { g_curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    cbt_otlp_exporter *e = ud;
+    size_t n = size * nmemb;
+    size_t room = RESP_MAX - e->resp_len;
+    size_t take = n < room ? n : room;
+    memcpy(e->resp + e->resp_len, p, take);
+    e->resp_len += take;
+    return n; /* the rest is read and discarded */
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    cbt_otlp_exporter *e = ud;
+    size_t n = size * nmemb;
+    static const char name[] = "retry-after:";
+    if (n > sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0) {
+        const char *b = p + sizeof name - 1, *end = p + n;
+        while (b < end && (*b == ' ' || *b == '\t'))
+            b++;
+        while (end > b && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' || end[-1] == '\t'))
+            end--;
+        size_t len = (size_t)(end - b);
+        if (len >= sizeof e->retry_after)
+            len = sizeof e->retry_after - 1;
+        memcpy(e->retry_after, b, len);
+        e->retry_after[len] = '\0';
+    } else if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+        e->retry_after[0] = '\0'; /* a new response (after a 100 Continue, say) */
+    }
+    return n;
+}
+
+static int on_progress(void *ud, curl_off_t dlt, curl_off_t dln, curl_off_t ult, curl_off_t uln)
+{
+    cbt_otlp_exporter *e = ud;
+    (void)dlt, (void)dln, (void)ult, (void)uln;
+    uint64_t at = atomic_load_explicit(&e->abort_at_ns, memory_order_acquire);
+    return at && now_ns() >= at; /* non-zero aborts the transfer */
+}
+
+static cbt_status curl_setup(cbt_otlp_exporter *e)
+{
+    const cbt_otlp_config *c = &e->cfg;
+    e->multi = curl_multi_init();
+    e->easy = curl_easy_init();
+    if (!e->multi || !e->easy)
+        return CBT_ERR_NOMEM;
+    struct curl_slist *l = NULL, *n;
+#define ADD_HEADER(s)                  \
+    do {                               \
+        n = curl_slist_append(l, (s)); \
+        if (!n)                        \
+            goto oom;                  \
+        l = n;                         \
+    } while (0)
+    ADD_HEADER(c->protocol == CBT_OTLP_HTTP_JSON ? "Content-Type: application/json"
+                                                 : "Content-Type: application/x-protobuf");
+    if (c->gzip)
+        ADD_HEADER("Content-Encoding: gzip");
+    ADD_HEADER("Expect:"); /* no 100-continue round trip */
+    for (uint32_t i = 0; i < c->n_headers; i++) {
+        char line[2 * CBT_OTLP_STR_MAX + 4];
+        if (c->headers[i].value[0])
+            snprintf(line, sizeof line, "%s: %s", c->headers[i].key, c->headers[i].value);
+        else
+            snprintf(line, sizeof line, "%s;", c->headers[i].key); /* curl: send it empty */
+        ADD_HEADER(line);
+        memset(line, 0, sizeof line); /* do not leave the value on the stack */
+    }
+#undef ADD_HEADER
+    e->hdrs = l;
+
+    CURL *h = e->easy;
+    CURLcode rc = CURLE_OK;
+#define SET(opt, val)                                  \
+    do {                                               \
+        if (rc == CURLE_OK)                            \
+            rc = curl_easy_setopt(h, opt, val);        \
+    } while (0)
+    SET(CURLOPT_URL, c->endpoint);
+    SET(CURLOPT_POST, 1L);
+    SET(CURLOPT_HTTPHEADER, e->hdrs);
+    SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
+    SET(CURLOPT_NOSIGNAL, 1L);
+    SET(CURLOPT_SSL_VERIFYPEER, c->verify_tls ? 1L : 0L);
+    SET(CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
+#if LIBCURL_VERSION_NUM >= 0x075500
+    SET(CURLOPT_PROTOCOLS_STR, "http,https");
+#else
+    SET(CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
+    SET(CURLOPT_FOLLOWLOCATION, 0L);
+    SET(CURLOPT_TCP_KEEPALIVE, 1L);
+    SET(CURLOPT_USERAGENT, "cbt-otlp/" CBT_VERSION_STRING);
+    SET(CURLOPT_WRITEFUNCTION, on_body);
+    SET(CURLOPT_WRITEDATA, e);
+    SET(CURLOPT_HEADERFUNCTION, on_header);
+    SET(CURLOPT_HEADERDATA, e);
+    SET(CURLOPT_XFERINFOFUNCTION, on_progress);
+    SET(CURLOPT_XFERINFODATA, e);
+    SET(CURLOPT_NOPROGRESS, 0L);
+    SET(CURLOPT_ERRORBUFFER, e->errbuf);
+#undef SET
+    if (rc != CURLE_OK) {
+        fprintf(stderr, "cbt otlp: curl setup: %s\n", curl_easy_strerror(rc));
+        return CBT_ERR_INVAL;
+    }
+    return CBT_OK;
+oom:
+    curl_slist_free_all(l);
+    return CBT_ERR_NOMEM;
+}
+
+/* ---- buffers --------------------------------------------------------------------- */
+
+static int buf_reserve(cbt_buf *b, size_t need)
+{
+    if (b->cap >= need)
+        return 1;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < need)
+        cap *= 2;
+    uint8_t *p = realloc(b->data, cap);
+    if (!p)
+        return 0;
+    b->data = p;
+    b->cap = cap;
+    return 1;
+}
+
+/* gzip (RFC 1952) of in[0..n) into out. */
+static int gzip_into(const uint8_t *in, size_t n, cbt_buf *out)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
+        Z_OK)
+        return 0;
+    size_t bound = deflateBound(&z, (uLong)n) + 32;
+    if (!buf_reserve(out, bound)) {
+        deflateEnd(&z);
+        return 0;
+    }
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out->data;
+    z.avail_out = (uInt)out->cap;
+    int rc = deflate(&z, Z_FINISH);
+    out->len = rc == Z_STREAM_END ? (size_t)z.total_out : 0;
+    deflateEnd(&z);
+    return rc == Z_STREAM_END;
+}
+
+/* ---- one POST ----------------------------------------------------------------------- */
+
+typedef enum post_result { POST_OK, POST_RETRY, POST_FAIL, POST_ABORTED } post_result;
+
+/* Retry-After as milliseconds from now; -1 when absent or unreadable. */
+static int64_t retry_after_ms(const char *v)
+{
+    if (!*v)
+        return -1;
+    const char *p = v;
+    int64_t s = 0;
+    while (*p >= '0' && *p <= '9') {
+        if (s < 86400 * 365)
+            s = s * 10 + (*p - '0');
+        p++;
+    }
+    if (p != v && *p == '\0')
+        return s * 1000;
+    time_t when = curl_getdate(v, NULL); /* an HTTP date */
+    if (when == (time_t)-1)
+        return -1;
+    time_t now = time(NULL);
+    return when > now ? (int64_t)(when - now) * 1000 : 0;
+}
+
+static post_result post(cbt_otlp_exporter *e, const uint8_t *data, size_t len, long *http_code,
+                        CURLcode *curl_rc)
+{
+    e->resp_len = 0;
+    e->retry_after[0] = '\0';
+    e->errbuf[0] = '\0';
+    *http_code = 0;
+    *curl_rc = CURLE_OK;
+    uint64_t at0 = atomic_load_explicit(&e->abort_at_ns, memory_order_acquire);
+    if (at0 && now_ns() >= at0) { /* past the shutdown deadline: do not start */
+        *curl_rc = CURLE_ABORTED_BY_CALLBACK;
+        return POST_ABORTED;
+    }
+    curl_easy_setopt(e->easy, CURLOPT_POSTFIELDS, (const char *)data);
+    curl_easy_setopt(e->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    if (curl_multi_add_handle(e->multi, e->easy) != CURLM_OK) {
+        *curl_rc = CURLE_FAILED_INIT;
+        return POST_FAIL;
+    }
+    int running = 1, aborted = 0;
+    while (running) {
+        if (curl_multi_perform(e->multi, &running) != CURLM_OK)
+            break;
+        if (!running)
+            break;
+        uint64_t at = atomic_load_explicit(&e->abort_at_ns, memory_order_acquire), t = now_ns();
+        if (at && t >= at) {
+            aborted = 1;
+            break;
+        }
+        int wait_ms = POLL_SLICE_MS;
+        if (at && (at - t) / 1000000u < (uint64_t)wait_ms)
+            wait_ms = (int)((at - t) / 1000000u) + 1;
+        curl_multi_poll(e->multi, NULL, 0, wait_ms, NULL);
+    }
+    CURLcode rc = aborted ? CURLE_ABORTED_BY_CALLBACK : CURLE_OK;
+    if (!aborted) {
+        int left = 0;
+        CURLMsg *m;
+        rc = CURLE_FAILED_INIT;
+        while ((m = curl_multi_info_read(e->multi, &left)))
+            if (m->msg == CURLMSG_DONE && m->easy_handle == e->easy)
+                rc = m->data.result;
+    }
+    curl_multi_remove_handle(e->multi, e->easy); /* aborts a transfer still running */
+    *curl_rc = rc;
+    if (rc == CURLE_OK) /* the request went out and a response came back */
+        atomic_fetch_add_explicit(&e->bytes, len, memory_order_relaxed);
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        return POST_ABORTED;
+    if (rc != CURLE_OK) {
+        switch (rc) {
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_OPERATION_TIMEDOUT:
+        case CURLE_SEND_ERROR:
+        case CURLE_RECV_ERROR:
+        case CURLE_GOT_NOTHING:
+        case CURLE_PARTIAL_FILE:
+        case CURLE_SSL_CONNECT_ERROR:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+            return POST_RETRY;
+        default:
+            return POST_FAIL;
+        }
+    }
+    long code = 0;
+    curl_easy_getinfo(e->easy, CURLINFO_RESPONSE_CODE, &code);
+    *http_code = code;
+    if (code >= 200 && code < 300)
+        return POST_OK;
+    if (code == 429 || code == 502 || code == 503 || code == 504)
+        return POST_RETRY;
+    return POST_FAIL;
+}
+
+/* Spans the collector said it rejected (partial success); logs its message once. */
+static uint64_t rejected_in_response(cbt_otlp_exporter *e)
+{
+    if (e->resp_len == 0)
+        return 0;
+    uint64_t rejected = 0;
+    char msg[256] = "";
+    if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF) {
+        Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
+            opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
+                NULL, e->resp_len, e->resp);
+        if (!r) {
+            elog(e, "bad-response", "the collector's 2xx response is not an "
+                                    "ExportTraceServiceResponse (ignored)");
+            return 0;
+        }
+        if (r->partial_success && r->partial_success->rejected_spans > 0) {
+            rejected = (uint64_t)r->partial_success->rejected_spans;
+            const char *m = r->partial_success->error_message;
+            if (m)
+                printable(m, strlen(m), msg, sizeof msg);
+        }
+        opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
+            r, NULL);
+    } else {
+        /* {"partialSuccess":{"rejectedSpans":"3","errorMessage":"..."}}: int64 may be a
+         * string or a number in OTLP/JSON */
+        const char *body = (const char *)e->resp; /* NUL-terminated: RESP_MAX + 1 bytes */
+        e->resp[e->resp_len] = '\0';
+        const char *p = strstr(body, "\"rejectedSpans\"");
+        if (p) {
+            p += strlen("\"rejectedSpans\"");
+            while (*p == ' ' || *p == ':' || *p == '"' || *p == '\t')
+                p++;
+            while (*p >= '0' && *p <= '9')
+                rejected = rejected * 10 + (uint64_t)(*p++ - '0');
+        }
+        const char *m = strstr(body, "\"errorMessage\"");
+        if (m && rejected) {
+            m = strchr(m + strlen("\"errorMessage\""), '"');
+            if (m) {
+                const char *end = m + 1;
+                while (*end && *end != '"')
+                    end += (*end == '\\' && end[1]) ? 2 : 1;
+                printable(m + 1, (size_t)(end - m - 1), msg, sizeof msg);
+            }
+        }
+    }
+    if (rejected && !e->partial_logged) {
+        e->partial_logged = 1;
+        fprintf(stderr, "cbt otlp: the collector rejected %llu span(s): %s\n",
+                (unsigned long long)rejected, msg[0] ? msg : "(no message)");
+    }
+    return rejected;
+}
+
+/* Wait (lock not held on entry) until `until_ns` or the shutdown deadline.
+ * Returns 0 when the wait would overrun the shutdown deadline. */
+static int backoff_wait(cbt_otlp_exporter *e, uint64_t until_ns)
+{
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        uint64_t dl = e->stop_deadline_ns;
+        if (dl && until_ns > dl) {
+            pthread_mutex_unlock(&e->lock);
+            return 0;
+        }
+        if (now_ns() >= until_ns)
+            break;
+        cv_wait_until(&e->work_cv, &e->lock, until_ns);
+    }
+    pthread_mutex_unlock(&e->lock);
+    return 1;
+}
+
+static void drop(cbt_otlp_exporter *e, size_t n)
+{
+    atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+}
+
+/* Encode, compress and send spans[0..n) until accepted, failed for good, out
+ * of retry budget or past the shutdown deadline. Exporter thread. */
+static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
+{
+    const cbt_otlp_config *c = &e->cfg;
+    e->body.len = 0;
+    cbt_status st = c->protocol == CBT_OTLP_HTTP_JSON
+                        ? cbt_otlp_encode_json(&c->resource, spans, n, &e->body)
+                        : cbt_otlp_encode_proto(&c->resource, spans, n, &e->body);
+    if (st != CBT_OK) {
+        elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
+             cbt_strerror(st));
+        drop(e, n);
+        return;
+    }
+    const uint8_t *data = e->body.data;
+    size_t len = e->body.len;
+    if (c->gzip) {
+        if (!gzip_into(e->body.data, e->body.len, &e->gz)) {
+            elog(e, "gzip", "gzip of a %zu-byte batch failed (dropped)", e->body.len);
+            drop(e, n);
+            return;
+        }
+        data = e->gz.data;
+        len = e->gz.len;
+    }
+
+    uint64_t first = now_ns();
+    uint64_t budget_end = first + (uint64_t)c->retry_budget_ms * 1000000ull;
+    for (uint32_t attempt = 0;; attempt++) {
+        long code;
+        CURLcode rc;
+        post_result r = post(e, data, len, &code, &rc);
+        if (r == POST_OK) {
+            uint64_t rej = rejected_in_response(e);
+            if (rej > n)
+                rej = n;
+            atomic_fetch_add_explicit(&e->exported, n - rej, memory_order_relaxed);
+            atomic_fetch_add_explicit(&e->dropped, rej, memory_order_relaxed);
+            atomic_fetch_add_explicit(&e->sent, 1, memory_order_relaxed);
+            return;
+        }
+        char key[48], what[CURL_ERROR_SIZE + 64];
+        if (code) {
+            snprintf(key, sizeof key, "http-%ld", code);
+            snprintf(what, sizeof what, "HTTP %ld", code);
+        } else {
+            snprintf(key, sizeof key, "curl-%d", (int)rc);
+            snprintf(what, sizeof what, "%s%s%s", curl_easy_strerror(rc),
+                     e->errbuf[0] ? ": " : "", e->errbuf);
+        }
+        if (r == POST_ABORTED) {
+            elog(e, "aborted", "shutdown deadline reached during a POST: %zu spans dropped", n);
+            drop(e, n);
+            return;
+        }
+        if (r == POST_FAIL) {
+            elog(e, key, "the collector refused a batch (%s): %zu spans dropped, not retried",
+                 what, n);
+            drop(e, n);
+            return;
+        }
+        int64_t ra = retry_after_ms(e->retry_after);
+        uint64_t delay_ms;
+        if (ra >= 0) {
+            delay_ms = (uint64_t)ra;
+        } else {
+            uint64_t cap = attempt >= 6 ? BACKOFF_CAP_MS : (uint64_t)BACKOFF_BASE_MS << attempt;
+            if (cap > BACKOFF_CAP_MS)
+                cap = BACKOFF_CAP_MS;
+            delay_ms = rng_next(&e->rng) % (cap + 1); /* full jitter */
+        }
+        uint64_t next = now_ns() + delay_ms * 1000000ull;
+        if (next > budget_end) {
+            elog(e, "budget", "giving up on a batch after %u tries (%s): retry budget of %u ms "
+                              "spent, %zu spans dropped", attempt + 1, what, c->retry_budget_ms, n);
+            drop(e, n);
+            return;
+        }
+        elog(e, key, "export failed (%s): retrying", what);
+        if (!backoff_wait(e, next)) {
+            elog(e, "shutdown-retry", "shutdown deadline reached while retrying (%s): %zu spans "
+                                      "dropped", what, n);
+            drop(e, n);
+            return;
+        }
+        atomic_fetch_add_explicit(&e->retries, 1, memory_order_relaxed);
+    }
+}
+
+/* ---- the exporter thread ------------------------------------------------------------ */
+
+static void *exporter_main(void *arg)
+{
+    cbt_otlp_exporter *e = arg;
+    const uint64_t delay_ns = (uint64_t)e->cfg.schedule_delay_ms * 1000000ull;
+    uint64_t next_export = now_ns() + delay_ns;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        uint64_t n = e->tail - e->head, t = now_ns();
+        if (e->stopping) {
+            if (n == 0)
+                break;
+            if (e->stop_deadline_ns && t >= e->stop_deadline_ns) {
+                atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
+                e->head = e->tail;
+                pthread_cond_broadcast(&e->done_cv);
+                pthread_mutex_unlock(&e->lock);
+                elog(e, "shutdown-left", "shutdown deadline reached: %llu queued spans dropped",
+                     (unsigned long long)n);
+                pthread_mutex_lock(&e->lock);
+                break;
+            }
+        }
+        int due = n >= e->cfg.max_batch || e->stopping || e->head < e->flush_target ||
+                  t >= next_export;
+        if (n == 0 || !due) {
+            uint64_t until = UINT64_MAX; /* schedule_delay_ms 0: on_span wakes us */
+            if (delay_ns) {
+                if (t >= next_export) /* the timer fired with nothing queued */
+                    next_export = t + delay_ns;
+                until = next_export;
+            }
+            cv_wait_until(&e->work_cv, &e->lock, until);
+            continue;
+        }
+        uint32_t idx = (uint32_t)(e->head % e->cap);
+        uint64_t take = n < e->cfg.max_batch ? n : e->cfg.max_batch;
+        if (take > e->cap - idx)
+            take = e->cap - idx; /* do not wrap: the encoder takes one array */
+        pthread_mutex_unlock(&e->lock);
+
+        export_batch(e, &e->ring[idx], (size_t)take);
+
+        pthread_mutex_lock(&e->lock);
+        e->head += take;
+        pthread_cond_broadcast(&e->done_cv);
+        next_export = now_ns() + delay_ns;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+/* ---- the sink ------------------------------------------------------------------------ */
+
+static cbt_status sink_on_span(void *ctx, const cbt_span *s)
+{
+    cbt_otlp_exporter *e = ctx;
+    pthread_mutex_lock(&e->lock);
+    if (e->stopping) {
+        pthread_mutex_unlock(&e->lock);
+        return CBT_ERR_STOPPED;
+    }
+    if (e->stop_deadline_ns) {
+        /* spans after a tracer-less flush: that flush was not cbt_shutdown's */
+        e->stop_deadline_ns = 0;
+        atomic_store_explicit(&e->abort_at_ns, 0, memory_order_release);
+    }
+    uint64_t n = e->tail - e->head;
+    if (n >= e->cap) {
+        int warn = !e->warned_full;
+        e->warned_full = 1;
+        pthread_mutex_unlock(&e->lock);
+        atomic_fetch_add_explicit(&e->dropped, 1, memory_order_relaxed);
+        if (warn)
+            elog(e, "queue-full", "queue full (%u spans): dropping spans until the exporter "
+                                  "catches up", e->cap);
+        return CBT_ERR_FULL;
+    }
+    e->ring[e->tail % e->cap] = *s;
+    e->tail++;
+    e->warned_full = 0;
+    if (n + 1 == e->cfg.max_batch || (n == 0 && e->cfg.schedule_delay_ms == 0))
+        pthread_cond_signal(&e->work_cv);
+    pthread_mutex_unlock(&e->lock);
+    atomic_fetch_add_explicit(&e->queued, 1, memory_order_relaxed);
+    return CBT_OK;
+}
+
+static cbt_status sink_flush(void *ctx)
+{
+    cbt_otlp_exporter *e = ctx;
+    uint64_t t = now_ns();
+    uint64_t until = t + (uint64_t)e->cfg.timeout_ms * 1000000ull;
+    int final = cbt_tracer_get() == NULL; /* cbt_shutdown's last flush (see the top) */
+    pthread_mutex_lock(&e->lock);
+    if (final) {
+        if (!e->stop_deadline_ns) {
+            e->stop_deadline_ns = t + (uint64_t)e->cfg.shutdown_timeout_ms * 1000000ull;
+            atomic_store_explicit(&e->abort_at_ns, e->stop_deadline_ns, memory_order_release);
+        }
+        if (until > e->stop_deadline_ns)
+            until = e->stop_deadline_ns;
+    }
+    uint64_t target = e->tail;
+    if (target > e->flush_target)
+        e->flush_target = target;
+    pthread_cond_broadcast(&e->work_cv);
+    while (e->head < target && now_ns() < until)
+        cv_wait_until(&e->done_cv, &e->lock, until);
+    cbt_status st = e->head >= target ? CBT_OK : CBT_ERR_TIMEOUT;
+    pthread_mutex_unlock(&e->lock);
+    return st;
+}
+
+static void exporter_free(cbt_otlp_exporter *e)
+{
+    if (e->easy)
+        curl_easy_cleanup(e->easy);
+    if (e->multi)
+        curl_multi_cleanup(e->multi);
+    if (e->hdrs)
+        curl_slist_free_all(e->hdrs);
+    cbt_buf_free(&e->body);
+    cbt_buf_free(&e->gz);
+    free(e->resp);
+    free(e->ring);
+    pthread_cond_destroy(&e->work_cv);
+    pthread_cond_destroy(&e->done_cv);
+    pthread_mutex_destroy(&e->lock);
+    pthread_mutex_destroy(&e->log_lock);
+    /* the config holds header values: do not leave them in freed memory */
+    memset(&e->cfg, 0, sizeof e->cfg);
+    free(e);
+}
+
+static void sink_destroy(void *ctx)
+{
+    cbt_otlp_exporter *e = ctx;
+    if (e->started) {
+        pthread_mutex_lock(&e->lock);
+        e->stopping = 1;
+        if (!e->stop_deadline_ns) {
+            e->stop_deadline_ns = now_ns() + (uint64_t)e->cfg.shutdown_timeout_ms * 1000000ull;
+            atomic_store_explicit(&e->abort_at_ns, e->stop_deadline_ns, memory_order_release);
+        }
+        pthread_cond_broadcast(&e->work_cv);
+        pthread_mutex_unlock(&e->lock);
+        curl_multi_wakeup(e->multi);
+        pthread_join(e->thread, NULL);
+    }
+    exporter_free(e);
+}
+
+static cbt_status disabled_on_span(void *ctx, const cbt_span *s)
+{
+    (void)ctx;
+    (void)s;
+    return CBT_OK;
+}
+
+static cbt_status disabled_flush(void *ctx)
+{
+    (void)ctx;
+    return CBT_OK;
+}
+
+static void disabled_destroy(void *ctx) { free(ctx); }
+
+cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
+                                    cbt_sink *sink_out)
+{
+    if (!c || !out || !sink_out)
+        return CBT_ERR_INVAL;
+    *out = NULL;
+    memset(sink_out, 0, sizeof *sink_out);
+    if (c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c) {
+        fprintf(stderr, "cbt otlp: config: version/size mismatch (use cbt_otlp_config_default())\n");
+        return CBT_ERR_INVAL;
+    }
+    sink_out->version = CBT_SINK_VERSION;
+    sink_out->size = sizeof *sink_out;
+    sink_out->name = "otlp-http";
+
+    if (c->disabled) {
+        cbt_otlp_exporter *d = calloc(1, sizeof *d);
+        if (!d)
+            return CBT_ERR_NOMEM;
+        d->disabled = 1;
+        sink_out->ctx = d;
+        sink_out->on_span = disabled_on_span;
+        sink_out->flush = disabled_flush;
+        sink_out->destroy = disabled_destroy;
+        *out = d;
+        return CBT_OK;
+    }
+
+    cbt_status st = check_config(c);
+    if (st != CBT_OK)
+        return st;
+    pthread_once(&g_curl_once, curl_init_once);
+    if (g_curl_init_rc != CURLE_OK) {
+        fprintf(stderr, "cbt otlp: curl_global_init: %s\n", curl_easy_strerror(g_curl_init_rc));
+        return CBT_ERR_INVAL;
+    }
+
+    cbt_otlp_exporter *e = calloc(1, sizeof *e);
+    if (!e)
+        return CBT_ERR_NOMEM;
+    e->cfg = *c;
+    e->cap = c->max_queue;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->log_lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->work_cv, &ca);
+    pthread_cond_init(&e->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    e->rng = now_ns() ^ ((uint64_t)(uintptr_t)e << 16) ^ 0x9E3779B97F4A7C15ull;
+    if (!e->rng)
+        e->rng = 1;
+
+    e->ring = calloc(e->cap, sizeof *e->ring);
+    e->resp = malloc(RESP_MAX + 1);
+    if (!e->ring || !e->resp) {
+        exporter_free(e);
+        return CBT_ERR_NOMEM;
+    }
+    st = curl_setup(e);
+    if (st != CBT_OK) {
+        exporter_free(e);
+        return st;
+    }
+    if (pthread_create(&e->thread, NULL, exporter_main, e) != 0) {
+        exporter_free(e);
+        return CBT_ERR_THREAD;
+    }
+    e->started = 1;
+    sink_out->ctx = e;
+    sink_out->on_span = sink_on_span;
+    sink_out->flush = sink_flush;
+    sink_out->destroy = sink_destroy;
+    *out = e;
+    return CBT_OK;
+}
+
+void cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out)
+{
+    if (!out)
+        return;
+    memset(out, 0, sizeof *out);
+    if (!e || e->disabled)
+        return;
+    out->spans_queued = atomic_load_explicit(&e->queued, memory_order_relaxed);
+    out->spans_exported = atomic_load_explicit(&e->exported, memory_order_relaxed);
+    out->spans_dropped = atomic_load_explicit(&e->dropped, memory_order_relaxed);
+    out->batches_sent = atomic_load_explicit(&e->sent, memory_order_relaxed);
+    out->batches_failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
+    out->retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
+    out->bytes_sent = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+}

@@ -1,0 +1,277 @@
+/* exporter/trace_file.c — owns the Chrome trace-event JSON file (see
+ * trace_file.h), the default output when no backend is configured.
+ *
+ * Lanes (pid / tid):
+ *   1 "cbt requests"  two lanes per trace: the root span ("<session>") and
+ *                     its host-side children ("<session> ops")
+ *   2 "GPU kernels"   one lane per kernel operation (cb.scatter, cb.gather,
+ *                     cb.l2_load, ...), the kernels' own %globaltimer times
+ *   3 "GPU SMs"       per-CTA records, one lane per SM
+ * Times are microseconds with nanosecond decimals. The file stays valid JSON
+ * after every flush: the closing "]}" is written and then overwritten by the
+ * next event (the file is seekable; a pipe would not be, and is refused).
+ * Harvester thread only; bounded: the trace -> lane table has TF_LANES
+ * entries, later traces share lane "other".
+ */
+#include "trace_file.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cbt_ring.h"
+#include "json.h"
+
+#define TF_LANES 8192
+#define TF_TAIL "\n]}\n"
+
+typedef struct tf_lane {
+    uint8_t trace_id[16];
+    uint32_t lane;
+    uint8_t used;
+} tf_lane;
+
+typedef struct trace_file {
+    FILE *f;
+    int first;      /* no event written yet */
+    int tail;       /* the closing tail is on disk after the last event */
+    uint32_t next_lane;
+    uint8_t op_named[CBT_KOP_COUNT_ + 1];
+    uint8_t sm_named[1024];
+    tf_lane lanes[TF_LANES];
+    char line[16384];
+} trace_file;
+
+static const char *op_lane_name(uint8_t op)
+{
+    switch (op) {
+    case CBT_KOP_SCATTER: return "cb.scatter";
+    case CBT_KOP_GATHER: return "cb.gather";
+    case CBT_KOP_REROPE: return "cb.rerope";
+    case CBT_KOP_L2_LOAD: return "cb.l2_load";
+    default: return "kernels";
+    }
+}
+
+static int is_root(const cbt_span *s)
+{
+    static const uint8_t zero[8];
+    return memcmp(s->parent_span_id, zero, 8) == 0;
+}
+
+/* Write one event (the text in buf, without separators). */
+static cbt_status emit(trace_file *t, const char *buf, size_t n)
+{
+    if (t->tail && fseek(t->f, -(long)strlen(TF_TAIL), SEEK_END) != 0)
+        return CBT_ERR_IO;
+    t->tail = 0;
+    if (!t->first && fputs(",\n", t->f) == EOF)
+        return CBT_ERR_IO;
+    t->first = 0;
+    return fwrite(buf, 1, n, t->f) == n ? CBT_OK : CBT_ERR_IO;
+}
+
+static cbt_status emit_jbuf(trace_file *t, cbt_jbuf *b)
+{
+    if (b->need >= b->cap)
+        return CBT_ERR_FULL; /* cannot happen with bounded spans; counted by the tracer */
+    return emit(t, b->p, b->need);
+}
+
+static void meta_name(trace_file *t, const char *what, int pid, int64_t tid, const char *name,
+                      size_t len)
+{
+    cbt_jbuf b = {t->line, sizeof t->line, 0};
+    cbt_jbuf_fmt(&b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d", what, pid);
+    if (tid >= 0)
+        cbt_jbuf_fmt(&b, ",\"tid\":%lld", (long long)tid);
+    cbt_jbuf_cstr(&b, ",\"args\":{\"name\":");
+    cbt_jbuf_str(&b, name, len);
+    cbt_jbuf_cstr(&b, "}}");
+    emit_jbuf(t, &b);
+}
+
+/* The lane of a trace: assigned on first sight, named after the session. */
+static uint32_t trace_lane(trace_file *t, const cbt_span *s)
+{
+    uint64_t h;
+    memcpy(&h, s->ctx.trace_id, 8);
+    for (uint32_t probe = 0; probe < 16; probe++) {
+        tf_lane *l = &t->lanes[(h + probe) % TF_LANES];
+        if (l->used && memcmp(l->trace_id, s->ctx.trace_id, 16) == 0)
+            return l->lane;
+        if (!l->used) {
+            l->used = 1;
+            memcpy(l->trace_id, s->ctx.trace_id, 16);
+            l->lane = ++t->next_lane;
+            const cbt_attr *a = cbt_span_attr(s, CBT_N_SESSION_ID);
+            char name[96];
+            int n = a ? snprintf(name, sizeof name, "%.*s", (int)a->str_len, cbt_attr_str(s, a))
+                      : snprintf(name, sizeof name, "trace %u", l->lane);
+            if (n < 0)
+                n = 0;
+            meta_name(t, "thread_name", 1, 2 * l->lane, name, strlen(name));
+            char ops[112];
+            snprintf(ops, sizeof ops, "%s ops", name);
+            meta_name(t, "thread_name", 1, 2 * l->lane + 1, ops, strlen(ops));
+            return l->lane;
+        }
+    }
+    return 0; /* lane "other" */
+}
+
+static void args_of(cbt_jbuf *b, const cbt_span *s)
+{
+    cbt_jbuf_cstr(b, ",\"args\":{\"trace_id\":");
+    cbt_jbuf_hex(b, s->ctx.trace_id, 16);
+    cbt_jbuf_cstr(b, ",\"span_id\":");
+    cbt_jbuf_hex(b, s->ctx.span_id, 8);
+    if (!is_root(s)) {
+        cbt_jbuf_cstr(b, ",\"parent_span_id\":");
+        cbt_jbuf_hex(b, s->parent_span_id, 8);
+    }
+    for (uint16_t i = 0; i < s->n_attrs; i++) {
+        const cbt_attr *a = &s->attrs[i];
+        cbt_jbuf_raw(b, ",", 1);
+        cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
+        cbt_jbuf_raw(b, ":", 1);
+        switch (a->type) {
+        case CBT_META_I64: cbt_jbuf_fmt(b, "%lld", (long long)a->v.i64); break;
+        case CBT_META_F64: cbt_jbuf_f64(b, a->v.f64); break;
+        case CBT_META_BOOL: cbt_jbuf_cstr(b, a->v.b ? "true" : "false"); break;
+        case CBT_META_STR: cbt_jbuf_str(b, s->arena + a->str_off, a->str_len); break;
+        default: cbt_jbuf_cstr(b, "null"); break;
+        }
+    }
+    if (s->flags & CBT_SPANF_INCOMPLETE)
+        cbt_jbuf_cstr(b, ",\"cbt.incomplete\":true");
+    cbt_jbuf_cstr(b, "}");
+}
+
+/* A GPU kernel span: named by its span name; lane by the name's op. */
+static int kernel_op_of(const cbt_span *s)
+{
+    if (s->name == CBT_N_CB_SCATTER)
+        return CBT_KOP_SCATTER;
+    if (s->name == CBT_N_CB_GATHER)
+        return CBT_KOP_GATHER;
+    if (s->name == CBT_N_CB_REROPE)
+        return CBT_KOP_REROPE;
+    if (s->name == CBT_N_CB_L2_LOAD)
+        return CBT_KOP_L2_LOAD;
+    if (s->name == CBT_N_GPU_KERNEL || cbt_span_attr(s, CBT_N_LAUNCH_ID))
+        return CBT_KOP_USER;
+    return -1;
+}
+
+static cbt_status tf_on_span(void *ctx, const cbt_span *s)
+{
+    trace_file *t = ctx;
+    int op = kernel_op_of(s);
+    int pid;
+    int64_t tid;
+    const char *cat;
+    if (op >= 0) {
+        pid = 2;
+        tid = op;
+        cat = "kernel";
+        if (!t->op_named[op]) {
+            t->op_named[op] = 1;
+            const char *n = op_lane_name((uint8_t)op);
+            meta_name(t, "thread_name", 2, op, n, strlen(n));
+        }
+    } else {
+        uint32_t lane = trace_lane(t, s);
+        pid = 1;
+        tid = 2 * (int64_t)lane + (is_root(s) ? 0 : 1);
+        const char *n = cbt_name_str(s->name);
+        cat = strncmp(n, "cb.", 3) == 0 ? "cb" : "mp";
+    }
+    cbt_jbuf b = {t->line, sizeof t->line, 0};
+    cbt_jbuf_cstr(&b, "{\"name\":");
+    cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
+    cbt_jbuf_fmt(&b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%llu.%03u,\"dur\":%llu.%03u", cat,
+                 (unsigned long long)(s->start_ns / 1000), (unsigned)(s->start_ns % 1000),
+                 (unsigned long long)((s->end_ns - s->start_ns) / 1000),
+                 (unsigned)((s->end_ns - s->start_ns) % 1000));
+    cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld", pid, (long long)tid);
+    args_of(&b, s);
+    cbt_jbuf_cstr(&b, "}");
+    return emit_jbuf(t, &b);
+}
+
+static cbt_status tf_on_cta(void *ctx, const cbt_cta_record *r)
+{
+    trace_file *t = ctx;
+    if (r->sm < sizeof t->sm_named && !t->sm_named[r->sm]) {
+        t->sm_named[r->sm] = 1;
+        char n[32];
+        snprintf(n, sizeof n, "SM %u", (unsigned)r->sm);
+        meta_name(t, "thread_name", 3, r->sm, n, strlen(n));
+    }
+    uint64_t dur = r->end_ns > r->start_ns ? r->end_ns - r->start_ns : 0;
+    cbt_jbuf b = {t->line, sizeof t->line, 0};
+    cbt_jbuf_fmt(&b,
+                 "{\"name\":\"%s cta %u\",\"cat\":\"cta\",\"ph\":\"X\",\"ts\":%llu.%03u,"
+                 "\"dur\":%llu.%03u,\"pid\":3,\"tid\":%u,\"args\":{\"launch_id\":%u,\"cta\":%u,"
+                 "\"tokens\":%u,\"user_value\":%llu}}",
+                 op_lane_name(r->op), r->cta, (unsigned long long)(r->start_ns / 1000),
+                 (unsigned)(r->start_ns % 1000), (unsigned long long)(dur / 1000),
+                 (unsigned)(dur % 1000), (unsigned)r->sm, r->launch_id, r->cta, r->tokens,
+                 (unsigned long long)r->user);
+    return emit_jbuf(t, &b);
+}
+
+static cbt_status tf_flush(void *ctx)
+{
+    trace_file *t = ctx;
+    if (!t->tail) {
+        if (fputs(TF_TAIL, t->f) == EOF)
+            return CBT_ERR_IO;
+        t->tail = 1;
+    }
+    return fflush(t->f) == 0 ? CBT_OK : CBT_ERR_IO;
+}
+
+static void tf_destroy(void *ctx)
+{
+    trace_file *t = ctx;
+    tf_flush(t);
+    fclose(t->f);
+    free(t);
+}
+
+cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out)
+{
+    if (!path || !*path || !sink_out)
+        return CBT_ERR_INVAL;
+    trace_file *t = calloc(1, sizeof *t);
+    if (!t)
+        return CBT_ERR_NOMEM;
+    t->f = fopen(path, "w");
+    struct stat st;
+    if (!t->f || fstat(fileno(t->f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        /* the tail rewrite needs a seekable regular file */
+        if (t->f)
+            fclose(t->f);
+        free(t);
+        return CBT_ERR_IO;
+    }
+    t->first = 1;
+    fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", t->f);
+    meta_name(t, "process_name", 1, -1, "cbt requests", 12);
+    meta_name(t, "process_name", 2, -1, "GPU kernels", 11);
+    meta_name(t, "process_name", 3, -1, "GPU SMs", 7);
+    memset(sink_out, 0, sizeof *sink_out);
+    sink_out->version = CBT_SINK_VERSION;
+    sink_out->size = sizeof *sink_out;
+    sink_out->name = "trace-file";
+    sink_out->ctx = t;
+    sink_out->on_span = tf_on_span;
+    sink_out->on_cta = tf_on_cta;
+    sink_out->flush = tf_flush;
+    sink_out->destroy = tf_destroy;
+    return CBT_OK;
+}

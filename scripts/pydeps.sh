@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# scripts/pydeps.sh — the Python virtual environment cbt's Python-side tests
+# use (today: tests/otlp_decode.py, which decodes our OTLP bytes with the
+# official opentelemetry-proto package).
+#
+#   scripts/pydeps.sh            create or update the venv, then exit 0
+#
+# The venv lives at ${CBT_PYVENV:-<repo>/.venv} (ignored by git). It is made
+# with `python3 -m venv` (Debian: the python3-venv package) and gets
+# opentelemetry-proto==$OTLP_PROTO_VERSION (which brings protobuf) from PyPI.
+# A marker file records what was installed, so a second run is a no-op and a
+# new pin reinstalls. Exits non-zero, saying why, when python3 or its venv
+# module is missing or pip cannot install (no network, no index).
+set -euo pipefail
+
+OTLP_PROTO_VERSION=1.45.2 # keep the header of exporter/proto/*.proto in step
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${CBT_PYVENV:-$root/.venv}"
+want="opentelemetry-proto==$OTLP_PROTO_VERSION"
+marker="$venv/.cbt-pydeps"
+
+if [ -x "$venv/bin/python" ] && [ "$(cat "$marker" 2>/dev/null)" = "$want" ]; then
+  exit 0
+fi
+
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "cbt: python3 is not installed (Debian: sudo apt-get install -y python3 python3-venv)" >&2
+  exit 1
+fi
+# Debian's python3 has the venv module but not ensurepip without python3-venv,
+# and `python3 -m venv` then fails: check both.
+if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  echo "cbt: 'python3 -m venv' is not available: install the python3-venv package" >&2
+  echo "  sudo apt-get install -y python3-venv" >&2
+  exit 1
+fi
+
+# One creator at a time (two build trees may run their tests together).
+exec 9>"${TMPDIR:-/tmp}/cbt-pydeps-$(id -u).lock"
+if command -v flock >/dev/null 2>&1; then
+  flock 9
+fi
+if [ -x "$venv/bin/python" ] && [ "$(cat "$marker" 2>/dev/null)" = "$want" ]; then
+  exit 0 # made while we waited
+fi
+
+fresh=0
+if [ ! -x "$venv/bin/python" ]; then
+  echo "cbt: creating the Python venv $venv" >&2
+  if ! python3 -m venv "$venv"; then
+    rm -rf "$venv"
+    echo "cbt: 'python3 -m venv $venv' failed (Debian: is python3-venv installed?)" >&2
+    exit 1
+  fi
+  fresh=1
+fi
+echo "cbt: installing $want into $venv" >&2
+# Fail fast without a network: a short timeout, one retry.
+if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
+      --timeout 15 --retries 1 "$want"; then
+  echo "cbt: pip could not install $want (is PyPI reachable?)" >&2
+  if [ "$fresh" = 1 ]; then
+    rm -rf "$venv" # leave no half-made venv behind
+  fi
+  exit 1
+fi
+printf '%s\n' "$want" >"$marker"
+echo "cbt: Python venv ready: $venv" >&2

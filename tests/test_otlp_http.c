@@ -1,0 +1,1152 @@
+/* tests/test_otlp_http.c — the OTLP/HTTP exporter (exporter/otlp_http.c) and
+ * its environment (exporter/otlp_env.c) against a real HTTP/1.1 server on
+ * 127.0.0.1 (tests/http_loopback.c).
+ *
+ * Every case runs the real tracer (tu_start), publishes MP requests through
+ * cbt, and adds the exporter with cbt_add_sink; what reaches the server is
+ * decoded with the protoc-c code generated from exporter/proto/ and compared
+ * with the spans the memory sink saw. The failure cases (collector down,
+ * stalled, 4xx, 503 with Retry-After) pin the exporter's promises: publishing
+ * never blocks, the queue stays within max_queue, retries are bounded, and
+ * cbt_shutdown() returns within shutdown_timeout_ms (+1 s of slack).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#include "http_loopback.h"
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "otlp.h"
+
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest pb_request;
+typedef Opentelemetry__Proto__Trace__V1__Span pb_span;
+typedef Opentelemetry__Proto__Common__V1__KeyValue pb_kv;
+
+static hl_server *g_srv;
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(uint32_t ms)
+{
+    struct timespec d = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_srv = hl_start();
+    assert_non_null(g_srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tu_teardown(state); /* the exporter first: it may be talking to the server */
+    hl_stop(g_srv);
+    g_srv = NULL;
+    return 0;
+}
+
+/* Test defaults: the loopback server, short delays and bounds. */
+static void test_config(cbt_otlp_config *c)
+{
+    cbt_otlp_config_default(c);
+    hl_url(g_srv, "/v1/traces", c->endpoint, sizeof c->endpoint);
+    c->timeout_ms = 3000;
+    c->schedule_delay_ms = 200;
+    c->retry_budget_ms = 5000;
+    c->shutdown_timeout_ms = 2000;
+}
+
+static cbt_otlp_exporter *start(const cbt_otlp_config *c)
+{
+    tu_start(NULL);
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(c, &e, &sink), CBT_OK);
+    assert_non_null(e);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+    return e;
+}
+
+/* One MP request: request root, mp.lookup_prefetch and mp.store children. */
+static void pub_request(const char *sid)
+{
+    tu_pub(CBT_EV_MP_REQUEST_START, sid);
+    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, "num_tokens", 2048, NULL, 0);
+    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 1536, "requested_tokens", 2048);
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+    tu_pub(CBT_EV_MP_STORE_START, sid);
+    tu_pub_i64(CBT_EV_MP_STORE_END, sid, "stored_count", 3, NULL, 0);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid);
+}
+
+static void pub_requests(const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char sid[64];
+        snprintf(sid, sizeof sid, "%s-%d", prefix, i);
+        pub_request(sid);
+    }
+}
+
+static cbt_otlp_stats stats_of(cbt_otlp_exporter *e)
+{
+    cbt_otlp_stats s;
+    cbt_otlp_exporter_stats(e, &s);
+    return s;
+}
+
+static void hex(const uint8_t *b, size_t n, char *out)
+{
+    static const char d[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = d[b[i] >> 4];
+        out[2 * i + 1] = d[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+/* ---- decoding what the server received ----------------------------------------------- */
+
+#define MAX_DECODED_REQ 256
+#define MAX_DECODED_SPANS 4096
+
+typedef struct decoded {
+    pb_request *req[MAX_DECODED_REQ];
+    size_t n_req;
+    const pb_span *spans[MAX_DECODED_SPANS];
+    size_t n_spans;
+} decoded;
+
+static decoded g_dec;
+
+static void decoded_free(void)
+{
+    for (size_t i = 0; i < g_dec.n_req; i++)
+        opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+            g_dec.req[i], NULL);
+    memset(&g_dec, 0, sizeof g_dec);
+}
+
+/* Decode every recorded request as protobuf; each must be a POST to
+ * /v1/traces with the protobuf content type. */
+static void decode_all(void)
+{
+    decoded_free();
+    uint32_t n = hl_request_count(g_srv);
+    for (uint32_t i = 0; i < n && i < MAX_DECODED_REQ; i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        assert_string_equal(r.method, "POST");
+        assert_string_equal(r.path, "/v1/traces");
+        const char *ct = hl_header_get(&r, "Content-Type");
+        assert_non_null(ct);
+        assert_string_equal(ct, "application/x-protobuf");
+        pb_request *pr = opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+            NULL, r.body_len, r.body);
+        hl_request_free(&r);
+        assert_non_null(pr);
+        g_dec.req[g_dec.n_req++] = pr;
+        assert_int_equal(pr->n_resource_spans, 1);
+        for (size_t s = 0; s < pr->resource_spans[0]->n_scope_spans; s++) {
+            const Opentelemetry__Proto__Trace__V1__ScopeSpans *ss = pr->resource_spans[0]->scope_spans[s];
+            assert_non_null(ss->scope);
+            assert_string_equal(ss->scope->name, "cbt");
+            for (size_t k = 0; k < ss->n_spans && g_dec.n_spans < MAX_DECODED_SPANS; k++)
+                g_dec.spans[g_dec.n_spans++] = ss->spans[k];
+        }
+    }
+}
+
+static const pb_span *decoded_find(const uint8_t span_id[8])
+{
+    for (size_t i = 0; i < g_dec.n_spans; i++)
+        if (g_dec.spans[i]->span_id.len == 8 && memcmp(g_dec.spans[i]->span_id.data, span_id, 8) == 0)
+            return g_dec.spans[i];
+    return NULL;
+}
+
+static const pb_kv *pb_attr(const pb_span *s, const char *key)
+{
+    for (size_t i = 0; i < s->n_attributes; i++)
+        if (strcmp(s->attributes[i]->key, key) == 0)
+            return s->attributes[i];
+    return NULL;
+}
+
+/* The decoded span matches the memory sink's: ids, parent, name, times. */
+static const pb_span *check_same(const cbt_span *m, const char *name)
+{
+    const pb_span *p = decoded_find(m->ctx.span_id);
+    if (!p)
+        fail_msg("span %s was not exported", name);
+    assert_int_equal(p->trace_id.len, 16);
+    assert_memory_equal(p->trace_id.data, m->ctx.trace_id, 16);
+    assert_string_equal(p->name, name);
+    assert_int_equal(p->start_time_unix_nano, m->start_ns);
+    assert_int_equal(p->end_time_unix_nano, m->end_ns);
+    if (tu_is_root(m)) {
+        assert_int_equal(p->parent_span_id.len, 0);
+    } else {
+        assert_int_equal(p->parent_span_id.len, 8);
+        assert_memory_equal(p->parent_span_id.data, m->parent_span_id, 8);
+    }
+    return p;
+}
+
+/* The trees of request `sid` as the collector sees them. */
+static void check_request_tree(const char *sid)
+{
+    const cbt_span *root = tu_find("request", sid, 0);
+    const cbt_span *lp = tu_find("mp.lookup_prefetch", sid, 0);
+    const cbt_span *st = tu_find("mp.store", sid, 0);
+    assert_non_null(root);
+    assert_non_null(lp);
+    assert_non_null(st);
+    assert_true(tu_is_child_of(lp, root));
+    assert_true(tu_is_child_of(st, root));
+
+    const pb_span *proot = check_same(root, "request");
+    const pb_span *plp = check_same(lp, "mp.lookup_prefetch");
+    const pb_span *pst = check_same(st, "mp.store");
+    assert_memory_equal(plp->parent_span_id.data, proot->span_id.data, 8);
+    assert_memory_equal(pst->parent_span_id.data, proot->span_id.data, 8);
+    assert_memory_equal(plp->trace_id.data, proot->trace_id.data, 16);
+    assert_int_equal(proot->kind, OPENTELEMETRY__PROTO__TRACE__V1__SPAN__SPAN_KIND__SPAN_KIND_SERVER);
+
+    /* typed attributes */
+    const pb_kv *a = pb_attr(proot, "session_id");
+    assert_non_null(a);
+    assert_int_equal(a->value->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE);
+    assert_string_equal(a->value->string_value, sid);
+    a = pb_attr(proot, "hit_tokens");
+    assert_non_null(a);
+    assert_int_equal(a->value->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+    assert_int_equal(a->value->int_value, 1536);
+    a = pb_attr(proot, "hit_rate");
+    assert_non_null(a);
+    assert_int_equal(a->value->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE);
+    assert_true(a->value->double_value == 0.75);
+    a = pb_attr(plp, "num_tokens");
+    assert_non_null(a);
+    assert_int_equal(a->value->value_case, OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE);
+    assert_int_equal(a->value->int_value, 2048);
+    a = pb_attr(pst, "stored_count");
+    assert_non_null(a);
+    assert_int_equal(a->value->int_value, 3);
+}
+
+/* ---- (a) protobuf: the trees arrive ---------------------------------------------- */
+
+static void proto_trees_arrive(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    snprintf(c.resource.service_name, sizeof c.resource.service_name, "otlp-test");
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("a", 4);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_queued, 12);
+    assert_int_equal(s.spans_exported, 12);
+    assert_int_equal(s.spans_dropped, 0);
+    assert_int_equal(s.batches_failed, 0);
+    assert_true(s.batches_sent >= 1);
+    assert_true(s.bytes_sent > 0);
+    assert_int_equal(s.batches_sent, hl_request_count(g_srv));
+
+    decode_all();
+    assert_int_equal(g_dec.n_spans, 12);
+    const Opentelemetry__Proto__Resource__V1__Resource *res = g_dec.req[0]->resource_spans[0]->resource;
+    assert_non_null(res);
+    int saw_name = 0;
+    for (size_t i = 0; i < res->n_attributes; i++)
+        if (strcmp(res->attributes[i]->key, "service.name") == 0) {
+            assert_string_equal(res->attributes[i]->value->string_value, "otlp-test");
+            saw_name = 1;
+        }
+    assert_true(saw_name);
+    for (int i = 0; i < 4; i++) {
+        char sid[16];
+        snprintf(sid, sizeof sid, "a-%d", i);
+        check_request_tree(sid);
+    }
+    hl_request r;
+    assert_true(hl_request_get(g_srv, 0, &r));
+    assert_null(hl_header_get(&r, "Content-Encoding"));
+    const char *ua = hl_header_get(&r, "User-Agent");
+    assert_non_null(ua);
+    assert_true(strncmp(ua, "cbt-otlp/", 9) == 0);
+    hl_request_free(&r);
+    tu_stop();
+    decoded_free();
+}
+
+/* ---- (b) gzip ------------------------------------------------------------------------- */
+
+static void gzip_body(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    c.gzip = 1;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("gz", 3);
+    tu_flush();
+    assert_int_equal(stats_of(e).spans_exported, 9);
+    uint32_t n = hl_request_count(g_srv);
+    assert_true(n >= 1);
+    for (uint32_t i = 0; i < n; i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        const char *ce = hl_header_get(&r, "Content-Encoding");
+        assert_non_null(ce);
+        assert_string_equal(ce, "gzip");
+        assert_true(r.gzip); /* the server inflated it */
+        assert_true(r.wire_len < r.body_len);
+        hl_request_free(&r);
+    }
+    decode_all(); /* decodes the inflated bodies */
+    assert_int_equal(g_dec.n_spans, 9);
+    for (int i = 0; i < 3; i++) {
+        char sid[16];
+        snprintf(sid, sizeof sid, "gz-%d", i);
+        check_request_tree(sid);
+    }
+    tu_stop();
+    decoded_free();
+}
+
+/* ---- (c) OTLP/JSON -------------------------------------------------------------------- */
+
+static void json_body(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    c.protocol = CBT_OTLP_HTTP_JSON;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("js", 2);
+    tu_flush();
+    assert_int_equal(stats_of(e).spans_exported, 6);
+    uint32_t n = hl_request_count(g_srv);
+    assert_true(n >= 1);
+    size_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        total += r.body_len;
+        hl_request_free(&r);
+    }
+    char *all = calloc(total + 1, 1);
+    assert_non_null(all);
+    size_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        assert_string_equal(hl_header_get(&r, "Content-Type"), "application/json");
+        assert_true(r.body_len > 0 && r.body[0] == '{');
+        memcpy(all + off, r.body, r.body_len);
+        off += r.body_len;
+        hl_request_free(&r);
+    }
+    assert_non_null(strstr(all, "\"resourceSpans\""));
+    for (int i = 0; i < 2; i++) {
+        char sid[16], tid[33], sidhex[17], pid[17], want[128];
+        snprintf(sid, sizeof sid, "js-%d", i);
+        const cbt_span *root = tu_find("request", sid, 0);
+        const cbt_span *st = tu_find("mp.store", sid, 0);
+        assert_non_null(root);
+        assert_non_null(st);
+        hex(root->ctx.trace_id, 16, tid);
+        hex(root->ctx.span_id, 8, sidhex);
+        hex(st->parent_span_id, 8, pid);
+        snprintf(want, sizeof want, "\"traceId\":\"%s\"", tid);
+        if (!strstr(all, want))
+            fail_msg("no %s in the JSON body", want);
+        snprintf(want, sizeof want, "\"spanId\":\"%s\"", sidhex);
+        assert_non_null(strstr(all, want));
+        snprintf(want, sizeof want, "\"parentSpanId\":\"%s\"", pid);
+        assert_non_null(strstr(all, want));
+        assert_string_equal(pid, sidhex);
+    }
+    free(all);
+    tu_stop();
+}
+
+/* ---- (d) retries: 503 then success, Retry-After ------------------------------------------ */
+
+static void retry_503_then_ok(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_RESPOND;
+    st.status = 503;
+    st.times = 2;
+    snprintf(st.retry_after, sizeof st.retry_after, "0");
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("r", 3);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 9);
+    assert_int_equal(s.spans_dropped, 0);
+    assert_int_equal(s.retries, 2);
+    assert_int_equal(s.batches_sent, 1);
+    assert_int_equal(s.batches_failed, 0);
+    assert_int_equal(hl_request_count(g_srv), 3);
+    assert_int_equal(hl_connection_count(g_srv), 1); /* 503s keep the connection */
+    tu_stop();
+}
+
+/* Gap between the first and second request when the first got `retry_after`. */
+static double retry_gap(const char *retry_after, int status)
+{
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.status = status;
+    st.times = 1;
+    snprintf(st.retry_after, sizeof st.retry_after, "%s", retry_after);
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    c.timeout_ms = 8000; /* the flush waits out a retry of up to 3 s */
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("ra", 1);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 3);
+    assert_int_equal(s.retries, 1);
+    assert_int_equal(hl_request_count(g_srv), 2);
+    hl_request r0, r1;
+    assert_true(hl_request_get(g_srv, 0, &r0));
+    assert_true(hl_request_get(g_srv, 1, &r1));
+    double gap = (double)(r1.arrived_ns - r0.arrived_ns) * 1e-9;
+    /* the retry carries the same batch */
+    assert_int_equal(r0.body_len, r1.body_len);
+    assert_memory_equal(r0.body, r1.body, r0.body_len);
+    hl_request_free(&r0);
+    hl_request_free(&r1);
+    tu_stop();
+    return gap;
+}
+
+static void retry_after_seconds(void **state)
+{
+    (void)state;
+    double gap = retry_gap("1", 503);
+    print_message("Retry-After: 1: retried after %.3f s\n", gap);
+    if (gap < 0.9 || gap > 3.0)
+        fail_msg("Retry-After: 1 gave a %.3f s gap, expected about 1 s", gap);
+}
+
+static void retry_after_http_date(void **state)
+{
+    (void)state;
+    char date[64];
+    time_t when = time(NULL) + 3;
+    struct tm tm;
+    gmtime_r(&when, &tm);
+    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    double gap = retry_gap(date, 429);
+    /* whole seconds: 1 to 3 s from when the answer was read, depending on
+     * how long the set-up took and where the second boundaries fell */
+    print_message("Retry-After: <HTTP date 3 s ahead>: retried after %.3f s\n", gap);
+    if (gap < 0.9 || gap > 4.5)
+        fail_msg("Retry-After: <date 3 s ahead> gave a %.3f s gap", gap);
+}
+
+/* A connection closed without an answer is a connection failure: retried. */
+static void closed_connection_retried(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_CLOSE;
+    st.times = 1;
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("cl", 2);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 6);
+    assert_true(s.retries >= 1);
+    assert_int_equal(hl_request_count(g_srv), 2);
+    assert_int_equal(hl_connection_count(g_srv), 2);
+    tu_stop();
+}
+
+/* A request that times out (CURLOPT_TIMEOUT_MS) is retried on a new connection. */
+static void timeout_retried(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_STALL;
+    st.times = 1;
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    c.timeout_ms = 300;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("to", 1);
+    for (int i = 0; i < 20 && stats_of(e).spans_exported < 3; i++) {
+        assert_int_equal(cbt_flush(5000), CBT_OK); /* each flush waits up to 300 ms */
+    }
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 3);
+    assert_true(s.retries >= 1);
+    assert_int_equal(hl_request_count(g_srv), 2);
+    assert_int_equal(hl_connection_count(g_srv), 2);
+    tu_stop();
+}
+
+/* ---- (e) collector down, (f) collector stalls ---------------------------------------------- */
+
+#define FLOOD_EVENTS 100000
+#define FLOOD_SESSIONS 512
+
+/* Publish FLOOD_EVENTS request start/end events; returns the seconds spent
+ * in cbt_publish. A full lane drops (CBT_ERR_FULL): that is allowed. */
+static double flood(void)
+{
+    static cbt_event evs[2 * FLOOD_SESSIONS];
+    for (int i = 0; i < FLOOD_SESSIONS; i++) {
+        char sid[32];
+        snprintf(sid, sizeof sid, "flood-%d", i);
+        assert_int_equal(cbt_event_init(&evs[2 * i], CBT_EV_MP_REQUEST_START, sid), CBT_OK);
+        assert_int_equal(cbt_event_init(&evs[2 * i + 1], CBT_EV_MP_REQUEST_END, sid), CBT_OK);
+    }
+    double t0 = mono_s();
+    for (int i = 0; i < FLOOD_EVENTS; i++) {
+        cbt_status st = cbt_publish(&evs[i % (2 * FLOOD_SESSIONS)]);
+        if (st != CBT_OK && st != CBT_ERR_FULL)
+            fail_msg("cbt_publish: %s", cbt_strerror(st));
+        if ((i & 1023) == 1023)
+            sleep_ms(0); /* let the harvester run on 2 cores */
+    }
+    return mono_s() - t0;
+}
+
+static void flood_config(cbt_otlp_config *c, uint16_t port, uint32_t timeout_ms)
+{
+    test_config(c);
+    snprintf(c->endpoint, sizeof c->endpoint, "http://127.0.0.1:%u/v1/traces", (unsigned)port);
+    c->max_queue = 64;
+    c->max_batch = 16;
+    c->timeout_ms = timeout_ms;
+    c->schedule_delay_ms = 50;
+    c->retry_budget_ms = 60000; /* nothing gives up during the test */
+    c->shutdown_timeout_ms = 1000;
+}
+
+static void collector_down(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    flood_config(&c, hl_closed_port(), 500);
+    cbt_otlp_exporter *e = start(&c);
+    double took = flood();
+    print_message("100k publishes, collector down: %.3f s\n", took);
+    if (took >= 1.0)
+        fail_msg("100k publishes took %.3f s with the collector down", took);
+    /* let everything reach the sink; our flush gives up after timeout_ms */
+    assert_int_equal(cbt_flush(5000), CBT_OK);
+    cbt_metrics m;
+    assert_int_equal(cbt_metrics_get(&m), CBT_OK);
+    cbt_otlp_stats s = stats_of(e);
+    assert_true(m.spans_ended > c.max_queue);
+    assert_int_equal(s.spans_queued, c.max_queue); /* full, and never more */
+    assert_int_equal(s.spans_queued + s.spans_dropped, m.spans_ended);
+    assert_true(s.spans_dropped > 0);
+    assert_int_equal(s.spans_exported, 0);
+    assert_int_equal(s.batches_sent, 0);
+    double t0 = mono_s();
+    tu_stop();
+    double shut = mono_s() - t0;
+    print_message("cbt_shutdown: %.3f s (spans offered %llu, queued %llu, dropped %llu)\n", shut,
+                  (unsigned long long)(s.spans_queued + s.spans_dropped),
+                  (unsigned long long)s.spans_queued, (unsigned long long)s.spans_dropped);
+    if (shut > (c.shutdown_timeout_ms + 1000) / 1000.0)
+        fail_msg("cbt_shutdown took %.3f s (bound %u ms + 1 s)", shut, c.shutdown_timeout_ms);
+}
+
+static void collector_stalls(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_STALL;
+    st.times = 1000;
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    flood_config(&c, hl_port(g_srv), 10000); /* the transfer would wait 10 s */
+    cbt_otlp_exporter *e = start(&c);
+    double took = flood();
+    print_message("100k publishes, collector stalled: %.3f s\n", took);
+    if (took >= 1.0)
+        fail_msg("100k publishes took %.3f s with the collector stalled", took);
+    assert_true(hl_wait_requests(g_srv, 1, 3000));
+    /* no cbt_flush: the exporter's flush would wait timeout_ms on the stalled POST */
+    for (int i = 0; i < 100; i++) {
+        cbt_metrics m;
+        assert_int_equal(cbt_metrics_get(&m), CBT_OK);
+        if (m.queue_depth == 0)
+            break;
+        sleep_ms(10);
+    }
+    sleep_ms(100);
+    cbt_otlp_stats s = stats_of(e);
+    assert_true(s.spans_queued <= c.max_queue);
+    assert_true(s.spans_dropped > 0);
+    assert_int_equal(s.spans_exported, 0);
+    double t0 = mono_s();
+    tu_stop();
+    double shut = mono_s() - t0;
+    print_message("cbt_shutdown: %.3f s (spans offered %llu, queued %llu, dropped %llu)\n", shut,
+                  (unsigned long long)(s.spans_queued + s.spans_dropped),
+                  (unsigned long long)s.spans_queued, (unsigned long long)s.spans_dropped);
+    if (shut > (c.shutdown_timeout_ms + 1000) / 1000.0)
+        fail_msg("cbt_shutdown took %.3f s (bound %u ms + 1 s)", shut, c.shutdown_timeout_ms);
+}
+
+/* ---- (g) keep-alive, (h) headers, (i) 400, partial success, disabled ------------------------ */
+
+static void keep_alive(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    c.max_batch = 3;
+    c.schedule_delay_ms = 5000;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("ka", 6);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 18);
+    assert_true(s.batches_sent >= 6);
+    assert_int_equal(hl_request_count(g_srv), s.batches_sent);
+    assert_int_equal(hl_connection_count(g_srv), 1);
+    for (uint32_t i = 0; i < hl_request_count(g_srv); i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        assert_int_equal(r.conn_id, 1);
+        hl_request_free(&r);
+    }
+    tu_stop();
+}
+
+static void config_headers_sent(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    snprintf(c.headers[0].key, sizeof c.headers[0].key, "x-api-key");
+    snprintf(c.headers[0].value, sizeof c.headers[0].value, "s3cr3t value");
+    snprintf(c.headers[1].key, sizeof c.headers[1].key, "X-Tenant");
+    snprintf(c.headers[1].value, sizeof c.headers[1].value, "acme");
+    c.n_headers = 2;
+    start(&c);
+    pub_requests("h", 1);
+    tu_flush();
+    assert_true(hl_request_count(g_srv) >= 1);
+    hl_request r;
+    assert_true(hl_request_get(g_srv, 0, &r));
+    assert_non_null(hl_header_get(&r, "x-api-key"));
+    assert_string_equal(hl_header_get(&r, "X-API-KEY"), "s3cr3t value");
+    assert_string_equal(hl_header_get(&r, "x-tenant"), "acme");
+    assert_null(hl_header_get(&r, "Expect"));
+    hl_request_free(&r);
+    tu_stop();
+
+    /* a header value with CR/LF is refused at create */
+    cbt_otlp_config bad;
+    test_config(&bad);
+    snprintf(bad.headers[0].key, sizeof bad.headers[0].key, "x-evil");
+    snprintf(bad.headers[0].value, sizeof bad.headers[0].value, "a\r\nInjected: yes");
+    bad.n_headers = 1;
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&bad, &e, &sink), CBT_ERR_INVAL);
+    assert_null(e);
+}
+
+static void status_400_not_retried(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.status = 400;
+    st.times = 1;
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("bad", 2);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(hl_request_count(g_srv), 1);
+    assert_int_equal(s.retries, 0);
+    assert_int_equal(s.batches_failed, 1);
+    assert_int_equal(s.batches_sent, 0);
+    assert_int_equal(s.spans_dropped, 6);
+    assert_int_equal(s.spans_exported, 0);
+    /* the exporter carries on with the next batch */
+    pub_requests("good", 1);
+    tu_flush();
+    s = stats_of(e);
+    assert_int_equal(s.spans_exported, 3);
+    assert_int_equal(s.batches_sent, 1);
+    assert_int_equal(hl_request_count(g_srv), 2);
+    tu_stop();
+}
+
+static void partial_success_counted(void **state)
+{
+    (void)state;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTracePartialSuccess ps =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_PARTIAL_SUCCESS__INIT;
+    Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse resp =
+        OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_RESPONSE__INIT;
+    ps.rejected_spans = 2;
+    ps.error_message = (char *)"two spans were too old";
+    resp.partial_success = &ps;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.status = 200;
+    st.times = 1;
+    st.body_len = opentelemetry__proto__collector__trace__v1__export_trace_service_response__get_packed_size(&resp);
+    assert_true(st.body_len <= sizeof st.body);
+    opentelemetry__proto__collector__trace__v1__export_trace_service_response__pack(&resp, st.body);
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("ps", 2);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 4);
+    assert_int_equal(s.spans_dropped, 2);
+    assert_int_equal(s.batches_sent, 1);
+    assert_int_equal(s.retries, 0);
+    tu_stop();
+}
+
+/* The same over OTLP/JSON: rejectedSpans is an int64, a string in JSON. */
+static void partial_success_json(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.status = 200;
+    st.times = 1;
+    snprintf(st.content_type, sizeof st.content_type, "application/json");
+    st.body_len = (size_t)snprintf((char *)st.body, sizeof st.body,
+                                   "{\"partialSuccess\":{\"rejectedSpans\":\"1\","
+                                   "\"errorMessage\":\"one too big\"}}");
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    c.protocol = CBT_OTLP_HTTP_JSON;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("pj", 1);
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 2);
+    assert_int_equal(s.spans_dropped, 1);
+    assert_int_equal(s.batches_sent, 1);
+    tu_stop();
+}
+
+static void disabled_sends_nothing(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    c.disabled = 1;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("off", 2);
+    tu_flush();
+    assert_int_equal(tu_count("request", NULL), 2);
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_queued, 0);
+    assert_int_equal(s.spans_dropped, 0);
+    assert_int_equal(s.batches_sent, 0);
+    tu_stop();
+    assert_int_equal(hl_request_count(g_srv), 0);
+}
+
+static void bad_configs_refused(void **state)
+{
+    (void)state;
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    cbt_otlp_config c;
+    assert_int_equal(cbt_otlp_exporter_create(NULL, &e, &sink), CBT_ERR_INVAL);
+    test_config(&c);
+    c.size = 1;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+    test_config(&c);
+    snprintf(c.endpoint, sizeof c.endpoint, "localhost:4318");
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+    test_config(&c);
+    c.max_queue = 0;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+    test_config(&c);
+    c.max_batch = c.max_queue + 1;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+    test_config(&c);
+    c.timeout_ms = 0;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+    assert_null(e);
+}
+
+/* ---- (j) the environment ----------------------------------------------------------------------- */
+
+static const char *const k_vars[] = {
+    "OTEL_SDK_DISABLED", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+    "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+};
+
+static void clear_env(void)
+{
+    for (size_t i = 0; i < sizeof k_vars / sizeof k_vars[0]; i++)
+        unsetenv(k_vars[i]);
+}
+
+/* One environment: up to 4 NAME=VALUE pairs. */
+typedef struct env_case {
+    const char *set[4][2];
+    cbt_status want;
+    const char *log_has[3];    /* substrings the log must hold */
+    const char *log_lacks[4];  /* ... and must not (header values) */
+    int log_empty;
+} env_case;
+
+static cbt_status run_env(const env_case *ec, cbt_otlp_config *c, char **log_out)
+{
+    clear_env();
+    for (int i = 0; i < 4 && ec->set[i][0]; i++)
+        setenv(ec->set[i][0], ec->set[i][1], 1);
+    cbt_otlp_config_default(c);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *log = open_memstream(&buf, &len);
+    assert_non_null(log);
+    cbt_status st = cbt_otlp_config_from_env(c, log);
+    fclose(log);
+    clear_env();
+    if (st != ec->want)
+        fail_msg("env case %s=%s: status %s, expected %s (log: %s)", ec->set[0][0],
+                 ec->set[0][1], cbt_strerror(st), cbt_strerror(ec->want), buf);
+    for (int i = 0; i < 3 && ec->log_has[i]; i++)
+        if (!strstr(buf, ec->log_has[i]))
+            fail_msg("env case %s: log lacks \"%s\": %s", ec->set[0][0], ec->log_has[i], buf);
+    for (int i = 0; i < 4 && ec->log_lacks[i]; i++)
+        if (strstr(buf, ec->log_lacks[i]))
+            fail_msg("env case %s: log shows \"%s\": %s", ec->set[0][0], ec->log_lacks[i], buf);
+    if (ec->log_empty && len)
+        fail_msg("env case %s: unexpected log: %s", ec->set[0][0], buf);
+    *log_out = buf;
+    return st;
+}
+
+#define ENV(...) ((env_case){__VA_ARGS__})
+
+static void env_endpoints(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    char *log;
+
+    run_env(&ENV(.want = CBT_OK, .log_empty = 1), &c, &log);
+    assert_string_equal(c.endpoint, "http://localhost:4318/v1/traces");
+    assert_int_equal(c.protocol, CBT_OTLP_HTTP_PROTOBUF);
+    assert_int_equal(c.timeout_ms, 10000);
+    assert_int_equal(c.max_queue, 2048);
+    assert_int_equal(c.max_batch, 512);
+    assert_int_equal(c.schedule_delay_ms, 5000);
+    assert_int_equal(c.retry_budget_ms, 30000);
+    assert_int_equal(c.shutdown_timeout_ms, 5000);
+    assert_int_equal(c.verify_tls, 1);
+    assert_int_equal(c.gzip, 0);
+    assert_int_equal(c.disabled, 0);
+    assert_string_equal(c.resource.service_name, "cbt");
+    free(log);
+
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://col:4318"}}, .want = CBT_OK,
+                 .log_empty = 1), &c, &log);
+    assert_string_equal(c.endpoint, "http://col:4318/v1/traces");
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "https://col.example:4318/base/"}},
+                 .want = CBT_OK), &c, &log);
+    assert_string_equal(c.endpoint, "https://col.example:4318/base/v1/traces");
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://col:4318/base"},
+                         {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://t:9999/custom"}},
+                 .want = CBT_OK), &c, &log);
+    assert_string_equal(c.endpoint, "http://t:9999/custom"); /* as is, and it wins */
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "col:4318"}}, .want = CBT_ERR_INVAL,
+                 .log_has = {"OTEL_EXPORTER_OTLP_ENDPOINT"}), &c, &log);
+    assert_string_equal(c.endpoint, "http://localhost:4318/v1/traces");
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "ftp://col/v1/traces"}},
+                 .want = CBT_ERR_INVAL, .log_has = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"}),
+            &c, &log);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "http://"}}, .want = CBT_ERR_INVAL),
+            &c, &log);
+    free(log);
+    char longurl[1100];
+    memset(longurl, 'a', sizeof longurl - 1);
+    longurl[sizeof longurl - 1] = '\0';
+    memcpy(longurl, "http://", 7);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", longurl}}, .want = CBT_ERR_INVAL,
+                 .log_has = {"OTEL_EXPORTER_OTLP_ENDPOINT", "longer"}), &c, &log);
+    assert_string_equal(c.endpoint, "http://localhost:4318/v1/traces");
+    free(log);
+}
+
+static void env_protocol_timeout_compression(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    char *log;
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}, .want = CBT_ERR_INVAL,
+                 .log_has = {"OTEL_EXPORTER_OTLP_PROTOCOL", "OTLP/HTTP", "4318"}), &c, &log);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/thrift"}},
+                 .want = CBT_ERR_INVAL, .log_has = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"}),
+            &c, &log);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"}}, .want = CBT_OK,
+                 .log_empty = 1), &c, &log);
+    assert_int_equal(c.protocol, CBT_OTLP_HTTP_JSON);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"},
+                         {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/protobuf"}},
+                 .want = CBT_OK), &c, &log);
+    assert_int_equal(c.protocol, CBT_OTLP_HTTP_PROTOBUF);
+    free(log);
+
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"}}, .want = CBT_OK,
+                 .log_empty = 1), &c, &log);
+    assert_int_equal(c.timeout_ms, 2500);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TIMEOUT", "2500"},
+                         {"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "700"}}, .want = CBT_OK),
+            &c, &log);
+    assert_int_equal(c.timeout_ms, 700);
+    free(log);
+    static const char *const bad_timeouts[] = {"abc", "-5", "10s", "99999999999", "0", "1.5"};
+    for (size_t i = 0; i < sizeof bad_timeouts / sizeof bad_timeouts[0]; i++) {
+        run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TIMEOUT", bad_timeouts[i]}}, .want = CBT_OK,
+                     .log_has = {"OTEL_EXPORTER_OTLP_TIMEOUT"}), &c, &log);
+        assert_int_equal(c.timeout_ms, 10000);
+        free(log);
+    }
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TIMEOUT", ""}}, .want = CBT_OK, .log_empty = 1),
+            &c, &log); /* empty = unset */
+    assert_int_equal(c.timeout_ms, 10000);
+    free(log);
+
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"}}, .want = CBT_OK,
+                 .log_empty = 1), &c, &log);
+    assert_int_equal(c.gzip, 1);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_COMPRESSION", "gzip"},
+                         {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "none"}}, .want = CBT_OK),
+            &c, &log);
+    assert_int_equal(c.gzip, 0);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "zstd"}}, .want = CBT_OK,
+                 .log_has = {"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION"}), &c, &log);
+    assert_int_equal(c.gzip, 0);
+    free(log);
+}
+
+static void env_headers(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    char *log;
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_HEADERS", "api-key=secret%20one, x-b = 2 "}},
+                 .want = CBT_OK, .log_empty = 1), &c, &log);
+    assert_int_equal(c.n_headers, 2);
+    assert_string_equal(c.headers[0].key, "api-key");
+    assert_string_equal(c.headers[0].value, "secret one");
+    assert_string_equal(c.headers[1].key, "x-b");
+    assert_string_equal(c.headers[1].value, "2");
+    free(log);
+    /* the _TRACES_ list replaces the generic one */
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_HEADERS", "a=1,b=2"},
+                         {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "c=3"}}, .want = CBT_OK),
+            &c, &log);
+    assert_int_equal(c.n_headers, 1);
+    assert_string_equal(c.headers[0].key, "c");
+    free(log);
+    /* malformed entries: reported by position and key, values never shown */
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_HEADERS",
+                          "good=fine,novaluetopsecret1,bad key=topsecret2,k2=%zztopsecret3,"
+                          "k3=top%0asecret4"}},
+                 .want = CBT_OK,
+                 .log_has = {"OTEL_EXPORTER_OTLP_HEADERS", "entry 2", "entry 3"},
+                 .log_lacks = {"topsecret1", "topsecret2", "topsecret3", "secret4"}), &c, &log);
+    assert_int_equal(c.n_headers, 1);
+    assert_string_equal(c.headers[0].key, "good");
+    assert_non_null(strstr(log, "entry 4"));
+    assert_non_null(strstr(log, "entry 5"));
+    free(log);
+    /* an over-long value: reported, skipped, not shown */
+    char big[400], val[300];
+    memset(val, 'Q', sizeof val - 1);
+    val[sizeof val - 1] = '\0';
+    snprintf(big, sizeof big, "k=%s", val);
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", big}}, .want = CBT_OK,
+                 .log_has = {"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "longer"},
+                 .log_lacks = {"QQQQ"}), &c, &log);
+    assert_int_equal(c.n_headers, 0);
+    free(log);
+}
+
+static void env_resource_and_disabled(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    char *log;
+    run_env(&ENV(.set = {{"OTEL_SERVICE_NAME", "svc"},
+                         {"OTEL_RESOURCE_ATTRIBUTES",
+                          "service.name=other,deployment.environment=prod%2Cblue,bad,=x,team=ml"}},
+                 .want = CBT_OK, .log_has = {"OTEL_RESOURCE_ATTRIBUTES", "entry 3", "entry 4"}),
+            &c, &log);
+    assert_string_equal(c.resource.service_name, "svc");
+    assert_int_equal(c.resource.n_extra, 2);
+    assert_string_equal(c.resource.extra[0].key, "deployment.environment");
+    assert_string_equal(c.resource.extra[0].value, "prod,blue");
+    assert_string_equal(c.resource.extra[1].key, "team");
+    assert_string_equal(c.resource.extra[1].value, "ml");
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_RESOURCE_ATTRIBUTES", "service.name=from%20attrs"}},
+                 .want = CBT_OK, .log_empty = 1), &c, &log);
+    assert_string_equal(c.resource.service_name, "from attrs");
+    free(log);
+    char longname[300];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = '\0';
+    run_env(&ENV(.set = {{"OTEL_SERVICE_NAME", longname}}, .want = CBT_OK,
+                 .log_has = {"OTEL_SERVICE_NAME"}), &c, &log);
+    assert_string_equal(c.resource.service_name, "cbt");
+    free(log);
+
+    run_env(&ENV(.set = {{"OTEL_SDK_DISABLED", "TRUE"}}, .want = CBT_OK, .log_empty = 1), &c,
+            &log);
+    assert_int_equal(c.disabled, 1);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_SDK_DISABLED", "false"}}, .want = CBT_OK, .log_empty = 1), &c,
+            &log);
+    assert_int_equal(c.disabled, 0);
+    free(log);
+    run_env(&ENV(.set = {{"OTEL_SDK_DISABLED", "yes"}}, .want = CBT_OK,
+                 .log_has = {"OTEL_SDK_DISABLED"}), &c, &log);
+    assert_int_equal(c.disabled, 0);
+    free(log);
+}
+
+/* The environment drives a real exporter end to end. */
+static void env_drives_exporter(void **state)
+{
+    (void)state;
+    char url[128];
+    hl_url(g_srv, "", url, sizeof url);
+    clear_env();
+    setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url, 1);
+    setenv("OTEL_EXPORTER_OTLP_HEADERS", "authorization=Bearer%20tok", 1);
+    setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip", 1);
+    setenv("OTEL_SERVICE_NAME", "from-env", 1);
+    cbt_otlp_config c;
+    cbt_otlp_config_default(&c);
+    assert_int_equal(cbt_otlp_config_from_env(&c, NULL), CBT_OK);
+    clear_env();
+    c.timeout_ms = 3000;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("env", 1);
+    tu_flush();
+    assert_int_equal(stats_of(e).spans_exported, 3);
+    hl_request r;
+    assert_true(hl_request_get(g_srv, 0, &r));
+    assert_string_equal(r.path, "/v1/traces");
+    assert_string_equal(hl_header_get(&r, "Authorization"), "Bearer tok");
+    assert_true(r.gzip);
+    hl_request_free(&r);
+    decode_all();
+    const Opentelemetry__Proto__Resource__V1__Resource *res = g_dec.req[0]->resource_spans[0]->resource;
+    int saw = 0;
+    for (size_t i = 0; i < res->n_attributes; i++)
+        if (strcmp(res->attributes[i]->key, "service.name") == 0)
+            saw = strcmp(res->attributes[i]->value->string_value, "from-env") == 0;
+    assert_true(saw);
+    decoded_free();
+    tu_stop();
+}
+
+int main(void)
+{
+    /* loopback only: no proxy from the environment */
+    unsetenv("http_proxy");
+    unsetenv("HTTP_PROXY");
+    unsetenv("https_proxy");
+    unsetenv("HTTPS_PROXY");
+    unsetenv("all_proxy");
+    unsetenv("ALL_PROXY");
+    setenv("no_proxy", "127.0.0.1,localhost", 1);
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(proto_trees_arrive),
+        T(gzip_body),
+        T(json_body),
+        T(retry_503_then_ok),
+        T(retry_after_seconds),
+        T(retry_after_http_date),
+        T(closed_connection_retried),
+        T(timeout_retried),
+        T(collector_down),
+        T(collector_stalls),
+        T(keep_alive),
+        T(config_headers_sent),
+        T(status_400_not_retried),
+        T(partial_success_counted),
+        T(partial_success_json),
+        T(disabled_sends_nothing),
+        T(bad_configs_refused),
+        T(env_endpoints),
+        T(env_protocol_timeout_compression),
+        T(env_headers),
+        T(env_resource_and_disabled),
+        T(env_drives_exporter),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

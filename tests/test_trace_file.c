@@ -1,0 +1,128 @@
+/* tests/test_trace_file.c — the Chrome trace-event file: valid JSON after
+ * every flush and at shutdown, every span present once with its attributes,
+ * per-CTA records on per-SM lanes. JSON is checked by Python's json module
+ * (python3 is one of the build's packages). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cbt_kernel.h"
+#include "testutil.h"
+#include "trace_file.h"
+
+/* python3 prints: <#X events in pid 1 or 2> <#X events in pid 3> <#distinct
+ * span ids> <has session arg in a root> */
+static int check_json(const char *path, long *host_gpu, long *ctas, long *distinct, long *sess)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "python3 -c 'import json,sys\n"
+             "d=json.load(open(sys.argv[1]))\n"
+             "ev=d[\"traceEvents\"]\n"
+             "x=[e for e in ev if e[\"ph\"]==\"X\"]\n"
+             "hg=[e for e in x if e[\"pid\"] in (1,2)]\n"
+             "c=[e for e in x if e[\"pid\"]==3]\n"
+             "ids=set(e[\"args\"][\"span_id\"] for e in hg)\n"
+             "s=sum(1 for e in hg if e[\"name\"]==\"request\" and \"session_id\" in e[\"args\"])\n"
+             "print(len(hg),len(c),len(ids),s)' %s",
+             path);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int n = fscanf(p, "%ld %ld %ld %ld", host_gpu, ctas, distinct, sess);
+    int rc = pclose(p);
+    return (n == 4 && rc == 0) ? 0 : -1;
+}
+
+typedef struct job {
+    cbt_kspan span;
+} job;
+
+static void cta_fn(void *a, uint32_t cta, uint32_t n)
+{
+    (void)n;
+    job *j = a;
+    CBT_KERNEL_SPAN_BEGIN(j->span);
+    CBT_KERNEL_SPAN_END(j->span, 10 + cta);
+}
+
+static void one_request(cbt_stream *s, const char *sid, job *j, uint8_t mode)
+{
+    tu_pub(CBT_EV_MP_REQUEST_START, sid);
+    tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, sid);
+    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 256, "requested_tokens", 512);
+    tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
+    tu_pub_on(s, CBT_EV_MP_RETRIEVE_START, sid);
+    cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 3);
+    li.mode = mode;
+    li.requested_tokens = 256;
+    assert_int_equal(cbt_launch_begin(s, sid, &li, &j->span), CBT_OK);
+    assert_int_equal(cbt_cpu_launch(s, 3, cta_fn, j), CBT_OK);
+    tu_pub_on(s, CBT_EV_MP_RETRIEVE_END, sid);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid);
+    cbt_stream_sync(s);
+}
+
+static void trace_file_holds_every_span(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cbt-trace-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    tu_start(NULL);
+    cbt_sink sink;
+    assert_int_equal(cbt_trace_file_sink_create(path, &sink), CBT_OK);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cpu_create(0, &s), CBT_OK);
+    job j1, j2;
+    one_request(s, "tf-1", &j1, CBT_REC_CTA);
+    for (int i = 0; i < 200 && tu_count("cb.scatter", "tf-1") == 0; i++) {
+        struct timespec d = {0, 2000000};
+        nanosleep(&d, NULL);
+        tu_flush();
+    }
+    tu_flush();
+    /* valid after a flush, mid-run */
+    long hg, ctas, distinct, sess;
+    assert_int_equal(check_json(path, &hg, &ctas, &distinct, &sess), 0);
+    assert_int_equal(hg, (long)tu_span_count());
+    assert_int_equal(ctas, 3);
+    /* more events after the flush keep it valid */
+    one_request(s, "tf-2", &j2, CBT_REC_LAUNCH);
+    for (int i = 0; i < 200 && tu_count("cb.scatter", "tf-2") == 0; i++) {
+        struct timespec d = {0, 2000000};
+        nanosleep(&d, NULL);
+        tu_flush();
+    }
+    cbt_stream_destroy(s);
+    tu_stop();
+    assert_int_equal(check_json(path, &hg, &ctas, &distinct, &sess), 0);
+    assert_int_equal(hg, (long)tu_span_count());
+    assert_int_equal(distinct, (long)tu_span_count());
+    assert_int_equal(ctas, 3);  /* the second launch was per-launch */
+    assert_int_equal(sess, 2);  /* both roots carry session_id in args */
+    assert_int_equal(tu_count("cb.scatter", NULL), 2);
+    unlink(path);
+}
+
+static void trace_file_refuses_bad_paths(void **state)
+{
+    (void)state;
+    cbt_sink sink;
+    assert_int_equal(cbt_trace_file_sink_create("/nonexistent-dir/x.json", &sink), CBT_ERR_IO);
+    assert_int_equal(cbt_trace_file_sink_create("/dev/null", &sink), CBT_ERR_IO); /* not seekable */
+    assert_int_equal(cbt_trace_file_sink_create(NULL, &sink), CBT_ERR_INVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(trace_file_holds_every_span, tu_teardown),
+        cmocka_unit_test(trace_file_refuses_bad_paths),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
