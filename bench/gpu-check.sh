@@ -255,7 +255,23 @@ bench bench_publish 90 --quick
 PUB_RC=$BRC
 bench bench_scatter_cpu 120 --quick
 CPU_RC=$BRC
-for rc in $GPU_RC $PUB_RC $CPU_RC; do
+# the main job on the GPU: requests whose retrieves and stores run the CUDA
+# kernels, kernel spans joined from the device ring. Its output goes to the
+# end of tests.log ($OUT holds at most 8 files).
+DEMO_LOG=$TESTLOG
+if [ "$HAVE_GPU" -ne 1 ]; then
+  DEMO_RC=125 # nothing to run it on
+  echo "cbt demo --gpu: not run, no GPU" >>"$DEMO_LOG"
+elif [ -x "$BUILD/cbt" ]; then
+  { echo; echo "==== cbt demo --gpu ===="; } >>"$DEMO_LOG"
+  run_step "cbt demo --gpu" 90 "$DEMO_LOG" "$BUILD/cbt" demo --gpu --requests 64 --trees 1 \
+    --slowest 2 --output /tmp/cbt-demo-trace.json --spans /tmp/cbt-demo-spans.jsonl
+  DEMO_RC=$RC
+else
+  echo "not built: $BUILD/cbt" >>"$DEMO_LOG"
+  DEMO_RC=126
+fi
+for rc in $GPU_RC $PUB_RC $CPU_RC $DEMO_RC; do
   case $rc in 0 | 125) ;; *) STATUS=1 ;; esac
 done
 
@@ -298,6 +314,8 @@ SUM=$OUT/summary.txt
   grep '^SUMMARY ' "$OUT/bench_scatter_gpu.log" | sed 's/^SUMMARY /          /' || true
   echo "publish   bench_publish --quick: $(verdict "$PUB_RC" "$OUT/bench_publish.log")"
   grep -E '^(publish_on|publish_off|harvester  )' "$OUT/bench_publish.log" | sed -E 's/^/          /; s/ +\(.*//' || true
+  echo "demo      cbt demo --gpu: $(verdict "$DEMO_RC" "$TESTLOG")"
+  grep -E '^(requests|KV moved)' "$TESTLOG" | tail -2 | sed 's/^/          /' || true
   echo "cpu ref   bench_scatter_cpu --quick: $(verdict "$CPU_RC" "$OUT/bench_scatter_cpu.log")"
   grep -E '^chunks|^ +16 |^target' "$OUT/bench_scatter_cpu.log" | sed 's/^/          /' || true
   echo "logs      $OUT: $(find "$OUT" -maxdepth 1 -type f -printf '%f\n' | sort | tr '\n' ' ')"

@@ -10,6 +10,7 @@
 
 #include "cbt.h"
 #include "cbt_kernels.h"
+#include "demo_gpu.h"
 #include "nvtx.h"
 #include "otlp.h"
 #include "trace_file.h"
@@ -54,6 +55,7 @@ typedef struct worker {
     void *l2_dst[MAX_CHUNKS];
     const void *l2_src[MAX_CHUNKS];
     job jobs[3];
+    demo_dev *dev; /* the GPU backend's buffers; NULL on the CPU backend */
     uint64_t rng;
     uint64_t hit_tokens, requested_tokens, bytes_moved;
     int failed;
@@ -120,6 +122,17 @@ static void launch(worker *w, job *j, const char *sid, cbt_kernel_op op, uint32_
     j->w = w;
     if (cbt_launch_begin(w->stream, sid, &li, &j->span) != CBT_OK)
         memset(&j->span, 0, sizeof j->span);
+    if (w->dev) {
+        /* the GPU backend: the CUDA kernels, on the stream cbt_launch_begin marked */
+        int rc = j->l2 ? demo_gpu_l2(w->dev, j->l2_chunks, (uint64_t)CHUNK_TOKENS * row_bytes(),
+                                     j->span)
+                       : demo_gpu_scatter(w->dev, &w->g, &j->args,
+                                          (uint32_t)(j->args.positions - w->positions), w->table,
+                                          j->dir, j->span);
+        if (rc != 0)
+            w->failed = 1;
+        return;
+    }
     if (cbt_stream_enqueue(w->stream, kernel_fn, j) != CBT_OK)
         w->failed = 1;
 }
@@ -146,10 +159,6 @@ static void run_request(worker *w, uint32_t r)
         w->table[i] = w->table[k];
         w->table[k] = t;
     }
-    /* the first chunk is a prefix hit; later hit chunks were computed at
-     * other offsets and need re-RoPE (CacheBlend's non-prefix reuse) */
-    for (uint32_t i = 0; i < MAX_TOKENS; i++)
-        w->old_positions[i] = i < CHUNK_TOKENS ? (int32_t)i : (int32_t)i + SHIFT;
 
     if (kind != 9) {
         pub(CBT_EV_MP_REQUEST_START, sid);
@@ -201,7 +210,7 @@ static void run_request(worker *w, uint32_t r)
     cbt_stream_sync(w->stream);
 }
 
-static int worker_setup(worker *w)
+static int worker_setup(worker *w, int gpu)
 {
     w->g = (cbt_kv_geom){LAYERS, HEADS, HEAD_DIM, CBT_DT_BF16, BLOCK, N_BLOCKS, MAX_TOKENS};
     uint64_t chunk_bytes = 2ull * LAYERS * MAX_TOKENS * row_bytes();
@@ -236,12 +245,22 @@ static int worker_setup(worker *w)
         w->l2_dst[k] = (char *)w->chunk + (size_t)k * CHUNK_TOKENS * row_bytes();
         w->l2_src[k] = (char *)w->staging + (size_t)k * CHUNK_TOKENS * row_bytes();
     }
+    /* the first chunk is a prefix hit; later hit chunks were computed at
+     * other offsets and need re-RoPE (CacheBlend's non-prefix reuse) */
+    for (uint32_t i = 0; i < MAX_TOKENS; i++)
+        w->old_positions[i] = i < CHUNK_TOKENS ? (int32_t)i : (int32_t)i + SHIFT;
+    if (gpu)
+        return demo_gpu_setup(&w->dev, &w->g, w->chunk, chunk_bytes, w->staging, layer_bytes,
+                              w->cos_sin, (uint64_t)MAX_POS * ROT_DIM * 2, w->positions,
+                              w->old_positions, MAX_TOKENS, N_BLOCKS, MAX_CHUNKS,
+                              (uint64_t)CHUNK_TOKENS * row_bytes(), &w->stream);
     return cbt_stream_cpu_create(0, &w->stream) == CBT_OK ? 0 : -1;
 }
 
 static void worker_free(worker *w)
 {
-    cbt_stream_destroy(w->stream);
+    cbt_stream_destroy(w->stream); /* syncs first */
+    demo_gpu_free(w->dev);
     free(w->chunk);
     free(w->staging);
     free(w->cos_sin);
@@ -343,9 +362,10 @@ static double kernel_gbps(const cbt_span *spans, uint32_t n)
 
 int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 {
-    if (o->backend == CBT_DEMO_GPU) {
-        fprintf(stderr, "cbt demo: --gpu: the GPU workload needs a CUDA build and device; "
-                        "this demo runs the kernels' C references on the CPU backend (--cpu)\n");
+    int gpu = o->backend == CBT_DEMO_GPU || (o->backend == CBT_DEMO_AUTO && demo_gpu_present());
+    if (gpu && !demo_gpu_present()) {
+        fprintf(stderr, "cbt demo: --gpu: no CUDA device (or a build without CUDA); "
+                        "run with --cpu for the CPU backend\n");
         return 1;
     }
     cbt_config cfg = cbt_config_default();
@@ -381,7 +401,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         w->o = o;
         w->id = i;
         w->rng = o->seed * 0x9e3779b97f4a7c15ull + i + 1;
-        if (worker_setup(w) != 0) {
+        if (worker_setup(w, gpu) != 0) {
             rc = 1;
             break;
         }
@@ -456,13 +476,14 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     fprintf(out,
             "\nrequests %u (roots closed %llu, deferred %llu, lazy %llu) | spans %u "
             "(%llu from kernels) | hit rate %.3f (%llu/%llu tokens)\n"
-            "KV moved %.1f MiB, kernels at %.2f GB/s (CPU references) | events published %llu, "
+            "KV moved %.1f MiB, kernels at %.2f GB/s (%s) | events published %llu, "
             "dropped %llu, rejected %llu | ring records lost %llu | incomplete %llu\n",
             o->requests, (unsigned long long)ms.roots_closed,
             (unsigned long long)ms.roots_deferred, (unsigned long long)ms.roots_lazy, n,
             (unsigned long long)rs.kernel_spans, req ? (double)hit / (double)req : 0.0,
             (unsigned long long)hit, (unsigned long long)req, (double)bytes / (1 << 20),
-            spans ? kernel_gbps(spans, n) : 0.0, (unsigned long long)m.published,
+            spans ? kernel_gbps(spans, n) : 0.0, gpu ? "GPU kernels" : "CPU references",
+            (unsigned long long)m.published,
             (unsigned long long)m.dropped_full, (unsigned long long)m.rejected,
             (unsigned long long)rs.lost, (unsigned long long)ms.incomplete_at_shutdown);
     if (o->output)
