@@ -31,6 +31,7 @@
 #include <strings.h>
 
 #include "otlp.h"
+#include "otlp_private.h"
 
 #define TRACES_PATH "v1/traces"
 
@@ -304,9 +305,7 @@ static int put_header(void *ctx, FILE *log, const char *var, unsigned pos, const
 
 /* ---- single values -------------------------------------------------------------- */
 
-/* An http:// or https:// URL with a non-empty host and no whitespace or
- * control characters. */
-static int is_http_url(const char *u)
+int cbt_otlp_url_ok(const char *u)
 {
     size_t skip;
     if (strncasecmp(u, "http://", 7) == 0)
@@ -330,7 +329,7 @@ static cbt_status set_endpoint(cbt_otlp_config *c, FILE *log)
     const char *v = traces ? traces : base;
     if (!v)
         return CBT_OK;
-    if (!is_http_url(v)) {
+    if (!cbt_otlp_url_ok(v)) {
         report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP, "
                          "e.g. http://collector:4318%s", traces ? "/v1/traces" : "");
         return CBT_ERR_INVAL;

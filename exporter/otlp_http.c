@@ -70,6 +70,7 @@
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "otlp.h"
+#include "otlp_private.h"
 
 #define BACKOFF_BASE_MS 100u
 #define BACKOFF_CAP_MS 5000u
@@ -223,23 +224,7 @@ static void printable(const char *s, size_t n, char *out, size_t cap)
     out[k] = '\0';
 }
 
-/* ---- config checks ------------------------------------------------------------- */
-
-static int url_ok(const char *u)
-{
-    size_t skip;
-    if (strncasecmp(u, "http://", 7) == 0)
-        skip = 7;
-    else if (strncasecmp(u, "https://", 8) == 0)
-        skip = 8;
-    else
-        return 0;
-    for (const char *p = u; *p; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return 0;
-    const char *host = u + skip;
-    return *host && *host != '/' && *host != ':' && *host != '?' && *host != '#';
-}
+/* ---- config checks (URLs: cbt_otlp_url_ok, shared with otlp_env.c) ------------- */
 
 static int header_ok(const cbt_otlp_kv *h)
 {
@@ -262,7 +247,7 @@ static cbt_status check_config(const cbt_otlp_config *c)
         fprintf(stderr, "cbt otlp: config: version/size mismatch (use cbt_otlp_config_default())\n");
         return CBT_ERR_INVAL;
     }
-    if (!memchr(c->endpoint, '\0', sizeof c->endpoint) || !url_ok(c->endpoint)) {
+    if (!memchr(c->endpoint, '\0', sizeof c->endpoint) || !cbt_otlp_url_ok(c->endpoint)) {
         fprintf(stderr, "cbt otlp: config: endpoint is not an http:// or https:// URL\n");
         return CBT_ERR_INVAL;
     }
