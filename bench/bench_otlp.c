@@ -17,15 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cbt.h"
 #include "otlp.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void make_span(cbt_span *s, uint32_t i)
 {

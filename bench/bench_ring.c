@@ -15,15 +15,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_util.h"
 #include "cbt_kernel.h"
 #include "ring.h"
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static _Atomic int g_stop;
 

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
 #include "cbt_kernels.h"
 
 #define LAYERS 32u
@@ -35,25 +36,6 @@
 #define HIDDEN ((size_t)HEADS * DIM)
 #define ROW_BYTES (HIDDEN * 2u)                 /* one token, one layer, K or V */
 #define TOK_BYTES ((size_t)LAYERS * 2u * ROW_BYTES) /* 128 KiB */
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
 
 static uint64_t g_rng = 0x243F6A8885A308D3ull;
 static uint64_t mix64(uint64_t x)
