@@ -8,7 +8,7 @@ JOBS ?= 2
 BUILD ?= build
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build demo test test-plain test-asan test-tsan bench clean
+.PHONY: all deps build demo test test-plain test-asan test-tsan bench clean fuzz
 
 all: build
 
@@ -24,7 +24,7 @@ demo: build
 	@echo "cbt: trace file $(CURDIR)/cbt-trace.json: open it at https://ui.perfetto.dev (drag the file in) or chrome://tracing"
 	@echo "cbt: spans also in $(CURDIR)/cbt-spans.jsonl (one JSON object per line)"
 
-test: test-plain test-asan test-tsan
+test: test-plain test-asan test-tsan fuzz
 
 test-plain: build
 	@scripts/pydeps.sh || echo "cbt: the official OTLP decode test will report itself skipped"
@@ -54,3 +54,6 @@ bench: deps
 
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release
+
+fuzz:
+	@scripts/fuzz.sh

@@ -141,17 +141,29 @@ static cbt_name span_name(const kl_entry *e)
     }
 }
 
-/* The span open for the session right now, by the op's preference. */
+/* The span open for the session right now, by the op's preference: the
+ * CacheBlend spans first (they exist only while open, so MP-only sessions
+ * are unaffected), then the MP ones, then the roots. */
 static void find_parent(cbt_tracer *t, const cbt_event *ev, uint8_t op, cbt_span_ctx *out)
 {
-    static const cbt_name scatter[] = {CBT_N_RETRIEVE, CBT_N_STORE, CBT_N_REQUEST};
-    static const cbt_name gather[] = {CBT_N_STORE, CBT_N_RETRIEVE, CBT_N_REQUEST};
-    static const cbt_name l2[] = {CBT_N_LOOKUP_PREFETCH, CBT_N_RETRIEVE, CBT_N_REQUEST};
-    const cbt_name *order = op == CBT_KOP_GATHER ? gather : op == CBT_KOP_L2_LOAD ? l2 : scatter;
+    static const cbt_name scatter[] = {CBT_N_CB_RETRIEVE, CBT_N_RETRIEVE, CBT_N_STORE,
+                                       CBT_N_CB_REQUEST, CBT_N_REQUEST};
+    static const cbt_name gather[] = {CBT_N_STORE, CBT_N_RETRIEVE, CBT_N_CB_REQUEST, CBT_N_REQUEST};
+    static const cbt_name l2[] = {CBT_N_CB_SPARSE_PREFETCH, CBT_N_LOOKUP_PREFETCH, CBT_N_CB_LOOKUP,
+                                  CBT_N_RETRIEVE, CBT_N_CB_REQUEST, CBT_N_REQUEST};
+    const cbt_name *order = scatter;
+    size_t n = sizeof scatter / sizeof scatter[0];
+    if (op == CBT_KOP_GATHER) {
+        order = gather;
+        n = sizeof gather / sizeof gather[0];
+    } else if (op == CBT_KOP_L2_LOAD) {
+        order = l2;
+        n = sizeof l2 / sizeof l2[0];
+    }
     memset(out, 0, sizeof *out);
     if (ev->session_len == 0)
         return;
-    for (int i = 0; i < 3; i++)
+    for (size_t i = 0; i < n; i++)
         if (cbt_registry_get(t, ev->session, order[i], out) == CBT_OK)
             return;
 }

@@ -71,7 +71,27 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(GBPS, "gbps")                                                \
     X(TOKENS, "tokens")                                            \
     X(USER_VALUE, "user_value")                                    \
-    X(NUM_LAYERS, "num_layers")
+    X(NUM_LAYERS, "num_layers")                                    \
+    /* CacheBlend V3 server path (cb_subscriber.c, cbt/cb.h) */     \
+    X(CB_FINGERPRINT_MATCH, "cb.fingerprint_match")                \
+    X(CB_COORDINATOR_MATCH, "cb.coordinator_match")                \
+    X(CB_SPARSE_PREFETCH, "cb.sparse_prefetch")                    \
+    X(CB_CLASSIFY, "cb.classify")                                  \
+    X(CB_FINGERPRINTS_REGISTERED, "cb.fingerprints_registered")    \
+    X(CB_CHUNKS_EVICTED, "cb.chunks_evicted")                      \
+    X(CB_RETRIEVE_NOOP, "cb.retrieve_noop")                        \
+    X(REQUEST_ID, "request_id")                                    \
+    X(PREFIX_COVERAGE_TOKENS, "prefix_coverage_tokens")            \
+    X(FINGERPRINT_HITS, "fingerprint_hits")                        \
+    X(STORAGE_HITS, "storage_hits")                                \
+    X(STALE_CHUNKS, "stale_chunks")                                \
+    X(PREFIX_HIT_TOKENS, "prefix_hit_tokens")                      \
+    X(NON_PREFIX_HIT_TOKENS, "non_prefix_hit_tokens")              \
+    X(PREFIX_HITS, "prefix_hits")                                  \
+    X(SCATTER_MS, "scatter_ms")                                    \
+    X(N_SHIFTED_TOKENS, "n_shifted_tokens")                        \
+    X(N_PREFIX_TOKENS, "n_prefix_tokens")                          \
+    X(REASON, "reason")
 
 enum {
     CBT_N_NONE_ = 0,

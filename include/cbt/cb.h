@@ -1,0 +1,67 @@
+/* cbt/cb.h — the CacheBlend V3 server-side subscriber: CB_* events ->
+ * "cb.request" and its cb.* sub-spans (docs/spans.md, "The CacheBlend path").
+ *
+ * Implements the cacheblend-v3-observability seed, §2 / §2.1 / §3:
+ *   cb.request                      root, opened at CB_REQUEST_START only
+ *   ├─ cb.lookup                    CB_LOOKUP_START/END
+ *   │  ├─ cb.fingerprint_match      CB_FINGERPRINT_MATCH_START/END
+ *   │  │  (or cb.coordinator_match  CB_COORDINATOR_MATCH_START/END)
+ *   │  ├─ cb.sparse_prefetch        CB_SPARSE_PREFETCH_START/END
+ *   │  │  └─ cb.l2_load             L2_LOAD_TASK_SUBMITTED/COMPLETED
+ *   │  └─ cb.classify               CB_CLASSIFY_START/END
+ *   ├─ cb.retrieve  (one or more)   CB_RETRIEVE_START/END
+ *   │  └─ cb.scatter                CB_SCATTER_START/END (re-RoPE folded in)
+ *   └─ point events, as zero-duration children: cb.fingerprints_registered,
+ *      cb.chunks_evicted, cb.retrieve_noop
+ * The V3 close rule: the root closes when CB_REQUEST_END has arrived and no
+ * GPU operation is pending (CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END),
+ * stamped with the CB_REQUEST_END time. No V2 store-final bridge.
+ * A CB event for a session whose root is not open is counted (no_root) and
+ * ignored: unlike the MP path there is no lazy root.
+ * START/END pair on (session, operation, event.pair), first-in first-out, as
+ * in cbt/mp.h. Every span carries session_id and request_id (the session id).
+ */
+#ifndef CBT_CB_H
+#define CBT_CB_H
+
+#include <stdint.h>
+#include "cbt/span.h"
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CBT_CB_CHILDREN_MAX 32 /* open child spans per session */
+
+typedef struct cbt_cb_stats {
+    uint64_t roots_opened;
+    uint64_t roots_closed;
+    uint64_t roots_deferred;      /* CB_REQUEST_END arrived with GPU ops pending */
+    uint64_t children_opened;
+    uint64_t children_closed;
+    uint64_t point_events;        /* zero-duration point-event spans emitted */
+    uint64_t unmatched_end;       /* END with no open START: ignored */
+    uint64_t no_root;             /* event for a session without an open cb.request: ignored */
+    uint64_t duplicate_request_end; /* while deferred, or within the last 1024 ended sessions */
+    uint64_t request_end_unknown; /* CB_REQUEST_END for a session never seen */
+    uint64_t sessions_full;       /* events dropped: max_sessions reached */
+    uint64_t children_full;       /* START dropped: CBT_CB_CHILDREN_MAX open */
+    uint64_t incomplete_at_shutdown;
+    uint64_t sessions_open;       /* sessions holding state now (after the last event) */
+} cbt_cb_stats;
+
+/* Fill *out with a CB subscriber tracking at most `max_sessions` sessions at
+ * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does not
+ * install it. */
+cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out);
+
+/* Counters of the CB subscriber installed in the process-wide tracer (or of
+ * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_NOT_FOUND
+ * when none is installed. */
+cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_CB_H */

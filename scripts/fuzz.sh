@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# scripts/fuzz.sh — build and run the W3C traceparent libFuzzer target
+# (tests/fuzz_traceparent.c) against host/context.c, with ASan + UBSan, for a
+# bounded time. Exits non-zero when the fuzzer finds a crash or an invariant
+# violation; prints "SKIP: ..." and exits 0 when clang or libFuzzer is missing.
+#
+#   scripts/fuzz.sh            20 s
+#   FUZZ_SECONDS=120 scripts/fuzz.sh
+#   CLANG=clang-14 scripts/fuzz.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SECONDS_BUDGET="${FUZZ_SECONDS:-20}"
+CC_FUZZ="${CLANG:-clang}"
+
+if ! command -v "$CC_FUZZ" >/dev/null 2>&1; then
+  echo "SKIP: fuzz: $CC_FUZZ not found"
+  exit 0
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/cbt-fuzz.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+# libFuzzer present? (clang without compiler-rt's fuzzer runtime fails here)
+printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+  > "$work/probe.c"
+if ! "$CC_FUZZ" -fsanitize=fuzzer "$work/probe.c" -o "$work/probe" >/dev/null 2>&1; then
+  echo "SKIP: fuzz: $CC_FUZZ cannot link -fsanitize=fuzzer (libFuzzer missing)"
+  exit 0
+fi
+
+bin="$work/fuzz_traceparent"
+"$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  -Wall -Wextra -Werror -Iinclude -Ihost \
+  tests/fuzz_traceparent.c host/context.c host/status.c -lm -o "$bin"
+
+corpus="$work/corpus"
+mkdir -p "$corpus"
+seed() { printf '%s' "$2" > "$corpus/$1"; }
+seed valid01 '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+seed valid00 '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00'
+seed valid03 '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03'
+seed state '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|rojo=00f067aa0ba902b7,congo=t61rcWkgMzE'
+seed ff 'ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
+seed upper '00-4BF92F3577B34DA6A3CE929D0E0E4736-00F067AA0BA902B7-01'
+seed zero '00-00000000000000000000000000000000-00f067aa0ba902b7-01'
+seed long '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-010'
+seed flags '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09'
+seed badstate $'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|a=\x01'
+seed empty ''
+
+echo "fuzz: running $bin for ${SECONDS_BUDGET}s"
+if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+   "$bin" -max_total_time="$SECONDS_BUDGET" -max_len=1024 -timeout=10 \
+          -artifact_prefix="$work/" -print_final_stats=1 "$corpus" > "$work/log" 2>&1; then
+  tail -n 12 "$work/log" | grep -E 'stat::number_of_executed_units|Done' || true
+  echo "fuzz: OK (no crash in ${SECONDS_BUDGET}s)"
+else
+  rc=$?
+  tail -n 60 "$work/log"
+  for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
+    [ -e "$f" ] || continue
+    echo "fuzz: reproducer $f:"; od -c "$f" | head -20
+  done
+  echo "fuzz: FAILED (exit $rc)"
+  exit 1
+fi
