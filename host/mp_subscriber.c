@@ -331,10 +331,8 @@ static void mp_on_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
             close_root(st, t, s, &k, s->end_seen ? s->end_ts : now_ns);
         }
     }
-    /* every session is gone now: reset the table in one step */
-    uint32_t cap = st->sessions.mask + 1, limit = st->sessions.limit;
-    cbt_strtab_free(&st->sessions);
-    cbt_strtab_init(&st->sessions, cap, limit, sizeof(mp_session));
+    /* every session is gone now: forget them in one step */
+    cbt_strtab_clear(&st->sessions);
     atomic_store_explicit(&st->c.sessions_live, 0, memory_order_relaxed);
 }
 
@@ -349,17 +347,10 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
-    if (max_sessions == 0)
-        max_sessions = 4096;
-    if (max_sessions > (1u << 22))
-        return CBT_ERR_INVAL;
-    uint32_t cap = 2;
-    while (cap < 2 * max_sessions)
-        cap <<= 1;
     mp_state *st = calloc(1, sizeof *st);
     if (!st)
         return CBT_ERR_NOMEM;
-    cbt_status rc = cbt_strtab_init(&st->sessions, cap, max_sessions, sizeof(mp_session));
+    cbt_status rc = cbt_strtab_init_sessions(&st->sessions, max_sessions, sizeof(mp_session));
     if (rc) {
         free(st);
         return rc;

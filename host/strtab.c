@@ -31,6 +31,24 @@ void cbt_strtab_free(cbt_strtab *t)
     t->vals = NULL;
 }
 
+cbt_status cbt_strtab_init_sessions(cbt_strtab *t, uint32_t max_sessions, size_t val_size)
+{
+    if (max_sessions == 0)
+        max_sessions = 4096;
+    if (max_sessions > (1u << 22))
+        return CBT_ERR_INVAL;
+    uint32_t cap = 2;
+    while (cap < 2 * max_sessions)
+        cap <<= 1;
+    return cbt_strtab_init(t, cap, max_sessions, val_size);
+}
+
+void cbt_strtab_clear(cbt_strtab *t)
+{
+    memset(t->keys, 0, ((size_t)t->mask + 1) * sizeof *t->keys);
+    t->count = 0;
+}
+
 uint64_t cbt_strtab_base(const char *s, size_t len) { return cbt_hash_bytes(s, len, 0x51ed2705u); }
 
 uint64_t cbt_strtab_mix(uint64_t base, uint16_t tag)

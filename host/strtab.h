@@ -35,6 +35,14 @@ typedef struct cbt_strtab {
 cbt_status cbt_strtab_init(cbt_strtab *t, uint32_t capacity, uint32_t limit, size_t val_size);
 void cbt_strtab_free(cbt_strtab *t);
 
+/* A subscriber's session table: at most `max_sessions` entries (0 = 4096;
+ * more than 2^22 is CBT_ERR_INVAL), capacity the next power of two >= twice
+ * that, so probes stay short. */
+cbt_status cbt_strtab_init_sessions(cbt_strtab *t, uint32_t max_sessions, size_t val_size);
+
+/* Forget every entry at once (capacity and limit stay). */
+void cbt_strtab_clear(cbt_strtab *t);
+
 /* Hash of (s, tag) == cbt_strtab_mix(cbt_strtab_base(s, len), tag). A caller
  * that looks one session up under several tags hashes the string once. */
 uint64_t cbt_strtab_base(const char *s, size_t len);
