@@ -24,6 +24,7 @@
 
 #include "bench_util.h"
 #include "cbt.h"
+#include "cbt/context.h"
 
 static uint64_t g_spans;
 static cbt_status count_span(void *ctx, const cbt_span *s)
@@ -96,6 +97,39 @@ static double bench_publish_on(int rounds, int per_round, int build)
     double m = median(r, rounds);
     free(r);
     return m;
+}
+
+/* ns per sampled-out request check: what a process pays for a request the
+ * head sampler dropped (one flag test; nothing is built or queued). The
+ * tracer is running. */
+static double bench_sampled_out(int rounds, long per_round)
+{
+    start_tracer(16384);
+    double *r = calloc((size_t)rounds, sizeof *r);
+    cbt_trace_context tc;
+    memset(&tc, 0, sizeof tc);
+    volatile uint8_t flags = 0; /* sampled out, and not a compile-time constant */
+    long sink = 0;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now_s();
+        for (long i = 0; i < per_round; i++) {
+            tc.ctx.trace_flags = flags;
+            if (cbt_context_sampled(&tc)) {
+                cbt_event e;
+                cbt_event_init(&e, CBT_EV_MP_STORE_START, "r");
+                sink += cbt_publish(&e);
+            }
+        }
+        r[k] = (now_s() - t0) * 1e9 / (double)per_round;
+    }
+    cbt_metrics m;
+    cbt_metrics_get(&m);
+    if (sink || m.published)
+        fprintf(stderr, "bench: a sampled-out request published something\n");
+    cbt_shutdown();
+    double med = median(r, rounds);
+    free(r);
+    return med;
 }
 
 static double bench_publish_off(int rounds, long per_round)
@@ -279,6 +313,7 @@ int main(int argc, char **argv)
     double on = bench_publish_on(rounds, PER_ROUND, 0);
     double build = bench_publish_on(rounds, PER_ROUND, 1);
     double off = bench_publish_off(rounds, quick ? 10000000L : 100000000L);
+    double sampled_out = bench_sampled_out(rounds, quick ? 10000000L : 100000000L);
     uint64_t dropped = 0;
     g_spans = 0;
     int reqs = quick ? 50000 : 200000;
@@ -293,6 +328,8 @@ int main(int argc, char **argv)
     printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
     printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
     printf("publish_off    %8.2f ns/call    (no tracer: one branch; target <= 2)\n", off);
+    printf("sampled_out    %8.2f ns/event   (tracer running, request sampled out: one flag test)\n",
+           sampled_out);
     printf("pipeline       %8.2f M events/s (producer + harvester end to end, 2 threads)\n",
            eps / 1e6);
     printf("harvester busy %8.2f M events/s (per busy second of the harvester while the "

@@ -91,8 +91,8 @@ cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_l
         (li->mode != CBT_REC_LAUNCH && li->mode != CBT_REC_CTA))
         return CBT_ERR_INVAL;
     cbt_tracer *t = cbt_tracer_get();
-    if (!t)
-        return CBT_OK;
+    if (!t || li->sampled_out)
+        return CBT_OK; /* untraced: out->ring stays NULL */
     const cbt_ring *ring = (stream && stream->kind == CBT_STREAM_CUDA) ? t->cuda_ring : t->host_ring;
     if (!ring)
         return CBT_OK;

@@ -551,6 +551,46 @@ static void test_context_begin(void **state)
     assert_int_equal(cbt_context_begin(NULL, NULL, NULL, 0, NULL, &tc, &why), CBT_OK);
 }
 
+/* A request the sampler drops costs nothing downstream: the caller's one
+ * flag test skips its events, and its kernel gets an untraced span, so no
+ * event is queued and no ring record written. The sampled-in twin of the
+ * same request does both (so the checks can fail). */
+static void test_sampled_out_costs_nothing(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_sampler off, on;
+    assert_int_equal(cbt_sampler_parse("always_off", NULL, &off, NULL), CBT_OK);
+    assert_int_equal(cbt_sampler_parse("always_on", NULL, &on, NULL), CBT_OK);
+    cbt_trace_context tc_off, tc_on;
+    assert_int_equal(cbt_context_begin(NULL, NULL, "req-s", 5, &off, &tc_off, NULL), CBT_OK);
+    assert_int_equal(cbt_context_begin(NULL, NULL, "req-s", 5, &on, &tc_on, NULL), CBT_OK);
+    assert_false(cbt_context_sampled(&tc_off));
+    assert_true(cbt_context_sampled(&tc_on));
+    /* the same trace id either way (Option B): only the decision differs */
+    assert_memory_equal(tc_off.ctx.trace_id, tc_on.ctx.trace_id, 16);
+
+    const cbt_trace_context *both[2] = {&tc_off, &tc_on};
+    cbt_kspan spans[2];
+    for (int k = 0; k < 2; k++) {
+        if (cbt_context_sampled(both[k]))
+            tu_pub(CBT_EV_MP_REQUEST_START, k ? "req-in" : "req-out");
+        cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 2);
+        li.sampled_out = !cbt_context_sampled(both[k]);
+        assert_int_equal(cbt_launch_begin(NULL, "req-s", &li, &spans[k]), CBT_OK);
+    }
+    assert_null(spans[0].ring);
+    assert_non_null(spans[1].ring);
+    tu_flush();
+    assert_null(tu_event_find(CBT_EV_MP_REQUEST_START, "req-out", 0));
+    assert_non_null(tu_event_find(CBT_EV_MP_REQUEST_START, "req-in", 0));
+    /* one REQUEST_START and one KERNEL_LAUNCH, both from the sampled-in twin */
+    cbt_metrics m;
+    assert_int_equal(cbt_metrics_get(&m), CBT_OK);
+    assert_int_equal(m.published, 2);
+    tu_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -562,6 +602,7 @@ int main(void)
         cmocka_unit_test(test_sampler_env),
         cmocka_unit_test(test_sampler_decide),
         cmocka_unit_test(test_context_begin),
+        cmocka_unit_test_teardown(test_sampled_out_costs_nothing, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

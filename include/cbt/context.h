@@ -194,6 +194,21 @@ const cbt_span_ctx *cbt_context_parent(const cbt_trace_context *tc);
  * writes s->ctx. No-op when either pointer is NULL. */
 void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *tc);
 
+/* ---- sampled-out requests cost what the disabled path costs -------------------- */
+
+/* 1 when tc's request is sampled in. A process skips a sampled-out request
+ * with one branch before building anything:
+ *
+ *   if (cbt_context_sampled(&tc)) { cbt_event_init(...); cbt_publish(&e); }
+ *
+ * and hands its kernels an untraced span (cbt_launch_info.sampled_out = 1:
+ * the ring pointer is NULL, the macros write nothing). No event is queued
+ * and no ring record written for it; bench_publish measures the branch. */
+static inline int cbt_context_sampled(const cbt_trace_context *tc)
+{
+    return tc != NULL && (tc->ctx.trace_flags & CBT_TRACE_FLAG_SAMPLED) != 0;
+}
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,6 +51,9 @@ typedef struct cbt_launch_info {
     /* l2_load */
     uint32_t chunks;
     uint64_t bytes;
+    /* 1: the request is sampled out (cbt_context_sampled() == 0): hand the
+     * kernel an untraced span, publish nothing */
+    uint8_t sampled_out;
 } cbt_launch_info;
 #define CBT_LAUNCH_INFO_VERSION 1u
 
