@@ -20,6 +20,7 @@
  * shutdown_timeout_ms, calls every subscriber's on_shutdown (which ends open
  * spans as incomplete) and flushes the sinks.
  */
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"
@@ -152,13 +153,28 @@ void *cbt_harvester_main_(void *arg)
         cbt_kspans_poll_(t);
         atomic_store_explicit(&t->pending_marks, pending, memory_order_relaxed);
         cbt_lanes_reap_(t);
+        uint64_t flush_to = 0;
+        cbt_sink snap[CBT_MAX_SINKS];
+        uint32_t n_snap = 0;
         if (t->flush_req > t->flush_done && drained && pending == 0 &&
             round_ticks >= t->flush_ticks) {
-            flush_sinks(t);
-            t->flush_done = t->flush_req;
-            pthread_cond_broadcast(&t->flush_cv);
+            flush_to = t->flush_req;
+            n_snap = t->n_sinks;
+            memcpy(snap, t->sinks, n_snap * sizeof *snap);
         }
         pthread_mutex_unlock(&t->lock);
+        if (flush_to) {
+            /* a sink's flush may wait (the OTLP exporter sends its queue):
+             * never while holding the lock publishers' first publish needs */
+            for (uint32_t i = 0; i < n_snap; i++)
+                if (snap[i].flush && snap[i].flush(snap[i].ctx) != CBT_OK)
+                    atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+            pthread_mutex_lock(&t->lock);
+            if (t->flush_done < flush_to)
+                t->flush_done = flush_to;
+            pthread_cond_broadcast(&t->flush_cv);
+            pthread_mutex_unlock(&t->lock);
+        }
 
         if (stopping && drained && n == 0) {
             uint64_t now = cbt_clock_unix_now();

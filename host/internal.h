@@ -164,9 +164,14 @@ uint64_t cbt_tracer_ticks_to_unix_(cbt_tracer *t, uint64_t ticks);
 /* The harvester thread body. */
 void *cbt_harvester_main_(void *arg);
 
-/* Register / unregister a CUDA stream for polling. */
+/* Register a CUDA stream for polling. */
 cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s);
-void cbt_tracer_remove_stream_(cbt_tracer *t, struct cbt_stream *s);
+/* Stream destroy: if the tracer of generation `gen` still runs, wait (at
+ * most its shutdown_timeout_ms) until *in_flight reaches 0, then stop
+ * polling `s`. Returns 1 when `s` may be freed, 0 when marks are still in
+ * flight (the stream stays registered and must be leaked). Serialised with
+ * cbt_init/cbt_shutdown, so the tracer cannot vanish while we look. */
+int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32_t *in_flight);
 
 /* Count a refused overlong session id against the active tracer, if any. */
 void cbt_count_session_too_long_(void);

@@ -341,11 +341,16 @@ void cbt_kspans_poll_(cbt_tracer *t)
         cbt_ring *r = rings[i];
         if (!r)
             continue;
-        uint32_t n;
-        while ((n = cbt_ring_poll(r, k->buf, 1024)) > 0)
+        /* a bounded amount per round, so a ring that keeps filling cannot
+         * starve the event drain; the rest waits for the next round */
+        for (int pass = 0; pass < 8; pass++) {
+            uint32_t n = cbt_ring_poll(r, k->buf, 1024);
             for (uint32_t j = 0; j < n; j++)
                 if (!apply(t, k, r, &k->buf[j]))
                     park(k, r, &k->buf[j], now);
+            if (n < 1024)
+                break;
+        }
         if (now >= k->next_calibrate)
             cbt_ring_calibrate(r, 32);
     }

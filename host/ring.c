@@ -7,7 +7,8 @@
      fields: harvest, next++;
  *   - ahead of it (a later lap wrote the slot), before or during the copy:
  *     position `next` was overwritten, count it lost, next++;
- *   - behind it (not yet written): stop; the producer will commit it.
+ *   - behind it, or 0 (not yet written, or being written: producers clear the
+     word first): stop; the producer will commit it.
  * So every lost position is counted exactly once and a torn record is never
  * harvested. Producers never wait for us (instr/cbt_ring.h).
  */
@@ -33,9 +34,13 @@ uint32_t cbt_ring_read_(cbt_ring *r, const cbt_ring_rec *recs, cbt_ring_rec *out
          * (GPU) before it wrote the sequence word */
         uint32_t s1 = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
         int32_t d = (int32_t)(s1 - expect);
-        if (d < 0)
+        /* 0: a producer is writing the slot right now (it clears the word
+         * first); whatever lap it is, come back for it */
+        if (s1 == 0 || d < 0)
             break; /* not yet written */
         if (d > 0) {
+            /* one step per overwritten position: the run is as long as what
+             * the producers wrote past us, so the work stays proportional */
             r->lost++;
             r->next++;
             continue;

@@ -213,8 +213,8 @@ void cbt_stream_destroy(cbt_stream *s)
     if (!s)
         return;
     if (s->kind == CBT_STREAM_CUDA) {
-        cbt_cuda_stream_fini_(s);
-        free(s);
+        if (cbt_cuda_stream_fini_(s))
+            free(s);
         return;
     }
     cbt_stream_sync(s);

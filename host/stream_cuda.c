@@ -93,14 +93,22 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
 {
     struct cbt_cuda_pool *p = s->pool;
     pthread_mutex_lock(&p->lock);
-    if (s->tracer != t) {
-        /* first mark under this tracer: let its harvester poll us */
+    if (s->tracer_gen != t->gen) {
+        /* first mark under this tracer: let its harvester poll us. Marks left
+         * from an earlier tracer (shut down meanwhile: one tracer at a time)
+         * are forgotten and their events returned to the pool. */
+        while (s->pend_count) {
+            p->free_idx[p->n_free++] = s->pending[s->pend_head].ev_index;
+            s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
+            s->pend_count--;
+        }
+        atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
         if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
             pthread_mutex_unlock(&p->lock);
             atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
             return CBT_ERR_FULL;
         }
-        s->tracer = t;
+        s->tracer_gen = t->gen;
     }
     if (p->n_free == 0) {
         pthread_mutex_unlock(&p->lock);
@@ -118,9 +126,12 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
     e.flags |= CBT_EVF_FROM_STREAM;
     if (e.pair == 0)
         e.pair = s->ordinal;
+    atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
     cbt_status st = cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), s, (void *)(uintptr_t)(idx + 1));
-    if (st != CBT_OK)
+    if (st != CBT_OK) {
+        atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
         pool_put(p, idx); /* the recorded event simply completes unobserved */
+    }
     return st;
 }
 
@@ -142,7 +153,9 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
             break;
         float ms = 0.0f;
         if (q == cudaSuccess && cudaEventElapsedTime(&ms, p->ref, p->ev[m->ev_index]) == cudaSuccess) {
-            uint64_t dns = (uint64_t)((double)ms * 1e6);
+            /* marks recorded by several threads can be resolved a little out
+             * of record order: never a negative elapsed time */
+            uint64_t dns = ms > 0.0f ? (uint64_t)((double)ms * 1e6) : 0;
             if (t->cuda_ring && t->cuda_ring->clock.fitted)
                 m->ev.ts = cbt_clock_to_unix(
                     &t->clock, cbt_devclock_to_ticks(&t->cuda_ring->clock, p->ref_dev + dns));
@@ -165,6 +178,8 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
         pool_put(p, m->ev_index);
         s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
         s->pend_count--;
+        /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
+        atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
     }
     return s->pend_count;
 }
@@ -181,20 +196,17 @@ cbt_status cbt_cuda_stream_sync_(cbt_stream *s)
                                                                                : CBT_ERR_CUDA;
 }
 
-void cbt_cuda_stream_fini_(cbt_stream *s)
+int cbt_cuda_stream_fini_(cbt_stream *s)
 {
     cudaStreamSynchronize((cudaStream_t)s->cuda_stream);
-    if (s->tracer) {
-        /* every mark has completed; let the harvester dispatch them before the
-         * stream goes away */
-        if (s->tracer == cbt_tracer_get() &&
-            cbt_flush(s->tracer->cfg.shutdown_timeout_ms) != CBT_OK) {
-            fprintf(stderr, "cbt: stream %u: marks still pending at destroy; leaking the stream\n",
-                    s->ordinal);
-            return;
-        }
-        cbt_tracer_remove_stream_(s->tracer, s);
+    /* every mark has completed; wait until the harvester has dispatched them
+     * (only ours: other streams' work does not hold us up) */
+    if (s->tracer_gen && !cbt_tracer_detach_stream_(s->tracer_gen, s, &s->in_flight)) {
+        fprintf(stderr, "cbt: stream %u: marks still in flight at destroy; leaking the stream\n",
+                s->ordinal);
+        return 0;
     }
     pool_free(s->pool, CBT_STREAM_CUDA_POOL);
     free(s->pending);
+    return 1;
 }

@@ -24,7 +24,11 @@ cbt_status cbt_cuda_stream_sync_(cbt_stream *s)
     (void)s;
     return CBT_ERR_UNSUPPORTED;
 }
-void cbt_cuda_stream_fini_(cbt_stream *s) { (void)s; }
+int cbt_cuda_stream_fini_(cbt_stream *s)
+{
+    (void)s;
+    return 1;
+}
 void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item) { (void)s, (void)item; }
 uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
 {

@@ -44,7 +44,8 @@ struct cbt_stream {
     /* CUDA (stream_cuda.c) */
     void *cuda_stream;
     struct cbt_cuda_pool *pool;
-    cbt_tracer *tracer; /* the tracer polling this stream's marks */
+    uint64_t tracer_gen;            /* generation of the tracer polling our marks; 0: none */
+    _Atomic uint32_t in_flight;     /* marks pushed and not yet dispatched or dropped */
     cbt_pending_mark *pending;      /* harvester-owned FIFO */
     uint32_t pend_head, pend_count; /* harvester-owned */
 };
@@ -56,6 +57,8 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream);
 cbt_status cbt_cuda_stream_enqueue_(cbt_stream *s, cbt_stream_fn fn, void *arg);
 cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *ev);
 cbt_status cbt_cuda_stream_sync_(cbt_stream *s);
-void cbt_cuda_stream_fini_(cbt_stream *s);
+/* Returns 1 when `s` may be freed, 0 when it must be leaked (its marks could
+ * not be retired in time and the harvester may still reach it). */
+int cbt_cuda_stream_fini_(cbt_stream *s);
 
 #endif /* CBT_HOST_STREAM_IMPL_H */

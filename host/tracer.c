@@ -381,14 +381,32 @@ cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s)
     return st;
 }
 
-void cbt_tracer_remove_stream_(cbt_tracer *t, struct cbt_stream *s)
+int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32_t *in_flight)
 {
-    pthread_mutex_lock(&t->lock);
-    for (uint32_t i = 0; i < t->n_streams; i++) {
-        if (t->streams[i] == s) {
-            t->streams[i] = t->streams[--t->n_streams];
-            break;
-        }
+    pthread_mutex_lock(&g_life_lock);
+    cbt_tracer *t = g_owned;
+    if (!t || t->gen != gen) {
+        /* that tracer is gone, and its lanes with every mark of ours */
+        pthread_mutex_unlock(&g_life_lock);
+        return 1;
     }
-    pthread_mutex_unlock(&t->lock);
+    uint64_t deadline = cbt_clock_unix_now() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    while (atomic_load_explicit(in_flight, memory_order_acquire) != 0 &&
+           cbt_clock_unix_now() < deadline) {
+        struct timespec d = {0, 100000};
+        nanosleep(&d, NULL);
+    }
+    int done = atomic_load_explicit(in_flight, memory_order_acquire) == 0;
+    if (done) {
+        pthread_mutex_lock(&t->lock);
+        for (uint32_t i = 0; i < t->n_streams; i++) {
+            if (t->streams[i] == s) {
+                t->streams[i] = t->streams[--t->n_streams];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&g_life_lock);
+    return done;
 }

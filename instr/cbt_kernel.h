@@ -11,7 +11,8 @@
  *
  * BEGIN: thread 0 of the CTA reads the clock (%globaltimer on the GPU).
  * END: a CTA barrier, the CTA's tokens summed (each thread passes its own
- * count, at most 2^32 - 1 per warp), then thread 0 reads the clock again and either writes one record
+ * count; the per-warp sums of tokens and of the user value are 32-bit, so
+ * each must stay below 2^32 per warp), then thread 0 reads the clock again and either writes one record
  * for the CTA (span.mode == CBT_REC_CTA) or folds begin/end/tokens into the
  * launch's fold slot, the last CTA to finish writing one record for the whole
  * launch (CBT_REC_LAUNCH). END_USER also sums one user value (the scatter
@@ -117,11 +118,15 @@ __device__ __forceinline__ void cbt_dev_end(const cbt_kspan &s, unsigned long lo
     __syncthreads(); /* the CTA's work is done; thread 0's zeroing is visible */
     /* sum per warp (the live lanes; a last partial warp too), then one shared
      * atomic per warp */
-    unsigned int lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)) & 31u;
-    unsigned int live = __activemask();
+    /* the lanes of this warp that exist: all 32 but in a last partial warp
+     * (not __activemask(), which promises no convergence) */
+    unsigned int tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+    unsigned int nthr = blockDim.x * blockDim.y * blockDim.z;
+    unsigned int lane = tid & 31u, in_warp = nthr - (tid & ~31u);
+    unsigned int live = in_warp >= 32u ? 0xffffffffu : (1u << in_warp) - 1u;
     unsigned int wt = __reduce_add_sync(live, (unsigned int)tokens);
     unsigned int wu = __reduce_add_sync(live, (unsigned int)user);
-    if (lane == (unsigned int)(__ffs(live) - 1) && (wt | wu)) {
+    if (lane == 0 && (wt | wu)) {
         atomicAdd(&acc[0], (unsigned long long)wt);
         atomicAdd(&acc[1], (unsigned long long)wu);
     }

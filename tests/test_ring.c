@@ -144,6 +144,34 @@ static void uncommitted_record_not_harvested(void **state)
     cbt_ring_destroy(r);
 }
 
+/* Past 2^31 positions the 32-bit word wraps its sign: a slot being written
+ * (word cleared to 0) must still read as "not yet", not as overwritten. */
+static void in_progress_past_2_31(void **state)
+{
+    (void)state;
+    cbt_ring *r = new_ring(16);
+    cbt_ring_dev *d = (cbt_ring_dev *)r->view;
+    const uint64_t base = 0x80000000ull;
+    *d->claim = base;
+    r->next = base;
+    unsigned long long pos = __atomic_fetch_add(d->claim, 1ull, __ATOMIC_RELAXED);
+    cbt_ring_rec *rec = &d->recs[pos & 15];
+    __atomic_store_n(&rec->seq, 0u, __ATOMIC_RELAXED); /* the producer's first step */
+    cbt_ring_rec out[2];
+    assert_int_equal(cbt_ring_poll(r, out, 2), 0);
+    assert_int_equal(r->lost, 0);
+    /* the producer finishes: the record is harvested */
+    *rec = (cbt_ring_rec){.t_begin = 5, .t_end = 6, .launch_id = 9, .cta = 1, .tokens = 2,
+                          .sm = 3, .kind = CBT_REC_CTA, .op = CBT_KOP_USER, .user = 4};
+    rec->check = cbt_ring_check(5, 6, 9, 1, 2, CBT_RING_SKO(3, CBT_REC_CTA, CBT_KOP_USER), 4,
+                                (uint32_t)(pos + 1));
+    __atomic_store_n(&rec->seq, (uint32_t)(pos + 1), __ATOMIC_RELEASE);
+    assert_int_equal(cbt_ring_poll(r, out, 2), 1);
+    assert_int_equal(out[0].launch_id, 9);
+    assert_int_equal(r->lost, 0);
+    cbt_ring_destroy(r);
+}
+
 /* Several producer threads standing in for CTAs, a consumer polling at the
  * same time on a small ring: harvested + lost == written, and every harvested
  * record is whole (its fields agree) and appears at most once. */
@@ -506,6 +534,7 @@ int main(void)
         cmocka_unit_test(wrap_around),
         cmocka_unit_test(overrun_counted_exactly),
         cmocka_unit_test(uncommitted_record_not_harvested),
+        cmocka_unit_test(in_progress_past_2_31),
         cmocka_unit_test(concurrent_producers),
         cmocka_unit_test(per_launch_fold),
         cmocka_unit_test(untraced_span_writes_nothing),
