@@ -152,6 +152,13 @@ cbt_status cbt_kspans_init_(cbt_tracer *t);
 void cbt_kspans_poll_(cbt_tracer *t);
 void cbt_kspans_shutdown_(cbt_tracer *t);
 void cbt_kspans_free_(cbt_tracer *t);
+/* The parent context (and ring span start, unix ns, 0 if none yet) of a
+ * recent launch id: 1 when known. Harvester. */
+int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,
+                       uint64_t *ring_start_ns);
+/* CUPTI (cupti.c / cupti_none.c): turn queued kernel activity records into
+ * gpu.kernel spans. Harvester, under lock, each round (from cbt_kspans_poll_). */
+void cbt_cupti_poll_(cbt_tracer *t);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
 

@@ -33,6 +33,7 @@
 #define PARK_MAX 4096u      /* records waiting for their launch */
 #define PARK_NS 200000000ull /* how long a record may wait for its launch event */
 #define CALIBRATE_NS 1000000000ull
+#define RECENT 4096u        /* launches remembered after their slot is reused (CUPTI join) */
 
 typedef struct kl_entry {
     uint32_t launch_id;
@@ -62,6 +63,13 @@ struct cbt_kspans {
     parked park[PARK_MAX];
     uint32_t n_park;
     cbt_ring_rec buf[1024];
+    /* the parent (and ring span start) of recent launch ids, kept after the
+     * launch slot is freed, for cupti.c's join by external correlation id */
+    struct {
+        uint32_t id;
+        cbt_span_ctx parent;
+        uint64_t ring_start; /* unix ns; 0 = no ring span yet */
+    } recent[RECENT];
     uint64_t next_calibrate;
     _Atomic uint64_t unjoined, kernel_spans, cta_records;
 };
@@ -176,6 +184,8 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
     uint64_t end = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, e_dev));
     cbt_span *s = cbt_span_start(t, span_name(e), CBT_SPAN_KIND_INTERNAL,
                                  cbt_span_ctx_valid(&e->parent) ? &e->parent : NULL, start);
+    if (k->recent[e->launch_id % RECENT].id == e->launch_id)
+        k->recent[e->launch_id % RECENT].ring_start = start;
     if (!s)
         return;
     if (e->session_len)
@@ -323,6 +333,9 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     memcpy(e->session, ev->session, ev->session_len);
     e->session[ev->session_len] = '\0';
     find_parent(t, ev, e->op, &e->parent);
+    k->recent[id % RECENT].id = id;
+    k->recent[id % RECENT].parent = e->parent;
+    k->recent[id % RECENT].ring_start = 0;
     if (!e->ring)
         e->used = 0;
     if (k->n_park)
@@ -358,6 +371,18 @@ void cbt_kspans_poll_(cbt_tracer *t)
         k->next_calibrate = now + CALIBRATE_NS;
     if (k->n_park)
         retry_parked(t, k, now);
+    cbt_cupti_poll_(t);
+}
+
+int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,
+                       uint64_t *ring_start_ns)
+{
+    struct cbt_kspans *k = t->kspans;
+    if (!k || launch_id == 0 || k->recent[launch_id % RECENT].id != launch_id)
+        return 0;
+    *parent = k->recent[launch_id % RECENT].parent;
+    *ring_start_ns = k->recent[launch_id % RECENT].ring_start;
+    return 1;
 }
 
 void cbt_kspans_shutdown_(cbt_tracer *t)

@@ -1,0 +1,85 @@
+/* cbt/cupti.h — CUPTI kernel activity as `gpu.kernel` spans.
+ *
+ *   cbt_init(&cfg);
+ *   cbt_cupti_enable();                       // once; optional
+ *   cbt_launch_begin(stream, sid, &li, &span);
+ *   cbt_cupti_launch_scope_begin(span.launch_id);
+ *   my_kernel<<<...>>>(span, ...);
+ *   cbt_cupti_launch_scope_end();
+ *
+ * With CUPTI in the build and a device present, cbt_cupti_enable() subscribes
+ * to CUPTI's concurrent-kernel and external-correlation activity. Every kernel
+ * CUPTI reports becomes a span named "gpu.kernel" with the attributes
+ * kernel.name, grid_x/y/z, block_x/y/z, stream, registers_per_thread,
+ * static_shared_memory, dynamic_shared_memory, device, correlation_id and,
+ * when the launch was bracketed by cbt_cupti_launch_scope_begin/end,
+ * launch_id. A bracketed kernel nests under the span its cbt launch nested
+ * under (mp.retrieve, ...); an unbracketed one (or one whose launch event never
+ * arrived within 200 ms) starts a trace of its own.
+ *
+ * CUPTI timestamps are mapped to unix ns through an offset sampled at enable
+ * (cuptiGetTimestamp bracketed by two host clock reads, tightest of 16) and
+ * the tracer's host clock map. When the same launch also produced a ring span
+ * (CBT_KERNEL_SPAN macros), the difference of the two start times is kept as
+ * a cross-check of both calibrations (cbt_cupti_stats.clock_delta_ns).
+ *
+ * Records are delivered by CUPTI in bounded buffers (8 x 1 MiB); a record
+ * CUPTI could not store, or one that found cbt's queue full, is counted in
+ * `dropped`. CUPTI stays subscribed for the life of the process (until
+ * cbt_cupti_disable()); records that arrive while no tracer runs are dropped.
+ */
+#ifndef CBT_CUPTI_H
+#define CBT_CUPTI_H
+
+#include <stdint.h>
+
+#include "cbt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Subscribe to CUPTI kernel activity. CBT_OK; CBT_ERR_UNSUPPORTED when CUPTI
+ * is not in this build, or when CUPTI refuses (another tool such as Nsight
+ * Systems holds the subscription, insufficient privileges, ...: cbt prints
+ * one line "cbt: CUPTI unavailable (...); carrying on without kernel
+ * activity" to stderr, once per process, and carries on);
+ * CBT_ERR_NOT_INITIALIZED without a tracer; CBT_ERR_NO_DEVICE without a CUDA
+ * device; CBT_ERR_ALREADY when already enabled. Thread-safe. */
+cbt_status cbt_cupti_enable(void);
+
+/* Unsubscribe (flushes first). CBT_ERR_NOT_FOUND when not enabled;
+ * CBT_ERR_UNSUPPORTED without CUPTI in the build. */
+cbt_status cbt_cupti_disable(void);
+
+/* Bracket the launch of the kernel of cbt launch `launch_id`
+ * (cbt_kspan.launch_id) on the calling thread, so CUPTI's record of it
+ * carries the id (an external correlation id, kind CUSTOM0). Not nested.
+ * Both are no-ops returning CBT_OK when CUPTI is not enabled or launch_id is
+ * 0; a few hundred ns otherwise. */
+cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id);
+cbt_status cbt_cupti_launch_scope_end(void);
+
+/* Ask CUPTI to deliver every record it holds now (cuptiActivityFlushAll,
+ * forced); the harvester turns them into spans on its next rounds.
+ * CBT_ERR_NOT_FOUND when not enabled; CBT_ERR_UNSUPPORTED without CUPTI. */
+cbt_status cbt_cupti_flush(void);
+
+typedef struct cbt_cupti_stats {
+    uint64_t records;       /* kernel records received from CUPTI */
+    uint64_t spans;         /* gpu.kernel spans ended */
+    uint64_t dropped;       /* records CUPTI dropped + records our queue refused */
+    uint64_t unjoined;      /* bracketed kernels whose launch never became known (root spans) */
+    uint64_t clock_checks;  /* launches seen by both CUPTI and the ring */
+    int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
+    int enabled;
+} cbt_cupti_stats;
+
+/* CBT_OK (zeros when never enabled); CBT_ERR_INVAL for NULL;
+ * CBT_ERR_UNSUPPORTED without CUPTI (out is zeroed). */
+cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_CUPTI_H */
