@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cbt/cupti.h"
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 int cbt_test_ring_kernel(void *stream, cbt_kspan span, unsigned int ctas, unsigned int threads,
@@ -119,13 +120,8 @@ static void gpu_cupti_kernel_span(void **state)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP: test_gpu_cupti needs a CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "no devices");
+    if (!tu_gpu_or_skip("test_gpu_cupti"))
         return 77;
-    }
     if (cudaStreamCreateWithFlags(&g_cs, cudaStreamNonBlocking) != cudaSuccess)
         return 1;
     const struct CMUnitTest tests[] = {

@@ -13,6 +13,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 #include "cbt_kernels.h"
@@ -707,13 +708,8 @@ static int group_teardown(void **state)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t e = cudaGetDeviceCount(&n);
-    if (e != cudaSuccess || n == 0) {
-        printf("SKIP: test_gpu_kernels needs a CUDA device (%s)\n",
-               e != cudaSuccess ? cudaGetErrorString(e) : "no device found");
+    if (!tu_gpu_or_skip("test_gpu_kernels"))
         return 77;
-    }
     const char *env = getenv("CBT_TEST_SEED");
     uint64_t seed = env ? strtoull(env, NULL, 0) : 0x6770756b65726eull;
     g_rng = seed ? seed : 1;

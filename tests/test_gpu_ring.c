@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 int cbt_test_ring_kernel(void *stream, cbt_kspan span, unsigned int ctas, unsigned int threads,
@@ -152,13 +153,8 @@ static void gpu_ring_under_concurrency(void **state)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP: test_gpu_ring needs a CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "no devices");
+    if (!tu_gpu_or_skip("test_gpu_ring"))
         return 77;
-    }
     if (cudaStreamCreateWithFlags(&g_cs, cudaStreamNonBlocking) != cudaSuccess)
         return 1;
     const struct CMUnitTest tests[] = {

@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "gpu_testutil.h"
 #include "testutil.h"
 
 int cbt_test_launch_spin(void *stream, uint64_t ns);
@@ -98,13 +99,8 @@ static void gpu_pool_exhaustion_counts(void **state)
 
 int main(void)
 {
-    int n = 0;
-    cudaError_t err = cudaGetDeviceCount(&n);
-    if (err != cudaSuccess || n == 0) {
-        printf("SKIP: test_gpu_stream needs a CUDA device (%s)\n",
-               err != cudaSuccess ? cudaGetErrorString(err) : "no devices");
+    if (!tu_gpu_or_skip("test_gpu_stream"))
         return 77;
-    }
     if (cudaStreamCreateWithFlags(&g_cs, cudaStreamNonBlocking) != cudaSuccess) {
         printf("cudaStreamCreate failed\n");
         return 1;
