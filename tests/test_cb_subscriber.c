@@ -20,85 +20,6 @@
 
 /* ---- helpers ------------------------------------------------------------------ */
 
-typedef struct reached {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int hit;
-} reached;
-
-static void reached_init(reached *r)
-{
-    pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->hit = 0;
-}
-
-static void reached_fini(reached *r)
-{
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->lock);
-}
-
-static void reached_fn(void *arg)
-{
-    reached *r = arg;
-    pthread_mutex_lock(&r->lock);
-    r->hit = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->lock);
-}
-
-static void reached_enqueue(reached *r, cbt_stream *s)
-{
-    assert_int_equal(cbt_stream_enqueue(s, reached_fn, r), CBT_OK);
-}
-
-static void reached_wait(reached *r)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 10;
-    int rc = 0;
-    pthread_mutex_lock(&r->lock);
-    while (!r->hit && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&r->cv, &r->lock, &dl);
-    int hit = r->hit;
-    pthread_mutex_unlock(&r->lock);
-    if (!hit)
-        fail_msg("the stream did not reach the marked point within 10 s");
-}
-
-static uint32_t ev_pos(cbt_event_type type, const char *sid, uint32_t nth)
-{
-    uint32_t n = tu_event_count(), want = nth;
-    for (uint32_t k = 0; k < n; k++) {
-        const tu_event *e = tu_event_at(k);
-        if (e->type == type && strcmp(e->session, sid) == 0) {
-            if (want == 0)
-                return k;
-            want--;
-        }
-    }
-    fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
-    return UINT32_MAX;
-}
-
-static uint64_t ev_ts(cbt_event_type type, const char *sid, uint32_t nth)
-{
-    const tu_event *e = tu_event_find(type, sid, nth);
-    if (!e)
-        fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
-    return e->ts;
-}
-
-static const cbt_span *need_span(const char *name, const char *sid, uint32_t nth)
-{
-    const cbt_span *s = tu_find(name, sid, nth);
-    if (!s)
-        fail_msg("span %s #%u for '%s' is not in the sink", name, nth, sid);
-    return s;
-}
-
 static void assert_str_attr(const cbt_span *s, const char *key, const char *want)
 {
     const cbt_attr *a = cbt_span_attr(s, tu_name(key));
@@ -141,7 +62,7 @@ static void assert_no_open_sessions(void)
 static const cbt_span *check_root(const char *sid, uint64_t start_ns, uint64_t end_ns)
 {
     assert_int_equal(tu_count("cb.request", sid), 1);
-    const cbt_span *r = need_span("cb.request", sid, 0);
+    const cbt_span *r = tu_need_span("cb.request", sid, 0);
     assert_true(tu_is_root(r));
     assert_int_equal(r->kind, CBT_SPAN_KIND_SERVER);
     assert_ids(r, sid);
@@ -153,8 +74,8 @@ static const cbt_span *check_root(const char *sid, uint64_t start_ns, uint64_t e
 
 static const cbt_span *check_cb_root(const char *sid)
 {
-    return check_root(sid, ev_ts(CBT_EV_CB_REQUEST_START, sid, 0),
-                      ev_ts(CBT_EV_CB_REQUEST_END, sid, 0));
+    return check_root(sid, tu_event_ts(CBT_EV_CB_REQUEST_START, sid, 0),
+                      tu_event_ts(CBT_EV_CB_REQUEST_END, sid, 0));
 }
 
 /* The nth `name` span of `sid`: a complete child of `parent` timed by its
@@ -163,13 +84,13 @@ static const cbt_span *check_child(const char *name, const char *sid, uint32_t n
                                    const cbt_span *parent, cbt_event_type start_type,
                                    uint32_t start_nth, cbt_event_type end_type, uint32_t end_nth)
 {
-    const cbt_span *c = need_span(name, sid, nth);
+    const cbt_span *c = tu_need_span(name, sid, nth);
     assert_false(tu_is_root(c));
     if (!tu_is_child_of(c, parent))
         fail_msg("%s is not a child of %s", name, cbt_name_str(parent->name));
     assert_ids(c, sid);
-    assert_int_equal(c->start_ns, ev_ts(start_type, sid, start_nth));
-    assert_int_equal(c->end_ns, ev_ts(end_type, sid, end_nth));
+    assert_int_equal(c->start_ns, tu_event_ts(start_type, sid, start_nth));
+    assert_int_equal(c->end_ns, tu_event_ts(end_type, sid, end_nth));
     assert_int_equal(c->flags & CBT_SPANF_INCOMPLETE, 0);
     return c;
 }
@@ -280,17 +201,17 @@ static void close_deferred_until_retrieve_ends(void **state)
     start_cb();
     cbt_stream *s = new_stream();
     tu_gate *g = tu_gate_new();
-    reached r;
-    reached_init(&r);
+    tu_reached r;
+    tu_reached_init(&r);
 
     pub(NULL, CBT_EV_CB_REQUEST_START, sid, NULL);
     pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
     pub(s, CBT_EV_CB_RETRIEVE_START, sid, NULL);
-    reached_enqueue(&r, s);
+    tu_reached_enqueue(&r, s);
     tu_gate_enqueue(g, s);
     tu_enqueue_sleep(s, 2000);
     pub(s, CBT_EV_CB_RETRIEVE_END, sid, "scattered_tokens", (int64_t)512, NULL);
-    reached_wait(&r);
+    tu_reached_wait(&r);
     pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
     tu_flush();
     assert_int_equal(tu_count("cb.request", sid), 0);
@@ -303,7 +224,7 @@ static void close_deferred_until_retrieve_ends(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    assert_true(ev_pos(CBT_EV_CB_REQUEST_END, sid, 0) < ev_pos(CBT_EV_CB_RETRIEVE_END, sid, 0));
+    assert_true(tu_event_pos(CBT_EV_CB_REQUEST_END, sid, 0) < tu_event_pos(CBT_EV_CB_RETRIEVE_END, sid, 0));
     const cbt_span *root = check_cb_root(sid);
     const cbt_span *rt = check_child("cb.retrieve", sid, 0, root, CBT_EV_CB_RETRIEVE_START, 0,
                                      CBT_EV_CB_RETRIEVE_END, 0);
@@ -312,7 +233,7 @@ static void close_deferred_until_retrieve_ends(void **state)
     assert_no_open_sessions();
     cbt_stream_destroy(s);
     tu_gate_free(g);
-    reached_fini(&r);
+    tu_reached_fini(&r);
     tu_stop();
 }
 
@@ -324,23 +245,23 @@ static void close_waits_for_all_gpu_ops(void **state)
     start_cb();
     cbt_stream *s1 = new_stream(), *s2 = new_stream();
     tu_gate *g1 = tu_gate_new(), *g2 = tu_gate_new();
-    reached r1, r2;
-    reached_init(&r1);
-    reached_init(&r2);
+    tu_reached r1, r2;
+    tu_reached_init(&r1);
+    tu_reached_init(&r2);
 
     pub(NULL, CBT_EV_CB_REQUEST_START, sid, NULL);
     pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
     pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
     pub(s1, CBT_EV_CB_RETRIEVE_START, sid, NULL);
-    reached_enqueue(&r1, s1);
+    tu_reached_enqueue(&r1, s1);
     tu_gate_enqueue(g1, s1);
     pub(s1, CBT_EV_CB_RETRIEVE_END, sid, NULL);
     pub(s2, CBT_EV_CB_RETRIEVE_START, sid, NULL);
-    reached_enqueue(&r2, s2);
+    tu_reached_enqueue(&r2, s2);
     tu_gate_enqueue(g2, s2);
     pub(s2, CBT_EV_CB_RETRIEVE_END, sid, NULL);
-    reached_wait(&r1);
-    reached_wait(&r2);
+    tu_reached_wait(&r1);
+    tu_reached_wait(&r2);
     pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
     tu_flush();
     assert_int_equal(cb_stats().roots_deferred, 1);
@@ -356,16 +277,16 @@ static void close_waits_for_all_gpu_ops(void **state)
     tu_flush();
     const cbt_span *root = check_cb_root(sid);
     assert_int_equal(tu_count("cb.retrieve", sid), 2);
-    assert_true(tu_is_child_of(need_span("cb.retrieve", sid, 0), root));
-    assert_true(tu_is_child_of(need_span("cb.retrieve", sid, 1), root));
+    assert_true(tu_is_child_of(tu_need_span("cb.retrieve", sid, 0), root));
+    assert_true(tu_is_child_of(tu_need_span("cb.retrieve", sid, 1), root));
     assert_int_equal(cb_stats().roots_closed, 1);
     assert_no_open_sessions();
     cbt_stream_destroy(s1);
     cbt_stream_destroy(s2);
     tu_gate_free(g1);
     tu_gate_free(g2);
-    reached_fini(&r1);
-    reached_fini(&r2);
+    tu_reached_fini(&r1);
+    tu_reached_fini(&r2);
     tu_stop();
 }
 
@@ -612,16 +533,16 @@ static void point_events_appear(void **state)
     tu_flush();
     const cbt_span *root = check_cb_root(sid);
 
-    const cbt_span *fr = need_span("cb.fingerprints_registered", sid, 0);
-    const cbt_span *ce = need_span("cb.chunks_evicted", sid, 0);
-    const cbt_span *no = need_span("cb.retrieve_noop", sid, 0);
+    const cbt_span *fr = tu_need_span("cb.fingerprints_registered", sid, 0);
+    const cbt_span *ce = tu_need_span("cb.chunks_evicted", sid, 0);
+    const cbt_span *no = tu_need_span("cb.retrieve_noop", sid, 0);
     const cbt_span *pts[] = {fr, ce, no};
     const cbt_event_type tys[] = {CBT_EV_CB_FINGERPRINTS_REGISTERED, CBT_EV_CB_CHUNKS_EVICTED,
                                   CBT_EV_CB_RETRIEVE_NOOP};
     for (int i = 0; i < 3; i++) {
         assert_true(tu_is_child_of(pts[i], root));
         assert_ids(pts[i], sid);
-        assert_int_equal(pts[i]->start_ns, ev_ts(tys[i], sid, 0));
+        assert_int_equal(pts[i]->start_ns, tu_event_ts(tys[i], sid, 0));
         assert_int_equal(pts[i]->end_ns, pts[i]->start_ns);
     }
     assert_int_equal(tu_attr_i64(fr, "chunks"), 4);
@@ -690,16 +611,16 @@ static void shutdown_marks_incomplete(void **state)
     tu_stop();
 
     assert_int_equal(tu_span_count(), 6);
-    const cbt_span *root = need_span("cb.request", sid, 0);
+    const cbt_span *root = tu_need_span("cb.request", sid, 0);
     assert_true(tu_is_root(root));
     assert_true(root->flags & CBT_SPANF_INCOMPLETE);
-    assert_int_equal(root->start_ns, ev_ts(CBT_EV_CB_REQUEST_START, sid, 0));
-    assert_int_equal(root->end_ns, ev_ts(CBT_EV_CB_REQUEST_END, sid, 0));
-    const cbt_span *lk = need_span("cb.lookup", sid, 0);
-    const cbt_span *sp = need_span("cb.sparse_prefetch", sid, 0);
-    const cbt_span *l2 = need_span("cb.l2_load", sid, 0);
-    const cbt_span *rt = need_span("cb.retrieve", sid, 0);
-    const cbt_span *sc = need_span("cb.scatter", sid, 0);
+    assert_int_equal(root->start_ns, tu_event_ts(CBT_EV_CB_REQUEST_START, sid, 0));
+    assert_int_equal(root->end_ns, tu_event_ts(CBT_EV_CB_REQUEST_END, sid, 0));
+    const cbt_span *lk = tu_need_span("cb.lookup", sid, 0);
+    const cbt_span *sp = tu_need_span("cb.sparse_prefetch", sid, 0);
+    const cbt_span *l2 = tu_need_span("cb.l2_load", sid, 0);
+    const cbt_span *rt = tu_need_span("cb.retrieve", sid, 0);
+    const cbt_span *sc = tu_need_span("cb.scatter", sid, 0);
     assert_true(tu_is_child_of(lk, root));
     assert_true(tu_is_child_of(sp, lk));
     assert_true(tu_is_child_of(l2, sp));

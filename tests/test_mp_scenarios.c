@@ -6,7 +6,7 @@
  * Every race is forced with gates on CPU streams, never with sleeps: a stream
  * is held at a gate while the CPU publishes REQUEST_END, tu_flush() waits until
  * REQUEST_END has been dispatched, and only then is the gate opened. A small
- * "reached" work item tells the test thread that the stream has got past a
+ * "tu_reached" work item tells the test thread that the stream has got past a
  * point (so a START mark is already on the bus before REQUEST_END is). */
 #include <errno.h>
 #include <pthread.h>
@@ -19,89 +19,6 @@
 #include "testutil.h"
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-/* Work that records that the stream reached it. */
-typedef struct reached {
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int hit;
-} reached;
-
-static void reached_init(reached *r)
-{
-    pthread_mutex_init(&r->lock, NULL);
-    pthread_cond_init(&r->cv, NULL);
-    r->hit = 0;
-}
-
-static void reached_fini(reached *r)
-{
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->lock);
-}
-
-static void reached_fn(void *arg)
-{
-    reached *r = arg;
-    pthread_mutex_lock(&r->lock);
-    r->hit = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->lock);
-}
-
-static void reached_enqueue(reached *r, cbt_stream *s)
-{
-    assert_int_equal(cbt_stream_enqueue(s, reached_fn, r), CBT_OK);
-}
-
-/* Wait (at most 10 s) until the stream has run the reached item. */
-static void reached_wait(reached *r)
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += 10;
-    int rc = 0;
-    pthread_mutex_lock(&r->lock);
-    while (!r->hit && rc != ETIMEDOUT)
-        rc = pthread_cond_timedwait(&r->cv, &r->lock, &dl);
-    int hit = r->hit;
-    pthread_mutex_unlock(&r->lock);
-    if (!hit)
-        fail_msg("the stream did not reach the marked point within 10 s");
-}
-
-/* Position of the nth dispatched event of `type` for `sid` (dispatch order). */
-static uint32_t ev_pos(cbt_event_type type, const char *sid, uint32_t nth)
-{
-    uint32_t n = tu_event_count(), want = nth;
-    for (uint32_t k = 0; k < n; k++) {
-        const tu_event *e = tu_event_at(k);
-        if (e->type == type && strcmp(e->session, sid) == 0) {
-            if (want == 0)
-                return k;
-            want--;
-        }
-    }
-    fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
-    return UINT32_MAX;
-}
-
-/* Timestamp of the nth dispatched event of `type` for `sid`. */
-static uint64_t ev_ts(cbt_event_type type, const char *sid, uint32_t nth)
-{
-    const tu_event *e = tu_event_find(type, sid, nth);
-    if (!e)
-        fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
-    return e->ts;
-}
-
-static const cbt_span *need_span(const char *name, const char *sid, uint32_t nth)
-{
-    const cbt_span *s = tu_find(name, sid, nth);
-    if (!s)
-        fail_msg("span %s #%u for '%s' is not in the sink", name, nth, sid);
-    return s;
-}
 
 static void assert_sid(const cbt_span *s, const char *sid)
 {
@@ -116,7 +33,7 @@ static void assert_sid(const cbt_span *s, const char *sid)
 static const cbt_span *check_root(const char *sid, uint64_t start_ns, uint64_t end_ns)
 {
     assert_int_equal(tu_count("request", sid), 1);
-    const cbt_span *r = need_span("request", sid, 0);
+    const cbt_span *r = tu_need_span("request", sid, 0);
     assert_true(tu_is_root(r));
     assert_int_equal(r->kind, CBT_SPAN_KIND_SERVER);
     assert_sid(r, sid);
@@ -131,12 +48,12 @@ static const cbt_span *check_child(const char *name, const char *sid, uint32_t n
                                    const cbt_span *root, cbt_event_type start_type,
                                    uint32_t start_nth, cbt_event_type end_type, uint32_t end_nth)
 {
-    const cbt_span *c = need_span(name, sid, nth);
+    const cbt_span *c = tu_need_span(name, sid, nth);
     assert_false(tu_is_root(c));
     assert_true(tu_is_child_of(c, root));
     assert_sid(c, sid);
-    assert_int_equal(c->start_ns, ev_ts(start_type, sid, start_nth));
-    assert_int_equal(c->end_ns, ev_ts(end_type, sid, end_nth));
+    assert_int_equal(c->start_ns, tu_event_ts(start_type, sid, start_nth));
+    assert_int_equal(c->end_ns, tu_event_ts(end_type, sid, end_nth));
     assert_int_equal(c->flags & CBT_SPANF_INCOMPLETE, 0);
     return c;
 }
@@ -232,7 +149,7 @@ static void root_created_on_request_start(void **state)
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_span_count(), 1);
-    check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0), ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0), tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     st = mp_stats();
     assert_int_equal(st.roots_closed, 1);
     assert_int_equal(st.roots_deferred, 0);
@@ -252,8 +169,8 @@ static void immediate_close_without_store(void **state)
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 0, "requested_tokens", 256);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     assert_int_equal(tu_count("mp.store", sid), 0);
@@ -290,9 +207,9 @@ static void deferred_until_one_store(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    assert_true(ev_pos(CBT_EV_MP_REQUEST_END, sid, 0) < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    uint64_t end_ts = ev_ts(CBT_EV_MP_REQUEST_END, sid, 0);
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0), end_ts);
+    assert_true(tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0) < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    uint64_t end_ts = tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0);
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0), end_ts);
     const cbt_span *st = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
                                      CBT_EV_MP_STORE_END, 0);
     assert_true(root->end_ns < st->end_ns); /* stamped at REQUEST_END, not STORE_END */
@@ -313,25 +230,25 @@ static void deferred_until_two_stores(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g1 = tu_gate_new(), *g2 = tu_gate_new();
-    reached r0, r1;
-    reached_init(&r0);
-    reached_init(&r1);
+    tu_reached r0, r1;
+    tu_reached_init(&r0);
+    tu_reached_init(&r1);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     pub_on_i64(s, CBT_EV_MP_STORE_START, sid, "num_tokens", 100);
     pub_on_i64(s, CBT_EV_MP_STORE_START, sid, "num_tokens", 200);
-    reached_enqueue(&r0, s);
+    tu_reached_enqueue(&r0, s);
     tu_gate_enqueue(g1, s);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_STORE_END, sid, "stored_count", 1);
-    reached_enqueue(&r1, s);
+    tu_reached_enqueue(&r1, s);
     tu_gate_enqueue(g2, s);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_STORE_END, sid, "stored_count", 2);
 
-    reached_wait(&r0);
+    tu_reached_wait(&r0);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_count("request", sid), 0);
@@ -339,7 +256,7 @@ static void deferred_until_two_stores(void **state)
     assert_int_equal(mp_stats().roots_deferred, 1);
 
     tu_gate_open(g1);
-    reached_wait(&r1);
+    tu_reached_wait(&r1);
     tu_flush();
     assert_int_equal(tu_count("mp.store", sid), 1);
     assert_int_equal(tu_count("request", sid), 0); /* one store still pending */
@@ -348,11 +265,11 @@ static void deferred_until_two_stores(void **state)
     tu_gate_open(g2);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(ev_pos(CBT_EV_MP_STORE_START, sid, 1) < p_end);
-    assert_true(p_end < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(tu_event_pos(CBT_EV_MP_STORE_START, sid, 1) < p_end);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     /* same stream: first in, first out */
     const cbt_span *a = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
                                     CBT_EV_MP_STORE_END, 0);
@@ -366,8 +283,8 @@ static void deferred_until_two_stores(void **state)
     cbt_stream_destroy(s);
     tu_gate_free(g1);
     tu_gate_free(g2);
-    reached_fini(&r0);
-    reached_fini(&r1);
+    tu_reached_fini(&r0);
+    tu_reached_fini(&r1);
     tu_stop();
 }
 
@@ -379,17 +296,17 @@ static void deferred_until_one_retrieve(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g = tu_gate_new();
-    reached r;
-    reached_init(&r);
+    tu_reached r;
+    tu_reached_init(&r);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
     tu_pub_on(s, CBT_EV_MP_RETRIEVE_START, sid);
-    reached_enqueue(&r, s);
+    tu_reached_enqueue(&r, s);
     tu_gate_enqueue(g, s);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_RETRIEVE_END, sid, "found_count", 9);
-    reached_wait(&r);
+    tu_reached_wait(&r);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_count("request", sid), 0);
@@ -399,16 +316,16 @@ static void deferred_until_one_retrieve(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    assert_true(ev_pos(CBT_EV_MP_REQUEST_END, sid, 0) < ev_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    assert_true(tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0) < tu_event_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     const cbt_span *rt = check_child("mp.retrieve", sid, 0, root, CBT_EV_MP_RETRIEVE_START, 0,
                                      CBT_EV_MP_RETRIEVE_END, 0);
     assert_int_equal(tu_attr_i64(rt, "found_count"), 9);
     assert_no_open_sessions();
     cbt_stream_destroy(s);
     tu_gate_free(g);
-    reached_fini(&r);
+    tu_reached_fini(&r);
     tu_stop();
 }
 
@@ -421,25 +338,25 @@ static void deferred_until_store_and_retrieve(void **state)
     tu_start(NULL);
     cbt_stream *ss = new_stream(), *sr = new_stream();
     tu_gate *gs = tu_gate_new(), *gr = tu_gate_new();
-    reached rs, rr;
-    reached_init(&rs);
-    reached_init(&rr);
+    tu_reached rs, rr;
+    tu_reached_init(&rs);
+    tu_reached_init(&rr);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     tu_pub_on(sr, CBT_EV_MP_RETRIEVE_START, sid);
-    reached_enqueue(&rr, sr);
+    tu_reached_enqueue(&rr, sr);
     tu_gate_enqueue(gr, sr);
     tu_enqueue_sleep(sr, 2000);
     tu_pub_on(sr, CBT_EV_MP_RETRIEVE_END, sid);
     tu_pub_on(ss, CBT_EV_MP_STORE_START, sid);
-    reached_enqueue(&rs, ss);
+    tu_reached_enqueue(&rs, ss);
     tu_gate_enqueue(gs, ss);
     tu_enqueue_sleep(ss, 2000);
     tu_pub_on(ss, CBT_EV_MP_STORE_END, sid);
-    reached_wait(&rr);
-    reached_wait(&rs);
+    tu_reached_wait(&rr);
+    tu_reached_wait(&rs);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_count("request", sid), 0);
@@ -453,11 +370,11 @@ static void deferred_until_store_and_retrieve(void **state)
     tu_gate_open(gr);
     assert_int_equal(cbt_stream_sync(sr), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(p_end < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    assert_true(p_end < ev_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0, CBT_EV_MP_STORE_END, 0);
     check_child("mp.retrieve", sid, 0, root, CBT_EV_MP_RETRIEVE_START, 0,
                 CBT_EV_MP_RETRIEVE_END, 0);
@@ -467,8 +384,8 @@ static void deferred_until_store_and_retrieve(void **state)
     cbt_stream_destroy(sr);
     tu_gate_free(gs);
     tu_gate_free(gr);
-    reached_fini(&rs);
-    reached_fini(&rr);
+    tu_reached_fini(&rs);
+    tu_reached_fini(&rr);
     tu_stop();
 }
 
@@ -494,8 +411,8 @@ static void lazy_root_store_only(void **state)
 
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_STORE_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_STORE_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0, CBT_EV_MP_STORE_END, 0);
     assert_no_hit_attrs(root);
     st = mp_stats();
@@ -532,8 +449,8 @@ static void lazy_root_after_deferred_request_end(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint64_t end_ts = ev_ts(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(end_ts < ev_ts(CBT_EV_MP_STORE_START, sid, 0));
+    uint64_t end_ts = tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(end_ts < tu_event_ts(CBT_EV_MP_STORE_START, sid, 0));
     const cbt_span *root = check_root(sid, end_ts, end_ts);
     check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0, CBT_EV_MP_STORE_END, 0);
     st = mp_stats();
@@ -612,8 +529,8 @@ static void retrieve_in_registry_while_open(void **state)
     tu_pub(g_probe.probe_type, sid);
     tu_flush();
 
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     const cbt_span *rt = check_child("mp.retrieve", sid, 0, root, CBT_EV_MP_RETRIEVE_START, 0,
                                      CBT_EV_MP_RETRIEVE_END, 0);
     assert_int_equal(g_probe.n_start, 1);
@@ -669,8 +586,8 @@ static void child_lifecycles(void **state)
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
 
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     const cbt_span *lp = check_child("mp.lookup_prefetch", sid, 0, root,
                                      CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                                      CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
@@ -724,7 +641,7 @@ static void unmatched_end_does_not_crash(void **state)
     assert_int_equal(st.children_closed, 0);
     assert_int_equal(metrics().subscriber_errors, 1);
     assert_int_equal(tu_count("mp.store", NULL), 0);
-    check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0), ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0), tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     assert_no_open_sessions();
     tu_stop();
 }
@@ -752,18 +669,18 @@ static void unmatched_start_cleaned_at_shutdown(void **state)
     tu_stop();
 
     assert_int_equal(tu_span_count(), 3);
-    const cbt_span *root = need_span("request", sid, 0);
+    const cbt_span *root = tu_need_span("request", sid, 0);
     assert_true(tu_is_root(root));
     assert_true(root->flags & CBT_SPANF_INCOMPLETE);
-    assert_int_equal(root->start_ns, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0));
-    const cbt_span *lp = need_span("mp.lookup_prefetch", sid, 0);
-    const cbt_span *sp = need_span("mp.store", sid, 0);
+    assert_int_equal(root->start_ns, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0));
+    const cbt_span *lp = tu_need_span("mp.lookup_prefetch", sid, 0);
+    const cbt_span *sp = tu_need_span("mp.store", sid, 0);
     assert_true(tu_is_child_of(lp, root));
     assert_true(tu_is_child_of(sp, root));
     assert_true(lp->flags & CBT_SPANF_INCOMPLETE);
     assert_true(sp->flags & CBT_SPANF_INCOMPLETE);
-    assert_int_equal(lp->start_ns, ev_ts(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, 0));
-    assert_int_equal(sp->start_ns, ev_ts(CBT_EV_MP_STORE_START, sid, 0));
+    assert_int_equal(lp->start_ns, tu_event_ts(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, 0));
+    assert_int_equal(sp->start_ns, tu_event_ts(CBT_EV_MP_STORE_START, sid, 0));
     assert_true(sp->end_ns >= sp->start_ns);
     assert_true(root->end_ns >= sp->start_ns);
 }
@@ -852,8 +769,8 @@ static void five_concurrent_sessions(void **state)
     const cbt_span *roots[N_CONC];
     for (int i = 0; i < N_CONC; i++) {
         const char *sid = args[i].sid;
-        const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                          ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+        const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                          tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
         roots[i] = root;
         check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                     CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
@@ -885,8 +802,8 @@ static void run_hit_rate(const char *sid, int64_t hit, int64_t req, double rate)
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", hit, "requested_tokens", req);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     assert_hit_attrs(root, hit, req, rate);
     assert_no_open_sessions();
     tu_stop();
@@ -917,7 +834,7 @@ static void store_only_has_no_hit_attrs(void **state)
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
-    const cbt_span *root = need_span("request", sid, 0);
+    const cbt_span *root = tu_need_span("request", sid, 0);
     assert_no_hit_attrs(root);
     assert_sid(root, sid);
     assert_no_open_sessions();
@@ -936,25 +853,25 @@ static void tensor_parallel_stores_do_not_cross(void **state)
     uint32_t oa = cbt_stream_ordinal(sa), ob = cbt_stream_ordinal(sb);
     assert_int_not_equal(oa, ob);
     tu_gate *ga = tu_gate_new(), *gb = tu_gate_new();
-    reached ra, rb;
-    reached_init(&ra);
-    reached_init(&rb);
+    tu_reached ra, rb;
+    tu_reached_init(&ra);
+    tu_reached_init(&rb);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     pub_on_i64(sa, CBT_EV_MP_STORE_START, sid, "worker", 0);
-    reached_enqueue(&ra, sa);
+    tu_reached_enqueue(&ra, sa);
     tu_gate_enqueue(ga, sa);
     tu_enqueue_sleep(sa, 2000);
     pub_on_i64(sa, CBT_EV_MP_STORE_END, sid, "stored_count", 10);
-    reached_wait(&ra); /* A's START is on the bus before B's */
+    tu_reached_wait(&ra); /* A's START is on the bus before B's */
     pub_on_i64(sb, CBT_EV_MP_STORE_START, sid, "worker", 1);
-    reached_enqueue(&rb, sb);
+    tu_reached_enqueue(&rb, sb);
     tu_gate_enqueue(gb, sb);
     tu_enqueue_sleep(sb, 2000);
     pub_on_i64(sb, CBT_EV_MP_STORE_END, sid, "stored_count", 20);
-    reached_wait(&rb);
+    tu_reached_wait(&rb);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_count("mp.store", sid), 0);
@@ -973,7 +890,7 @@ static void tensor_parallel_stores_do_not_cross(void **state)
     assert_int_equal(a_start->pair, oa);
     assert_int_equal(b_start->pair, ob);
     assert_int_equal(b_end->pair, ob);
-    const cbt_span *first = need_span("mp.store", sid, 0);
+    const cbt_span *first = tu_need_span("mp.store", sid, 0);
     assert_int_equal(first->start_ns, b_start->ts);
     assert_int_equal(first->end_ns, b_end->ts);
     assert_int_equal(tu_attr_i64(first, "worker"), 1);
@@ -985,10 +902,10 @@ static void tensor_parallel_stores_do_not_cross(void **state)
     const tu_event *a_end = tu_event_find(CBT_EV_MP_STORE_END, sid, 1);
     assert_non_null(a_end);
     assert_int_equal(a_end->pair, oa);
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
-    const cbt_span *b = need_span("mp.store", sid, 0);
-    const cbt_span *a = need_span("mp.store", sid, 1);
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *b = tu_need_span("mp.store", sid, 0);
+    const cbt_span *a = tu_need_span("mp.store", sid, 1);
     assert_true(tu_is_child_of(a, root));
     assert_true(tu_is_child_of(b, root));
     assert_int_equal(a->start_ns, a_start->ts);
@@ -1002,8 +919,8 @@ static void tensor_parallel_stores_do_not_cross(void **state)
     cbt_stream_destroy(sb);
     tu_gate_free(ga);
     tu_gate_free(gb);
-    reached_fini(&ra);
-    reached_fini(&rb);
+    tu_reached_fini(&ra);
+    tu_reached_fini(&rb);
     tu_stop();
 }
 
@@ -1085,8 +1002,8 @@ static void l1_read_under_request(void **state)
     tu_flush();
 
     assert_int_equal(g_l1.parent_rc, CBT_OK);
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     assert_int_equal(tu_count("l1.read", sid), 1);
     const cbt_span *l1 = check_child("l1.read", sid, 0, root, g_l1.reserved, 0, g_l1.finished, 0);
     assert_int_equal(tu_attr_i64(l1, "num_tokens"), 64);
@@ -1108,26 +1025,26 @@ static void scenario_1_full_hit(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g1 = tu_gate_new(), *g2 = tu_gate_new();
-    reached r0, r1;
-    reached_init(&r0);
-    reached_init(&r1);
+    tu_reached r0, r1;
+    tu_reached_init(&r0);
+    tu_reached_init(&r1);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, "num_tokens", 1024, NULL, 0);
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 1024, "requested_tokens", 1024);
     tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
     tu_pub_on(s, CBT_EV_MP_RETRIEVE_START, sid);
-    reached_enqueue(&r0, s);
+    tu_reached_enqueue(&r0, s);
     tu_gate_enqueue(g1, s); /* the vLLM IPC event */
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_RETRIEVE_END, sid, "found_count", 64);
-    reached_enqueue(&r1, s);
+    tu_reached_enqueue(&r1, s);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     tu_gate_enqueue(g2, s);
     tu_pub_on(s, CBT_EV_MP_STORE_START, sid);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_STORE_END, sid, "stored_count", 64);
-    reached_wait(&r0);
+    tu_reached_wait(&r0);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_int_equal(tu_count("request", sid), 0);
@@ -1135,7 +1052,7 @@ static void scenario_1_full_hit(void **state)
     assert_int_equal(mp_stats().roots_deferred, 1);
 
     tu_gate_open(g1);
-    reached_wait(&r1);
+    tu_reached_wait(&r1);
     tu_flush();
     assert_int_equal(tu_count("mp.retrieve", sid), 1);
     assert_int_equal(tu_count("request", sid), 0); /* store still pending */
@@ -1143,12 +1060,12 @@ static void scenario_1_full_hit(void **state)
     tu_gate_open(g2);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(ev_pos(CBT_EV_MP_RETRIEVE_START, sid, 0) < p_end);
-    assert_true(p_end < ev_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
-    assert_true(p_end < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(tu_event_pos(CBT_EV_MP_RETRIEVE_START, sid, 0) < p_end);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     const cbt_span *rt = check_child("mp.retrieve", sid, 0, root, CBT_EV_MP_RETRIEVE_START, 0,
@@ -1163,8 +1080,8 @@ static void scenario_1_full_hit(void **state)
     cbt_stream_destroy(s);
     tu_gate_free(g1);
     tu_gate_free(g2);
-    reached_fini(&r0);
-    reached_fini(&r1);
+    tu_reached_fini(&r0);
+    tu_reached_fini(&r1);
     tu_stop();
 }
 
@@ -1192,9 +1109,9 @@ static void scenario_2_cache_miss(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    assert_true(ev_pos(CBT_EV_MP_REQUEST_END, sid, 0) < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    assert_true(tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0) < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     const cbt_span *st = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
@@ -1223,8 +1140,8 @@ static void scenario_3_lookup_only(void **state)
     assert_int_equal(tu_count("request", sid), 0);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     assert_hit_attrs(root, 300, 400, 0.75);
@@ -1252,8 +1169,8 @@ static void scenario_4_store_only(void **state)
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_null(tu_event_find(CBT_EV_MP_REQUEST_START, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_STORE_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_STORE_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     const cbt_span *st = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
                                      CBT_EV_MP_STORE_END, 0);
     assert_int_equal(tu_attr_i64(st, "stored_count"), 16);
@@ -1279,19 +1196,19 @@ static void scenario_5_request_end_races_store(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g = tu_gate_new();
-    reached r;
-    reached_init(&r);
+    tu_reached r;
+    tu_reached_init(&r);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, sid);
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 256, "requested_tokens", 1024);
     tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
     tu_pub_on(s, CBT_EV_MP_STORE_START, sid);
-    reached_enqueue(&r, s);
+    tu_reached_enqueue(&r, s);
     tu_gate_enqueue(g, s);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_STORE_END, sid, "stored_count", 12);
-    reached_wait(&r);
+    tu_reached_wait(&r);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     /* REQUEST_END dispatched, STORE_END still held: the root is deferred */
@@ -1306,11 +1223,11 @@ static void scenario_5_request_end_races_store(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(ev_pos(CBT_EV_MP_STORE_START, sid, 0) < p_end);
-    assert_true(p_end < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(tu_event_pos(CBT_EV_MP_STORE_START, sid, 0) < p_end);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     const cbt_span *st = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
@@ -1323,7 +1240,7 @@ static void scenario_5_request_end_races_store(void **state)
     assert_no_open_sessions();
     cbt_stream_destroy(s);
     tu_gate_free(g);
-    reached_fini(&r);
+    tu_reached_fini(&r);
     tu_stop();
 }
 
@@ -1336,19 +1253,19 @@ static void scenario_6_request_end_races_retrieve(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g = tu_gate_new();
-    reached r;
-    reached_init(&r);
+    tu_reached r;
+    tu_reached_init(&r);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, sid);
     tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 512, "requested_tokens", 512);
     tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
     tu_pub_on(s, CBT_EV_MP_RETRIEVE_START, sid);
-    reached_enqueue(&r, s);
+    tu_reached_enqueue(&r, s);
     tu_gate_enqueue(g, s); /* the IPC completion vLLM waits on */
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_RETRIEVE_END, sid, "found_count", 32);
-    reached_wait(&r);
+    tu_reached_wait(&r);
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     tu_flush();
     assert_non_null(tu_event_find(CBT_EV_MP_REQUEST_END, sid, 0));
@@ -1359,11 +1276,11 @@ static void scenario_6_request_end_races_retrieve(void **state)
     tu_gate_open(g);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(ev_pos(CBT_EV_MP_RETRIEVE_START, sid, 0) < p_end);
-    assert_true(p_end < ev_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(tu_event_pos(CBT_EV_MP_RETRIEVE_START, sid, 0) < p_end);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_RETRIEVE_END, sid, 0));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     const cbt_span *rt = check_child("mp.retrieve", sid, 0, root, CBT_EV_MP_RETRIEVE_START, 0,
@@ -1375,7 +1292,7 @@ static void scenario_6_request_end_races_retrieve(void **state)
     assert_no_open_sessions();
     cbt_stream_destroy(s);
     tu_gate_free(g);
-    reached_fini(&r);
+    tu_reached_fini(&r);
     tu_stop();
 }
 
@@ -1388,8 +1305,8 @@ static void scenario_7_multiple_stores(void **state)
     tu_start(NULL);
     cbt_stream *s = new_stream();
     tu_gate *g1 = tu_gate_new(), *g2 = tu_gate_new();
-    reached r1;
-    reached_init(&r1);
+    tu_reached r1;
+    tu_reached_init(&r1);
 
     tu_pub(CBT_EV_MP_REQUEST_START, sid);
     tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, sid);
@@ -1400,7 +1317,7 @@ static void scenario_7_multiple_stores(void **state)
     tu_pub_on(s, CBT_EV_MP_STORE_START, sid);
     tu_enqueue_sleep(s, 2000);
     pub_on_i64(s, CBT_EV_MP_STORE_END, sid, "stored_count", 5);
-    reached_enqueue(&r1, s);
+    tu_reached_enqueue(&r1, s);
     tu_gate_enqueue(g2, s);
     tu_pub_on(s, CBT_EV_MP_STORE_START, sid);
     tu_enqueue_sleep(s, 2000);
@@ -1412,7 +1329,7 @@ static void scenario_7_multiple_stores(void **state)
     assert_int_equal(mp_stats().roots_deferred, 1);
 
     tu_gate_open(g1);
-    reached_wait(&r1);
+    tu_reached_wait(&r1);
     tu_flush();
     assert_int_equal(tu_count("mp.store", sid), 1);
     assert_int_equal(tu_count("request", sid), 0); /* S1_END: count 1, still open */
@@ -1420,11 +1337,11 @@ static void scenario_7_multiple_stores(void **state)
     tu_gate_open(g2);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    uint32_t p_end = ev_pos(CBT_EV_MP_REQUEST_END, sid, 0);
-    assert_true(p_end < ev_pos(CBT_EV_MP_STORE_END, sid, 0));
-    assert_true(ev_pos(CBT_EV_MP_STORE_END, sid, 0) < ev_pos(CBT_EV_MP_STORE_START, sid, 1));
-    const cbt_span *root = check_root(sid, ev_ts(CBT_EV_MP_REQUEST_START, sid, 0),
-                                      ev_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    uint32_t p_end = tu_event_pos(CBT_EV_MP_REQUEST_END, sid, 0);
+    assert_true(p_end < tu_event_pos(CBT_EV_MP_STORE_END, sid, 0));
+    assert_true(tu_event_pos(CBT_EV_MP_STORE_END, sid, 0) < tu_event_pos(CBT_EV_MP_STORE_START, sid, 1));
+    const cbt_span *root = check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+                                      tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
     check_child("mp.lookup_prefetch", sid, 0, root, CBT_EV_MP_LOOKUP_PREFETCH_START, 0,
                 CBT_EV_MP_LOOKUP_PREFETCH_END, 0);
     const cbt_span *s1 = check_child("mp.store", sid, 0, root, CBT_EV_MP_STORE_START, 0,
@@ -1441,7 +1358,7 @@ static void scenario_7_multiple_stores(void **state)
     cbt_stream_destroy(s);
     tu_gate_free(g1);
     tu_gate_free(g2);
-    reached_fini(&r1);
+    tu_reached_fini(&r1);
     tu_stop();
 }
 

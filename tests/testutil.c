@@ -1,6 +1,7 @@
 /* tests/testutil.c — owns the shared test helpers (see testutil.h). */
 #include "testutil.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,4 +267,81 @@ static void sleep_fn(void *arg)
 void tu_enqueue_sleep(cbt_stream *s, uint32_t us)
 {
     assert_int_equal(cbt_stream_enqueue(s, sleep_fn, (void *)(uintptr_t)us), CBT_OK);
+}
+
+/* Work that records that the stream tu_reached it. */
+void tu_reached_init(tu_reached *r)
+{
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->hit = 0;
+}
+
+void tu_reached_fini(tu_reached *r)
+{
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->lock);
+}
+
+static void tu_reached_fn(void *arg)
+{
+    tu_reached *r = arg;
+    pthread_mutex_lock(&r->lock);
+    r->hit = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->lock);
+}
+
+void tu_reached_enqueue(tu_reached *r, cbt_stream *s)
+{
+    assert_int_equal(cbt_stream_enqueue(s, tu_reached_fn, r), CBT_OK);
+}
+
+/* Wait (at most 10 s) until the stream has run the tu_reached item. */
+void tu_reached_wait(tu_reached *r)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 10;
+    int rc = 0;
+    pthread_mutex_lock(&r->lock);
+    while (!r->hit && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&r->cv, &r->lock, &dl);
+    int hit = r->hit;
+    pthread_mutex_unlock(&r->lock);
+    if (!hit)
+        fail_msg("the stream did not reach the marked point within 10 s");
+}
+
+/* Position of the nth dispatched event of `type` for `sid` (dispatch order). */
+uint32_t tu_event_pos(cbt_event_type type, const char *sid, uint32_t nth)
+{
+    uint32_t n = tu_event_count(), want = nth;
+    for (uint32_t k = 0; k < n; k++) {
+        const tu_event *e = tu_event_at(k);
+        if (e->type == type && strcmp(e->session, sid) == 0) {
+            if (want == 0)
+                return k;
+            want--;
+        }
+    }
+    fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
+    return UINT32_MAX;
+}
+
+/* Timestamp of the nth dispatched event of `type` for `sid`. */
+uint64_t tu_event_ts(cbt_event_type type, const char *sid, uint32_t nth)
+{
+    const tu_event *e = tu_event_find(type, sid, nth);
+    if (!e)
+        fail_msg("event %s #%u for '%s' was not dispatched", cbt_event_type_name(type), nth, sid);
+    return e->ts;
+}
+
+const cbt_span *tu_need_span(const char *name, const char *sid, uint32_t nth)
+{
+    const cbt_span *s = tu_find(name, sid, nth);
+    if (!s)
+        fail_msg("span %s #%u for '%s' is not in the sink", name, nth, sid);
+    return s;
 }

@@ -10,6 +10,7 @@
 #ifndef CBT_TESTUTIL_H
 #define CBT_TESTUTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -77,6 +78,24 @@ void tu_gate_free(tu_gate *g);
 
 /* Work that sleeps `us` microseconds on the stream (a stand-in kernel). */
 void tu_enqueue_sleep(cbt_stream *s, uint32_t us);
+
+/* Work that records that a stream reached it: enqueue it, then wait (at
+ * most 10 s; the test fails otherwise) until the stream has run it. */
+typedef struct tu_reached {
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    int hit;
+} tu_reached;
+void tu_reached_init(tu_reached *r);
+void tu_reached_fini(tu_reached *r);
+void tu_reached_enqueue(tu_reached *r, cbt_stream *s);
+void tu_reached_wait(tu_reached *r);
+
+/* Dispatch position / timestamp of the nth event of `type` for `sid`, and
+ * the nth span named `name` for `sid`; each fails the test when missing. */
+uint32_t tu_event_pos(cbt_event_type type, const char *sid, uint32_t nth);
+uint64_t tu_event_ts(cbt_event_type type, const char *sid, uint32_t nth);
+const cbt_span *tu_need_span(const char *name, const char *sid, uint32_t nth);
 
 /* Interned name helper (asserts). */
 cbt_name tu_name(const char *s);
