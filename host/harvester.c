@@ -28,11 +28,6 @@
 #define BATCH_MAX 1024u
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
 
-uint64_t cbt_tracer_ticks_to_unix_(cbt_tracer *t, uint64_t ticks)
-{
-    return cbt_clock_to_unix(&t->clock, ticks);
-}
-
 /* Dispatch to the subscribers; with `stamp_ticks` != 0, also record now -
  * stamp as the dispatch lag (done for the oldest event of each round). */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)

@@ -92,7 +92,6 @@ struct cbt_tracer {
     _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 
     cbt_clock_map clock;
-    uint64_t clock_refresh_ticks; /* next refresh due */
     cbt_ids ids;
 
     cbt_span *spans;     /* pool of cfg.span_pool */
@@ -165,8 +164,6 @@ void cbt_ring_cuda_bind_(struct cbt_ring *r);
 /* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
 
-/* Convert raw ticks with the tracer's clock map. Harvester. */
-uint64_t cbt_tracer_ticks_to_unix_(cbt_tracer *t, uint64_t ticks);
 
 /* The harvester thread body. */
 void *cbt_harvester_main_(void *arg);

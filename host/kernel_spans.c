@@ -180,8 +180,8 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
                       uint64_t e_dev, uint64_t tokens, uint64_t user, uint32_t ctas, int incomplete)
 {
     const cbt_ring *r = e->ring;
-    uint64_t start = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, b_dev));
-    uint64_t end = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, e_dev));
+    uint64_t start = cbt_ring_dev_to_unix(r, &t->clock, b_dev);
+    uint64_t end = cbt_ring_dev_to_unix(r, &t->clock, e_dev);
     cbt_span *s = cbt_span_start(t, span_name(e), CBT_SPAN_KIND_INTERNAL,
                                  cbt_span_ctx_valid(&e->parent) ? &e->parent : NULL, start);
     if (k->recent[e->launch_id % RECENT].id == e->launch_id)
@@ -230,8 +230,8 @@ static void cta_to_sinks(cbt_tracer *t, struct cbt_kspans *k, const kl_entry *e,
 {
     cbt_cta_record c;
     const cbt_ring *r = e->ring;
-    c.start_ns = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, rec->t_begin));
-    c.end_ns = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, rec->t_end));
+    c.start_ns = cbt_ring_dev_to_unix(r, &t->clock, rec->t_begin);
+    c.end_ns = cbt_ring_dev_to_unix(r, &t->clock, rec->t_end);
     c.launch_id = rec->launch_id;
     c.cta = rec->cta;
     c.tokens = rec->tokens;

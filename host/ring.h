@@ -15,6 +15,7 @@
 #include "cbt/kernel.h"
 #include "cbt/status.h"
 #include "cbt_ring.h"
+#include "clock.h"
 #include "devclock.h"
 
 enum { CBT_RING_PLACE_HOST = 100 }; /* besides cbt_ring_placement's values */
@@ -32,6 +33,14 @@ typedef struct cbt_ring {
     cbt_devclock clock;
     void *cuda;              /* ring_cuda.cu's state for the CUDA placements */
 } cbt_ring;
+
+/* A device timestamp from this ring's clock in unix-epoch ns: the ring's
+ * device -> host-ticks line, then the tracer's host clock map. */
+static inline uint64_t cbt_ring_dev_to_unix(const cbt_ring *r, const cbt_clock_map *host,
+                                            uint64_t dev_ns)
+{
+    return cbt_clock_to_unix(host, cbt_devclock_to_ticks(&r->clock, dev_ns));
+}
 
 /* A ring in host memory for the CPU backend (capacity: power of two). */
 cbt_status cbt_ring_create_host(uint32_t capacity, double host_ns_per_tick, cbt_ring **out);

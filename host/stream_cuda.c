@@ -157,8 +157,7 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
              * of record order: never a negative elapsed time */
             uint64_t dns = ms > 0.0f ? (uint64_t)((double)ms * 1e6) : 0;
             if (t->cuda_ring && t->cuda_ring->clock.fitted)
-                m->ev.ts = cbt_clock_to_unix(
-                    &t->clock, cbt_devclock_to_ticks(&t->cuda_ring->clock, p->ref_dev + dns));
+                m->ev.ts = cbt_ring_dev_to_unix(t->cuda_ring, &t->clock, p->ref_dev + dns);
             else
                 m->ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + dns;
             cbt_dispatch_(t, &m->ev, 0);

@@ -358,7 +358,7 @@ static void host_ring_clock_agrees(void **state)
         uint64_t dev = cbt_cpu_clock();
         uint64_t now = cbt_clock_unix_now();
         pthread_mutex_lock(&t->lock);
-        uint64_t mapped = cbt_clock_to_unix(&t->clock, cbt_devclock_to_ticks(&r->clock, dev));
+        uint64_t mapped = cbt_ring_dev_to_unix(r, &t->clock, dev);
         pthread_mutex_unlock(&t->lock);
         int64_t d = (int64_t)(mapped - now);
         assert_true(d > -200000 && d < 200000); /* 0.2 ms */
