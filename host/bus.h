@@ -36,6 +36,8 @@ static inline void cbt_event_copy_used_(cbt_event *dst, const cbt_event *src)
     for (uint32_t i = 0; i < n; i++)
         memcpy(&dst->meta[i], &src->meta[i], sizeof(cbt_meta));
     dst->n_meta = (uint8_t)n;
+    if (src->flags & CBT_EVF_TRACE)
+        memcpy(&dst->trace, &src->trace, sizeof src->trace);
 }
 
 typedef struct cbt_bus_item {

@@ -22,7 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbt/blend_metrics.h"
 #include "cbt/cb.h"
+#include "cbt/context.h"
 #include "internal.h"
 
 enum {
@@ -67,7 +69,11 @@ typedef struct cb_child {
 } cb_child;
 
 typedef struct cb_session {
-    cbt_span *root;
+    bool open;        /* CB_REQUEST_START seen and the request not closed yet */
+    bool sampled_out; /* its context said not sampled: no spans, events ignored */
+    cbt_span *root;   /* the cb.request span; NULL when elided (remote parent) */
+    cbt_span_ctx anchor; /* where children without an open parent op nest */
+    int64_t last_fp_hits, last_storage_hits, last_stale; /* from sub-span ENDs, for metrics */
     uint32_t pending; /* GPU ops: CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END */
     uint32_t dropped_starts[OP_COUNT_];
     bool end_seen;
@@ -89,7 +95,7 @@ typedef struct cb_state {
         _Atomic uint64_t children_opened, children_closed, point_events, unmatched_end, no_root;
         _Atomic uint64_t duplicate_request_end, request_end_unknown, sessions_full;
         _Atomic uint64_t children_full, incomplete_at_shutdown;
-        _Atomic uint64_t sessions_live;
+        _Atomic uint64_t sessions_live, roots_remote, sampled_out;
     } c;
 } cb_state;
 
@@ -127,7 +133,7 @@ static bool ended_recently(const cb_state *st)
 
 static void session_maybe_free(cb_state *st, cb_session *s)
 {
-    if (s->end_seen && !s->root && s->n_children == 0 && s->pending == 0) {
+    if (s->end_seen && !s->open && s->n_children == 0 && s->pending == 0) {
         remember_ended(st, s);
         cbt_strtab_remove(&st->sessions, s);
     }
@@ -184,11 +190,48 @@ static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
     copy_root_attrs(root, ev);
 }
 
+static bool has_span_id(const cbt_span_ctx *c)
+{
+    static const uint8_t zero[8];
+    return memcmp(c->span_id, zero, 8) != 0;
+}
+
+/* CB_REQUEST_START. The context it carries (cbt/event.h) decides the root:
+ *   not sampled            no spans for this request (its events are ignored);
+ *   a remote parent        the root is elided: the trace already has its
+ *                          cb.request (the scheduler's), so the server's
+ *                          spans nest under the remote span instead;
+ *   a trace id only        a cb.request root in that trace (Option B);
+ *   none                   a cb.request root whose trace id is derived from
+ *                          the request id, so it still joins the request's
+ *                          trace (Option B without any help from the caller). */
 static void open_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_event *ev)
 {
-    s->root = cbt_span_start(t, CBT_N_CB_REQUEST, CBT_SPAN_KIND_SERVER, NULL, ev->ts);
+    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    s->root = NULL;
+    s->sampled_out = false;
+    memset(&s->anchor, 0, sizeof s->anchor);
+    if (tr && !(tr->parent.trace_flags & 1u)) {
+        s->open = true;
+        s->sampled_out = true;
+        INC(sampled_out);
+        return;
+    }
+    if (tr && has_span_id(&tr->parent)) {
+        s->open = true;
+        s->anchor = tr->parent;
+        INC(roots_remote);
+        return;
+    }
+    s->root = cbt_span_start_for_event(t, CBT_N_CB_REQUEST, CBT_SPAN_KIND_SERVER, NULL, ev);
     if (!s->root)
         return;
+    if (!tr) {
+        cbt_trace_id_from_request(ev->session, ev->session_len, s->root->ctx.trace_id);
+        s->root->ctx.trace_flags = 1;
+    }
+    s->open = true;
+    s->anchor = s->root->ctx;
     set_ids(s->root, ev);
     cbt_span_set_from_event(s->root, ev);
     cbt_registry_put_k_(t, &st->key, CBT_N_CB_REQUEST, &s->root->ctx);
@@ -198,8 +241,11 @@ static void open_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_even
 static void close_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_skey *k,
                        uint64_t end_ns)
 {
-    if (!s->root)
+    if (!s->open)
         return;
+    s->open = false;
+    if (!s->root)
+        return; /* elided or sampled out: nothing to end */
     cbt_registry_remove_k_(t, k, CBT_N_CB_REQUEST, &s->root->ctx);
     cbt_span_end(t, s->root, end_ns);
     s->root = NULL;
@@ -231,7 +277,7 @@ static const cbt_span_ctx *parent_of(const cb_session *s, int op)
         if (p >= 0)
             return &s->children[p].span->ctx;
     }
-    return &s->root->ctx;
+    return &s->anchor;
 }
 
 static cbt_status on_request_start(cb_state *st, cbt_tracer *t, const cbt_event *ev)
@@ -239,15 +285,15 @@ static cbt_status on_request_start(cb_state *st, cbt_tracer *t, const cbt_event 
     cb_session *s = session_create(st, ev);
     if (!s)
         return CBT_ERR_FULL;
-    if (s->end_seen && !s->root) {
+    if (s->end_seen && !s->open) {
         /* the id is reused by a new request after the old one ended */
         s->end_seen = false;
         s->pending = 0;
         memset(s->dropped_starts, 0, sizeof s->dropped_starts);
     }
-    if (!s->root)
+    if (!s->open)
         open_root(st, t, s, ev);
-    if (!s->root) {
+    if (!s->open) {
         if (!s->end_seen && s->n_children == 0 && s->pending == 0)
             cbt_strtab_remove(&st->sessions, s); /* no span: hold no state */
         return CBT_ERR_FULL;
@@ -258,7 +304,7 @@ static cbt_status on_request_start(cb_state *st, cbt_tracer *t, const cbt_event 
 static cbt_status on_submitted(cb_state *st, const cbt_event *ev)
 {
     cb_session *s = session_find(st, ev);
-    if (!s || !s->root) {
+    if (!s || !s->open) {
         INC(no_root);
         return CBT_OK;
     }
@@ -269,8 +315,20 @@ static cbt_status on_submitted(cb_state *st, const cbt_event *ev)
 static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int op)
 {
     cb_session *s = session_find(st, ev);
-    if (!s || !s->root) {
+    if (!s || !s->open) {
         INC(no_root);
+        return CBT_OK;
+    }
+    if (s->sampled_out) {
+        INC(sampled_out);
+        return CBT_OK;
+    }
+    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    if (tr && !(tr->parent.trace_flags & 1u)) {
+        /* this operation's caller sampled it out: no span, and its END is
+         * swallowed like that of a dropped START */
+        INC(sampled_out);
+        s->dropped_starts[op]++;
         return CBT_OK;
     }
     if (s->n_children >= CBT_CB_CHILDREN_MAX) {
@@ -278,7 +336,11 @@ static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int
         s->dropped_starts[op]++;
         return CBT_ERR_FULL;
     }
-    cbt_span *c = cbt_span_start(t, k_op_span[op], CBT_SPAN_KIND_INTERNAL, parent_of(s, op), ev->ts);
+    /* an RPC's server span (cb.lookup, cb.retrieve) with the caller's
+     * context is a remote child: SERVER kind */
+    cbt_span_kind kind = (tr && has_span_id(&tr->parent)) ? CBT_SPAN_KIND_SERVER
+                                                         : CBT_SPAN_KIND_INTERNAL;
+    cbt_span *c = cbt_span_start_for_event(t, k_op_span[op], kind, parent_of(s, op), ev);
     if (!c) {
         s->dropped_starts[op]++;
         return CBT_ERR_FULL;
@@ -309,11 +371,93 @@ static void finish_scatter(cbt_span *sp, const cbt_event *ev)
     cbt_span_set_f64(sp, CBT_N_SCATTER_MS, (double)dur / 1e6);
 }
 
+static const int8_t k_op_hist[OP_COUNT_] = {
+    [OP_LOOKUP] = CBT_BH_LOOKUP,
+    [OP_FP_MATCH] = CBT_BH_FINGERPRINT_MATCH,
+    [OP_COORD_MATCH] = CBT_BH_COORDINATOR_MATCH,
+    [OP_SPARSE_PREFETCH] = CBT_BH_SPARSE_PREFETCH,
+    [OP_CLASSIFY] = -1,
+    [OP_RETRIEVE] = CBT_BH_RETRIEVE,
+    [OP_SCATTER] = CBT_BH_SCATTER,
+    [OP_L2_LOAD] = CBT_BH_L2_LOAD,
+};
+
+static uint64_t nonneg(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
+
+/* lmcache_blend.* (cbt/blend_metrics.h): each ended sub-span feeds its
+ * duration histogram (with itself as the exemplar) and its counters. The
+ * lookup's fingerprint/storage/stale counts are taken from the lookup END
+ * when it carries them, else from the newest sub-span END that did. */
+static void feed_metrics(cb_state *st, cbt_tracer *t, cb_session *s, int op, const cbt_span *sp,
+                         const cbt_event *ev)
+{
+    (void)st;
+    cbt_blend_metrics *m = t->blend;
+    if (!m)
+        return;
+    if (k_op_hist[op] >= 0)
+        cbt_blend_observe(m, (cbt_blend_hist)k_op_hist[op],
+                          (double)(sp->end_ns - sp->start_ns) / 1e6, sp);
+    s->last_fp_hits = cbt_event_get_i64(ev, CBT_N_FINGERPRINT_HITS, s->last_fp_hits);
+    s->last_storage_hits = cbt_event_get_i64(ev, CBT_N_STORAGE_HITS, s->last_storage_hits);
+    s->last_stale = cbt_event_get_i64(ev, CBT_N_STALE_CHUNKS, s->last_stale);
+    switch (op) {
+    case OP_LOOKUP: {
+        const cbt_attr *hit = cbt_span_attr(s->root ? s->root : sp, CBT_N_HIT_TOKENS);
+        cbt_blend_count(m, CBT_BC_LOOKUP_REQUESTS, 1);
+        cbt_blend_count(m, CBT_BC_LOOKUP_REQUESTED_TOKENS,
+                        nonneg(cbt_event_get_i64(ev, CBT_N_REQUESTED_TOKENS, 0)));
+        cbt_blend_count(m, CBT_BC_LOOKUP_HIT_TOKENS, hit ? nonneg(hit->v.i64) : 0);
+        cbt_blend_count(m, CBT_BC_LOOKUP_PREFIX_HIT_TOKENS,
+                        nonneg(cbt_event_get_i64(ev, CBT_N_PREFIX_HIT_TOKENS, 0)));
+        cbt_blend_count(m, CBT_BC_LOOKUP_NON_PREFIX_HIT_TOKENS,
+                        nonneg(cbt_event_get_i64(ev, CBT_N_NON_PREFIX_HIT_TOKENS, 0)));
+        cbt_blend_count(m, CBT_BC_LOOKUP_FINGERPRINT_HITS, nonneg(s->last_fp_hits));
+        cbt_blend_count(m, CBT_BC_LOOKUP_STORAGE_HITS, nonneg(s->last_storage_hits));
+        cbt_blend_count(m, CBT_BC_LOOKUP_STALE_CHUNKS, nonneg(s->last_stale));
+        s->last_fp_hits = s->last_storage_hits = s->last_stale = 0;
+        break;
+    }
+    case OP_RETRIEVE:
+        cbt_blend_count(m, CBT_BC_RETRIEVE_REQUESTS, 1);
+        if (sp->status == CBT_SPAN_STATUS_ERROR)
+            cbt_blend_count(m, CBT_BC_RETRIEVE_FAILURES, 1);
+        break;
+    case OP_SCATTER: {
+        const cbt_attr *a = cbt_span_attr(sp, CBT_N_SCATTERED_TOKENS);
+        const cbt_attr *w = cbt_span_attr(sp, CBT_N_SLOT_WRITES);
+        const cbt_attr *sh = cbt_span_attr(sp, CBT_N_N_SHIFTED_TOKENS);
+        cbt_blend_count(m, CBT_BC_SCATTER_TOKENS, a && a->type == CBT_META_I64 ? nonneg(a->v.i64) : 0);
+        cbt_blend_count(m, CBT_BC_SCATTER_SLOT_WRITES, w && w->type == CBT_META_I64 ? nonneg(w->v.i64) : 0);
+        cbt_blend_count(m, CBT_BC_SHIFTED_TOKENS, sh && sh->type == CBT_META_I64 ? nonneg(sh->v.i64) : 0);
+        break;
+    }
+    case OP_L2_LOAD: {
+        const cbt_attr *c = cbt_span_attr(sp, CBT_N_CHUNKS);
+        const cbt_attr *b = cbt_span_attr(sp, CBT_N_BYTES);
+        cbt_blend_count(m, CBT_BC_L2_LOAD_CHUNKS, c && c->type == CBT_META_I64 ? nonneg(c->v.i64) : 0);
+        cbt_blend_count(m, CBT_BC_L2_LOAD_BYTES, b && b->type == CBT_META_I64 ? nonneg(b->v.i64) : 0);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
 static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int op)
 {
     cb_session *s = session_find(st, ev);
     if (!s) {
         INC(no_root);
+        return CBT_OK;
+    }
+    if (s->sampled_out) {
+        /* no spans; the GPU-op count still decides when the request ends */
+        INC(sampled_out);
+        if (op == OP_RETRIEVE && s->pending > 0)
+            s->pending--;
+        maybe_close(st, t, s);
+        session_maybe_free(st, s);
         return CBT_OK;
     }
     int found = -1;
@@ -342,6 +486,21 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     cbt_span_set_from_event(ch.span, ev);
     if (op == OP_SCATTER)
         finish_scatter(ch.span, ev);
+    const cbt_meta *failed = cbt_event_find(ev, CBT_N_FAILED);
+    if (failed && failed->type == CBT_META_BOOL && failed->v.b)
+        ch.span->status = CBT_SPAN_STATUS_ERROR;
+    /* request-level results: on cb.request, or on the lookup span itself
+     * when the root is elided (the scheduler's root is in another process) */
+    if (op == OP_LOOKUP)
+        set_hit_attrs(s->root ? s->root : ch.span, ev);
+    else if (op == OP_CLASSIFY) {
+        int lk = newest_of(s, OP_LOOKUP);
+        cbt_span *target = s->root ? s->root : lk >= 0 ? s->children[lk].span : NULL;
+        if (target)
+            copy_root_attrs(target, ev);
+    }
+    ch.span->end_ns = ev->ts > ch.span->start_ns ? ev->ts : ch.span->start_ns;
+    feed_metrics(st, t, s, op, ch.span, ev);
     cbt_span_ctx ctx = ch.span->ctx;
     cbt_span_end(t, ch.span, ev->ts);
     INC(children_closed);
@@ -355,11 +514,7 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
             cbt_registry_remove_k_(t, &st->key, k_op_logical[op], &ctx);
     }
 
-    if (op == OP_LOOKUP && s->root)
-        set_hit_attrs(s->root, ev);
-    else if (op == OP_CLASSIFY && s->root)
-        copy_root_attrs(s->root, ev);
-    else if (op == OP_RETRIEVE && s->pending > 0)
+    if (op == OP_RETRIEVE && s->pending > 0)
         s->pending--;
     maybe_close(st, t, s);
     session_maybe_free(st, s);
@@ -373,13 +528,25 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
 static cbt_status on_point(cb_state *st, cbt_tracer *t, const cbt_event *ev, cbt_name name)
 {
     const cbt_span_ctx *parent = NULL;
+    cbt_blend_metrics *m = t->blend;
+    if (name == CBT_N_CB_CHUNKS_EVICTED)
+        cbt_blend_count(m, CBT_BC_CHUNKS_EVICTED, nonneg(cbt_event_get_i64(ev, CBT_N_COUNT, 1)));
+    else if (name == CBT_N_CB_FINGERPRINTS_REGISTERED)
+        cbt_blend_count(m, CBT_BC_FINGERPRINTS_REGISTERED,
+                        nonneg(cbt_event_get_i64(ev, CBT_N_COUNT, 1)));
+    else if (name == CBT_N_CB_RETRIEVE_NOOP)
+        cbt_blend_count(m, CBT_BC_RETRIEVE_NOOPS, 1);
     if (ev->session_len > 0) {
         cb_session *s = session_find(st, ev);
-        if (!s || !s->root) {
+        if (!s || !s->open) {
             INC(no_root);
             return CBT_OK;
         }
-        parent = &s->root->ctx;
+        if (s->sampled_out) {
+            INC(sampled_out);
+            return CBT_OK;
+        }
+        parent = &s->anchor;
     }
     cbt_span *sp = cbt_span_start(t, name, CBT_SPAN_KIND_INTERNAL, parent, ev->ts);
     if (!sp)
@@ -574,6 +741,8 @@ cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
     out->children_full = R(children_full);
     out->incomplete_at_shutdown = R(incomplete_at_shutdown);
     out->sessions_open = R(sessions_live);
+    out->roots_remote = R(roots_remote);
+    out->sampled_out = R(sampled_out);
 #undef R
     return CBT_OK;
 }

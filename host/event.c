@@ -192,3 +192,49 @@ cbt_status cbt_event_type_register(const char *name, cbt_event_type *out)
     *out = (cbt_event_type)count;
     return CBT_OK;
 }
+
+cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent, const uint8_t span_id[8])
+{
+    if (!ev)
+        return CBT_ERR_INVAL;
+    memset(&ev->trace, 0, sizeof ev->trace);
+    if (parent)
+        ev->trace.parent = *parent;
+    if (span_id)
+        memcpy(ev->trace.span_id, span_id, 8);
+    ev->flags |= CBT_EVF_TRACE;
+    return CBT_OK;
+}
+
+cbt_meta cbt_meta_i64(cbt_name key, int64_t v)
+{
+    cbt_meta m = {.key = key, .type = CBT_META_I64};
+    m.v.i64 = v;
+    return m;
+}
+
+cbt_meta cbt_meta_f64(cbt_name key, double v)
+{
+    cbt_meta m = {.key = key, .type = CBT_META_F64};
+    m.v.f64 = v;
+    return m;
+}
+
+cbt_meta cbt_meta_bool(cbt_name key, bool v)
+{
+    cbt_meta m = {.key = key, .type = CBT_META_BOOL};
+    m.v.b = v;
+    return m;
+}
+
+cbt_meta cbt_meta_str(cbt_name key, const char *v)
+{
+    cbt_meta m = {.key = key, .type = CBT_META_NONE};
+    size_t l = v ? strnlen(v, CBT_META_STR_MAX) : CBT_META_STR_MAX;
+    if (l < CBT_META_STR_MAX) {
+        m.type = CBT_META_STR;
+        m.len = (uint8_t)l;
+        memcpy(m.v.str, v, l);
+    }
+    return m;
+}

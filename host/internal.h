@@ -41,6 +41,9 @@ uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
 void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
 void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
 
+/* ---- the pspan subscriber (pspan.c), installed by cbt_init ---- */
+cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out);
+
 /* ---- hashing for session ids ---- */
 uint64_t cbt_hash_bytes(const void *p, size_t n, uint64_t seed);
 
@@ -111,6 +114,10 @@ struct cbt_tracer {
     struct cbt_ring *host_ring; /* CPU backend */
     struct cbt_ring *cuda_ring; /* the current CUDA device, when present */
     struct cbt_kspans *kspans;  /* harvester-owned */
+
+    /* lmcache_blend.* metrics (blend_metrics.c): fed by the CB subscriber,
+     * read by exporters; freed after the sinks */
+    struct cbt_blend_metrics *blend;
     _Atomic uint32_t next_launch_id;
 };
 

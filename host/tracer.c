@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cbt/blend_metrics.h"
 #include "internal.h"
 #include "ring.h"
 
@@ -118,6 +119,7 @@ static void tracer_free(cbt_tracer *t)
     cbt_ring_destroy(t->cuda_ring);
     cbt_strtab_free(&t->reg);
     cbt_spans_free_(t);
+    cbt_blend_metrics_free(t->blend); /* after the sinks: exporters read it last */
     cbt_bus_destroy(&t->bus);
     pthread_cond_destroy(&t->flush_cv);
     pthread_mutex_destroy(&t->lock);
@@ -172,6 +174,7 @@ cbt_status cbt_init(const cbt_config *cfg)
     pthread_cond_init(&t->flush_cv, NULL);
     if ((st = cbt_bus_init(&t->bus, c.queue_capacity)) ||
         (st = cbt_lanes_init_(t)) || (st = cbt_spans_init_(t, c.span_pool)) ||
+        (st = cbt_blend_metrics_create(&t->blend)) ||
         (st = cbt_strtab_init(&t->reg, c.registry_capacity, c.registry_capacity - 1,
                               sizeof(cbt_span_ctx)))) {
         tracer_free(t);
@@ -195,6 +198,14 @@ cbt_status cbt_init(const cbt_config *cfg)
             fprintf(stderr, "cbt: no device ring (%s); kernel spans stay on the CPU backend\n",
                     cbt_strerror(st));
         st = CBT_OK;
+    }
+    {
+        cbt_subscriber ps; /* spans opened by the process itself (cbt/pspan.h) */
+        if ((st = cbt_pspan_subscriber_create_(&ps)) || (st = add_subscriber_locked(t, &ps))) {
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
     }
     if (c.mp_subscriber) {
         cbt_subscriber mp;

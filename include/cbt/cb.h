@@ -49,6 +49,8 @@ typedef struct cbt_cb_stats {
     uint64_t children_full;       /* START dropped: CBT_CB_CHILDREN_MAX open */
     uint64_t incomplete_at_shutdown;
     uint64_t sessions_open;       /* sessions holding state now (after the last event) */
+    uint64_t roots_remote;        /* CB_REQUEST_START with a remote parent: root elided */
+    uint64_t sampled_out;         /* requests and events ignored: their context was not sampled */
 } cbt_cb_stats;
 
 /* Fill *out with a CB subscriber tracking at most `max_sessions` sessions at

@@ -48,7 +48,9 @@ extern "C" {
     /* storage tier */                                                \
     X(L2_LOAD_TASK_SUBMITTED) X(L2_LOAD_TASK_COMPLETED)               \
     /* kernel launches (cbt_launch_begin; cbt/kernel.h) */            \
-    X(KERNEL_LAUNCH)
+    X(KERNEL_LAUNCH)                                                  \
+    /* spans a process opens itself (cbt/pspan.h) */                  \
+    X(SPAN_BEGIN) X(SPAN_END)
 
 typedef uint16_t cbt_event_type;
 
@@ -82,9 +84,35 @@ typedef struct cbt_meta {
     } v;
 } cbt_meta;
 
+/* What a child needs of its parent: W3C-sized ids. All-zero = no parent.
+ * (Spans use it too: cbt/span.h.) */
+typedef struct cbt_span_ctx {
+    uint8_t trace_id[16];
+    uint8_t span_id[8];
+    uint8_t trace_flags; /* bit 0: sampled */
+} cbt_span_ctx;
+
+/* The trace context an event may carry (CBT_EVF_TRACE; cbt_event_trace()).
+ * It is how a process's spans join a trace that another process started:
+ * the server puts the context it extracted from an RPC on the START event of
+ * the span that serves it, and the subscriber opens that span as a remote
+ * child (docs/distributed.md). */
+typedef struct cbt_event_trace {
+    /* The parent. Trace id and span id: the span this event opens is its
+     * child (Option A). Trace id only (span id zero): the span is a root of
+     * that trace (Option B). The sampled bit travels with it. */
+    cbt_span_ctx parent;
+    /* The id the opened span must carry, when the publisher chose it already
+     * (cbt/pspan.h: it was injected into an RPC); zero: drawn at span start. */
+    uint8_t span_id[8];
+    cbt_name name; /* CBT_EV_SPAN_BEGIN: the span's name */
+    uint8_t kind;  /* CBT_EV_SPAN_BEGIN: cbt_span_kind */
+} cbt_event_trace;
+
 /* Event flags. */
 #define CBT_EVF_EXPLICIT_TS 0x1u /* ts was set by the caller; publish keeps it */
 #define CBT_EVF_FROM_STREAM 0x2u /* set by the stream backends: ts is when the stream reached it */
+#define CBT_EVF_TRACE 0x4u       /* ev->trace is set (cbt_event_trace) */
 
 typedef struct cbt_event {
     cbt_event_type type;
@@ -101,6 +129,9 @@ typedef struct cbt_event {
     uint64_t pair;
     char session[CBT_SESSION_MAX];
     cbt_meta meta[CBT_EVENT_META_MAX];
+    /* Valid only with CBT_EVF_TRACE (copied only then, so events without a
+     * context cost nothing more to publish). */
+    cbt_event_trace trace;
 } cbt_event;
 
 /* Initialise `ev` as an event of `type` for `session` (may be NULL or "" for
@@ -117,6 +148,26 @@ cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
 cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
 cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
 cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
+
+/* Attach a trace context: `parent` as in cbt_event_trace.parent (NULL or
+ * all zero: none), `span_id` the id the opened span must carry (NULL: drawn
+ * later). Sets CBT_EVF_TRACE. CBT_ERR_INVAL when `ev` is NULL. */
+cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent, const uint8_t span_id[8]);
+
+/* ev's context when it carries one (CBT_EVF_TRACE), else NULL. */
+static inline const cbt_event_trace *cbt_event_trace_of(const cbt_event *ev)
+{
+    return (ev->flags & CBT_EVF_TRACE) ? &ev->trace : (const cbt_event_trace *)0;
+}
+
+/* Metadata values built in place, for APIs that take an array of them
+ * (cbt/pspan.h). A string that does not fit CBT_META_STR_MAX - 1 bytes gives
+ * a value of type CBT_META_NONE, which those APIs refuse with
+ * CBT_ERR_META_TOO_LONG. */
+cbt_meta cbt_meta_i64(cbt_name key, int64_t v);
+cbt_meta cbt_meta_f64(cbt_name key, double v);
+cbt_meta cbt_meta_bool(cbt_name key, bool v);
+cbt_meta cbt_meta_str(cbt_name key, const char *v);
 
 /* The value stored under `key`, or NULL. */
 const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);

@@ -91,7 +91,28 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(SCATTER_MS, "scatter_ms")                                    \
     X(N_SHIFTED_TOKENS, "n_shifted_tokens")                        \
     X(N_PREFIX_TOKENS, "n_prefix_tokens")                          \
-    X(REASON, "reason")
+    X(REASON, "reason")                                            \
+    /* CacheBlend plugin side: scheduler and worker (cbt/pspan.h) */ \
+    X(CB_SCHEDULE, "cb.schedule")                                  \
+    X(CB_LOOKUP_RPC, "cb.lookup.rpc")                              \
+    X(CB_BUILD_META, "cb.build_meta")                              \
+    X(CB_EXECUTE, "cb.execute")                                    \
+    X(CB_START_LOAD_KV, "cb.start_load_kv")                        \
+    X(CB_MODEL_FORWARD, "cb.model_forward")                        \
+    X(CB_FULL_RECOMP, "cb.full_recomp")                            \
+    X(CB_CHECK, "cb.check")                                        \
+    X(CB_PARTIAL, "cb.partial")                                    \
+    X(N_POLLS, "n_polls")                                          \
+    X(IMP_COUNT, "imp_count")                                      \
+    X(RECOMP_RATIO, "recomp_ratio")                                \
+    X(DISPATCH, "dispatch")                                        \
+    X(IMP_EMPTY, "imp_empty")                                      \
+    X(MODEL, "model")                                              \
+    X(WORLD_SIZE, "world_size")                                    \
+    X(N_PROMPT_TOKENS, "n_prompt_tokens")                          \
+    X(PREFIX_CHUNKS, "prefix_chunks")                              \
+    X(FAILED, "failed")                                            \
+    X(COUNT, "count")
 
 enum {
     CBT_N_NONE_ = 0,

@@ -46,12 +46,7 @@ typedef enum cbt_span_status {
 #define CBT_SPANF_INCOMPLETE 0x1u /* ended by shutdown, not by its END event */
 #define CBT_SPANF_ATTRS_DROPPED 0x2u /* at least one attribute did not fit */
 
-/* What a child needs of its parent: W3C-sized ids. All-zero = no parent. */
-typedef struct cbt_span_ctx {
-    uint8_t trace_id[16];
-    uint8_t span_id[8];
-    uint8_t trace_flags; /* bit 0: sampled */
-} cbt_span_ctx;
+/* cbt_span_ctx (a span's W3C ids) is defined in cbt/event.h: events carry one. */
 
 typedef struct cbt_attr {
     cbt_name key;
@@ -90,6 +85,18 @@ typedef struct cbt_span {
  * exhausted (counted as spans_dropped). Cost: a pool pop and an id draw. */
 cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
                          const cbt_span_ctx *parent, uint64_t start_ns);
+
+/* Open the span that event `ev` starts, honouring the trace context it may
+ * carry (CBT_EVF_TRACE, cbt/event.h):
+ *   - its parent has a span id: the span is that parent's child (a remote
+ *     parent, Option A), whatever `local_parent` says;
+ *   - its parent is a trace id only: with no valid `local_parent`, the span
+ *     is a root of that trace, with its sampled bit (Option B);
+ *   - it names a span id: the span carries it (the publisher injected it);
+ *   - otherwise as cbt_span_start(t, name, kind, local_parent, ev->ts).
+ * NULL when the pool is exhausted. */
+cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                   const cbt_span_ctx *local_parent, const cbt_event *ev);
 
 /* Typed attributes. Setting an existing key overwrites it. A span holds at most
  * CBT_SPAN_ATTR_MAX attributes and CBT_SPAN_STR_ARENA bytes of strings; past

@@ -1,0 +1,120 @@
+/* cbt/pspan.h — spans a process opens and closes itself, with ids known at
+ * once: the plugin side of a CacheBlend request (scheduler and worker).
+ *
+ * The server side builds its spans from events on the harvester thread
+ * (cbt/cb.h, cbt/mp.h); span ids exist only once the harvester has run. A
+ * process that must pass a span's context on — the scheduler putting
+ * cb.lookup.rpc's traceparent into the lookup RPC, the worker putting
+ * cb.start_load_kv's into the retrieve RPC — needs the id at the moment it
+ * sends. A pspan draws its span id on the calling thread, publishes a
+ * CBT_EV_SPAN_BEGIN event carrying (parent, id, name, kind), and later a
+ * CBT_EV_SPAN_END with the same id; the pspan subscriber that cbt_init()
+ * installs turns the pair into one span. So:
+ *
+ *   cbt_trace_context tc;                      // the request's root decision
+ *   cbt_context_begin(NULL, NULL, rid, len, &sampler, &tc, NULL);
+ *   cbt_pspan req, sched, rpc;
+ *   cbt_pspan_begin(&req, CBT_N_CB_REQUEST, CBT_SPAN_KIND_SERVER, rid, &tc.ctx, NULL, 0);
+ *   cbt_pspan_begin(&sched, CBT_N_CB_SCHEDULE, CBT_SPAN_KIND_INTERNAL, rid, &req.ctx, NULL, 0);
+ *   cbt_pspan_begin(&rpc, CBT_N_CB_LOOKUP_RPC, CBT_SPAN_KIND_CLIENT, rid, &sched.ctx, NULL, 0);
+ *   cbt_traceparent_format(&rpc.ctx, tp);      // into the RPC's trace_context
+ *   ...
+ *   cbt_meta m[] = {cbt_meta_i64(CBT_N_N_POLLS, polls)};
+ *   cbt_pspan_end(&rpc, m, 1);
+ *
+ * The seed's plugin tree (cacheblend-v3-observability §2) and its names:
+ *   cb.request        scheduler root      model, world_size, n_prompt_tokens
+ *   cb.schedule       scheduler
+ *   cb.lookup.rpc     scheduler, CLIENT   n_polls   (server: cb.lookup under it)
+ *   cb.build_meta     scheduler
+ *   cb.execute        worker              parent: cb.request, via the metadata
+ *   cb.start_load_kv  worker, CLIENT      (server: cb.retrieve under it)
+ *   cb.model_forward  worker
+ *   cb.full_recomp    worker, GPU         cbt_pspan_begin_on / _end_on
+ *   cb.check          worker, GPU         imp_count, recomp_ratio
+ *   cb.partial        worker, GPU         dispatch ("flex" | "unified"), imp_empty
+ * The GPU ones are timed by the stream: their BEGIN/END are published with
+ * cbt_publish_on_stream(), so a CUDA stream stamps them with CUDA events and
+ * the CPU backend's worker thread with the time it reached them.
+ *
+ * Parents. `parent` is any context: a pspan of this process (&p.ctx), one
+ * extracted from an RPC (tc.ctx with tc.remote), or the request's derived
+ * trace (tc.ctx from cbt_context_begin without a remote parent: trace id only,
+ * span id zero: the span is a root of that trace). NULL: a root whose trace
+ * id is derived from request_id (Option B) and sampled. Every span carries
+ * request_id as an attribute.
+ *
+ * Sampling. A pspan follows its parent's sampled bit. Sampled out, begin and
+ * end publish nothing and draw nothing: ctx is the parent's ids with the
+ * sampled bit clear, so the decision still travels in a traceparent, and the
+ * cost is one branch (bench_publish "pspan_sampled_out").
+ *
+ * Thread safety: a pspan is a plain value owned by its caller; begin and end
+ * may run on different threads. Ids come from a per-thread generator seeded
+ * from the OS. With cbt not initialised, begin still fills ctx (so contexts
+ * keep flowing) and returns CBT_ERR_NOT_INITIALIZED.
+ */
+#ifndef CBT_PSPAN_H
+#define CBT_PSPAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include "cbt/event.h"
+#include "cbt/span.h"
+#include "cbt/status.h"
+#include "cbt/stream.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cbt_pspan {
+    cbt_span_ctx ctx;     /* this span's ids: format it into the RPCs it makes */
+    char request_id[CBT_SESSION_MAX];
+    cbt_name name;
+    uint8_t open;         /* 1 between a successful begin and its end */
+    uint8_t sampled;      /* 0: begin/end publish nothing */
+    cbt_stream *stream;   /* begun with _begin_on: the stream that times it */
+} cbt_pspan;
+
+/* Open a span now (timed on the CPU). meta[0..n_meta) become attributes
+ * (at most CBT_EVENT_META_MAX - 1: request_id takes one slot). Errors:
+ * CBT_ERR_INVAL (NULL s, name 0, n_meta too large, meta NULL with n_meta),
+ * CBT_ERR_SESSION_TOO_LONG, CBT_ERR_META_TOO_LONG (a cbt_meta_str that did
+ * not fit), CBT_ERR_NOT_INITIALIZED, or the publish's status (CBT_ERR_FULL:
+ * dropped and counted). s->ctx is valid whenever the arguments were. */
+cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
+                           const char *request_id, const cbt_span_ctx *parent,
+                           const cbt_meta *meta, uint32_t n_meta);
+
+/* Close it now; meta adds attributes (a bool "failed" = true also marks the
+ * span's status ERROR). CBT_ERR_INVAL when s was not open. Closing a
+ * sampled-out span is CBT_OK and publishes nothing. */
+cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
+
+/* The same, timed by `st`: the begin and end happen when the stream reaches
+ * them (CUDA events on a CUDA stream). End a span begun on a stream with
+ * cbt_pspan_end_on on the same stream. */
+cbt_status cbt_pspan_begin_on(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_kind kind,
+                              const char *request_id, const cbt_span_ctx *parent,
+                              const cbt_meta *meta, uint32_t n_meta);
+cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
+
+/* A fresh non-zero span id from the calling thread's generator. */
+void cbt_pspan_new_id(uint8_t out[8]);
+
+/* What the pspan subscriber saw (the process-wide tracer's). */
+typedef struct cbt_pspan_stats {
+    uint64_t opened, closed;
+    uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
+    uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
+    uint64_t table_full;             /* BEGIN dropped: too many open pspans (4096) */
+    uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
+    uint64_t incomplete_at_shutdown;
+} cbt_pspan_stats;
+cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_PSPAN_H */
