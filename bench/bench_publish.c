@@ -6,6 +6,8 @@
  *   publish_on      ns per cbt_publish() of a prepared event, tracer running
  *   build_publish   ns per cbt_event_init + 2 metadata values + cbt_publish
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
+ *   sampled_out     ns per request-sampled check that skips a publish
+ *   pspan_*         ns per cbt_pspan_begin + cbt_pspan_end, sampled out / in
  *   stamp_*         ns per timestamp read: rdtsc, rdtscp (what a publish
  *                   uses, clock.h), clock_gettime(CLOCK_REALTIME)
  *   pipeline        events/s through bus + harvester + MP subscriber + span
@@ -25,6 +27,7 @@
 #include "bench_util.h"
 #include "cbt.h"
 #include "cbt/context.h"
+#include "cbt/pspan.h"
 
 static uint64_t g_spans;
 static cbt_status count_span(void *ctx, const cbt_span *s)
@@ -127,6 +130,47 @@ static double bench_sampled_out(int rounds, long per_round)
     if (sink || m.published)
         fprintf(stderr, "bench: a sampled-out request published something\n");
     cbt_shutdown();
+    double med = median(r, rounds);
+    free(r);
+    return med;
+}
+
+/* ns per pspan begin + end pair (cbt/pspan.h), the plugin side's spans:
+ * sampled out (the parent's flag is clear: no id drawn, nothing published)
+ * and sampled in (an id drawn, two events with their trace block queued). */
+static double bench_pspan(int rounds, long per_round, int sampled, int tracer)
+{
+    if (tracer)
+        start_tracer(16384);
+    double *r = calloc((size_t)rounds, sizeof *r);
+    cbt_span_ctx parent;
+    memset(&parent, 0, sizeof parent);
+    for (int i = 0; i < 16; i++)
+        parent.trace_id[i] = (uint8_t)(i + 1);
+    for (int i = 0; i < 8; i++)
+        parent.span_id[i] = (uint8_t)(i + 7);
+    parent.trace_flags = sampled ? 1 : 0;
+    uint64_t fails = 0;
+    for (int k = 0; k < rounds; k++) {
+        double t0 = now_s();
+        for (long i = 0; i < per_round; i++) {
+            cbt_pspan p;
+            fails += cbt_pspan_begin(&p, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "req-1", &parent,
+                                     NULL, 0) != CBT_OK;
+            fails += cbt_pspan_end(&p, NULL, 0) != CBT_OK;
+        }
+        r[k] = (now_s() - t0) * 1e9 / (double)per_round;
+        if (sampled)
+            cbt_flush(10000);
+    }
+    cbt_metrics m = {0};
+    cbt_metrics_get(&m);
+    if (!sampled && m.published)
+        fprintf(stderr, "bench: a sampled-out pspan published something\n");
+    if (fails && !sampled)
+        fprintf(stderr, "bench: %llu pspan calls failed\n", (unsigned long long)fails);
+    if (tracer)
+        cbt_shutdown();
     double med = median(r, rounds);
     free(r);
     return med;
@@ -314,6 +358,9 @@ int main(int argc, char **argv)
     double build = bench_publish_on(rounds, PER_ROUND, 1);
     double off = bench_publish_off(rounds, quick ? 10000000L : 100000000L);
     double sampled_out = bench_sampled_out(rounds, quick ? 10000000L : 100000000L);
+    double pspan_out = bench_pspan(rounds, quick ? 1000000L : 10000000L, 0, 1);
+    double pspan_off = bench_pspan(rounds, quick ? 1000000L : 10000000L, 1, 0);
+    double pspan_in = bench_pspan(rounds, 4096, 1, 1);
     uint64_t dropped = 0;
     g_spans = 0;
     int reqs = quick ? 50000 : 200000;
@@ -330,6 +377,12 @@ int main(int argc, char **argv)
     printf("publish_off    %8.2f ns/call    (no tracer: one branch; target <= 2)\n", off);
     printf("sampled_out    %8.2f ns/event   (tracer running, request sampled out: one flag test)\n",
            sampled_out);
+    printf("pspan_sampled_out %5.2f ns/span   (cbt_pspan_begin + end, parent sampled out: "
+           "nothing published)\n", pspan_out);
+    printf("pspan_off         %5.2f ns/span   (cbt_pspan_begin + end, no tracer: the context "
+           "is still made)\n", pspan_off);
+    printf("pspan_sampled_in  %5.2f ns/span   (cbt_pspan_begin + end, 2 events queued)\n",
+           pspan_in);
     printf("pipeline       %8.2f M events/s (producer + harvester end to end, 2 threads)\n",
            eps / 1e6);
     printf("harvester busy %8.2f M events/s (per busy second of the harvester while the "

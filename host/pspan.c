@@ -97,6 +97,20 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
 {
     if (!s)
         return CBT_ERR_INVAL;
+    /* the sampled-out fast path: the parent's flag is clear and it names a
+     * span, so the context to pass on is the parent's own ids; nothing else
+     * is looked at, copied or published */
+    if (parent && !(parent->trace_flags & CBT_TRACE_FLAG_SAMPLED) && name != 0 &&
+        cbt_span_ctx_valid(parent)) {
+        s->ctx = *parent;
+        s->ctx.trace_flags &= CBT_TRACE_FLAGS_KNOWN;
+        s->request_id[0] = '\0';
+        s->name = name;
+        s->open = 1;
+        s->sampled = 0;
+        s->stream = st;
+        return CBT_OK;
+    }
     memset(s, 0, sizeof *s);
     if (name == 0 || n_meta > CBT_EVENT_META_MAX - 1 || (n_meta && !meta))
         return CBT_ERR_INVAL;
@@ -169,12 +183,15 @@ cbt_status cbt_pspan_begin_on(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_s
 
 static cbt_status end(cbt_pspan *s, bool on_stream, const cbt_meta *meta, uint32_t n_meta)
 {
-    if (!s || !s->open || (s->stream != NULL) != on_stream || n_meta > CBT_EVENT_META_MAX ||
-        (n_meta && !meta))
+    if (!s || !s->open || (s->stream != NULL) != on_stream)
+        return CBT_ERR_INVAL;
+    if (!s->sampled) {
+        s->open = 0;
+        return CBT_OK;
+    }
+    if (n_meta > CBT_EVENT_META_MAX || (n_meta && !meta))
         return CBT_ERR_INVAL;
     s->open = 0;
-    if (!s->sampled)
-        return CBT_OK;
     cbt_event ev;
     cbt_status rc = cbt_event_init(&ev, CBT_EV_SPAN_END, s->request_id);
     if (rc)
