@@ -7,7 +7,8 @@
  * possibly on another thread), SUBMITTED and other point events become marks
  * (nvtxDomainMarkEx). Categories: 1 "mp" (MP_*), 2 "cb" (CB_*, L2_*),
  * 3 "kernel" (KERNEL_LAUNCH); program-registered types are marks without a
- * category.
+ * category. A pspan (cbt/pspan.h: SPAN_BEGIN/SPAN_END) is a range in "cb"
+ * named by its span name, paired by its span id.
  *
  * Timing. Nsight stamps a range when the NVTX call is made, i.e. at publish
  * time. For cbt_publish that is the time cbt's span uses too. For
@@ -82,6 +83,7 @@ enum {
     SP_CB_SPARSE_PREFETCH,
     SP_CB_CLASSIFY,
     SP_CB_SCATTER,
+    SP_PSPAN, /* cbt/pspan.h: the name travels in the event (no registered string) */
     SP_COUNT_
 };
 
@@ -89,7 +91,7 @@ static const char *const k_span_name[SP_COUNT_] = {
     "request",         "mp.lookup_prefetch",   "mp.store",
     "mp.retrieve",     "cb.request",           "cb.lookup",
     "cb.retrieve",     "cb.fingerprint_match", "cb.coordinator_match",
-    "cb.sparse_prefetch", "cb.classify",       "cb.scatter",
+    "cb.sparse_prefetch", "cb.classify",       "cb.scatter",        NULL,
 };
 
 enum { ROLE_MARK = 0, ROLE_START = 1, ROLE_END = 2 };
@@ -119,6 +121,8 @@ static ev_class classify(cbt_event_type type)
         R_(CB_CLASSIFY_START, CB_CLASSIFY_END, SP_CB_CLASSIFY, CAT_CB)
         R_(CB_SCATTER_START, CB_SCATTER_END, SP_CB_SCATTER, CAT_CB)
     case CBT_EV_KERNEL_LAUNCH: return (ev_class){ROLE_MARK, 0, CAT_KERNEL};
+    case CBT_EV_SPAN_BEGIN: return (ev_class){ROLE_START, SP_PSPAN, CAT_CB};
+    case CBT_EV_SPAN_END: return (ev_class){ROLE_END, SP_PSPAN, CAT_CB};
     default: break;
     }
 #undef R_
@@ -151,7 +155,8 @@ static cbt_status nvtx_globals_init(void)
         return st;
     g_domain = nvtxDomainCreateA("cbt");
     for (int i = 0; i < SP_COUNT_; i++)
-        g_span_str[i] = nvtxDomainRegisterStringA(g_domain, k_span_name[i]);
+        if (k_span_name[i])
+            g_span_str[i] = nvtxDomainRegisterStringA(g_domain, k_span_name[i]);
     for (int c = 1; c < CAT_COUNT_; c++)
         nvtxDomainNameCategoryA(g_domain, (uint32_t)c, k_cat_name[c]);
     g_nvtx_ready = 1;
@@ -283,7 +288,12 @@ static void range_start(nvtx_state *s, cbt_event *ev, ev_class c)
     uint64_t rid = atomic_fetch_add_explicit(&g_next_range_id, 1, memory_order_relaxed) + 1;
     a.payloadType = NVTX_PAYLOAD_TYPE_UNSIGNED_INT64;
     a.payload.ullValue = rid;
-    set_message(&a, msg, sizeof msg, k_span_name[c.span], g_span_str[c.span], ev);
+    if (c.span == SP_PSPAN) {
+        const char *nm = ev->flags & CBT_EVF_TRACE ? cbt_name_str(ev->trace.name) : NULL;
+        set_message(&a, msg, sizeof msg, nm ? nm : "pspan", NULL, ev);
+    } else {
+        set_message(&a, msg, sizeof msg, k_span_name[c.span], g_span_str[c.span], ev);
+    }
     uint64_t h = key_hash(ev, c.span);
 
     pthread_mutex_lock(&s->lock);
@@ -374,6 +384,13 @@ static void nvtx_hook(void *ctx, cbt_event *ev, int on_stream)
     (void)on_stream; /* same treatment: NVTX stamps the publish either way */
     nvtx_state *s = ctx;
     ev_class c = classify(ev->type);
+    if (c.span == SP_PSPAN && c.role != ROLE_MARK) {
+        /* a pspan's BEGIN and END pair by its span id, exactly; the pspan
+         * subscriber pairs by the id too and ignores `pair` */
+        if (!(ev->flags & CBT_EVF_TRACE))
+            return;
+        memcpy(&ev->pair, ev->trace.span_id, sizeof ev->pair);
+    }
     switch (c.role) {
     case ROLE_START: range_start(s, ev, c); break;
     case ROLE_END: range_end(s, ev, c); break;

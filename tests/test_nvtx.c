@@ -20,6 +20,7 @@
 #include "testutil.h"
 #include "nvtx.h"
 #include "nvtx_inject.h"
+#include "cbt/pspan.h"
 
 #define NVTX_NO_IMPL /* only the enum values */
 #define NVTX_AS_SYSTEM_HEADER 1
@@ -471,6 +472,40 @@ static void reenable_new_tracer(void **state)
     tu_stop();
 }
 
+/* pspans (cbt/pspan.h): ranges named by the span, nested as begun, and two
+ * pspans of one name and request ended out of order pair by their ids. */
+static void pspans(void **state)
+{
+    (void)state;
+    start_enabled();
+    cbt_pspan ex, a, b;
+    assert_int_equal(cbt_pspan_begin(&ex, CBT_N_CB_EXECUTE, CBT_SPAN_KIND_INTERNAL, "p1", NULL,
+                                     NULL, 0), CBT_OK);
+    assert_int_equal(cbt_pspan_begin(&a, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "p1", &ex.ctx,
+                                     NULL, 0), CBT_OK);
+    assert_int_equal(cbt_pspan_begin(&b, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "p1", &ex.ctx,
+                                     NULL, 0), CBT_OK);
+    assert_int_equal(cbt_pspan_end(&b, NULL, 0), CBT_OK); /* the newer one first */
+    assert_int_equal(cbt_pspan_end(&a, NULL, 0), CBT_OK);
+    assert_int_equal(cbt_pspan_end(&ex, NULL, 0), CBT_OK);
+    tu_flush();
+    const nvtx_log_range *e = one_range("cb.execute p1", 2);
+    assert_int_equal(count_ranges("cb.check p1"), 2);
+    const nvtx_log_range *r0 = range_at("cb.check p1", 0), *r1 = range_at("cb.check p1", 1);
+    assert_true(r0->ended && r1->ended);
+    /* id pairing, not first-in first-out: the range begun second ended first */
+    const nvtx_log_range *first = r0->start_seq < r1->start_seq ? r0 : r1;
+    const nvtx_log_range *second = first == r0 ? r1 : r0;
+    assert_true(second->end_seq < first->end_seq);
+    assert_nested(e, first);
+    assert_nested(e, second);
+    /* the span in the trace carries the range's payload, as the MP spans do */
+    const cbt_span *sp = tu_find("cb.execute", NULL, 0);
+    assert_non_null(sp);
+    assert_int_equal(tu_attr_i64(sp, "nvtx.range_id"), (int64_t)e->payload);
+    tu_stop();
+}
+
 #define T(f) cmocka_unit_test_teardown(f, tu_teardown)
 
 int main(void)
@@ -490,6 +525,7 @@ int main(void)
         T(meta_full),
         T(table_full),
         T(reenable_new_tracer),
+        T(pspans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
