@@ -20,6 +20,34 @@
  * ignored: unlike the MP path there is no lazy root.
  * START/END pair on (session, operation, event.pair), first-in first-out, as
  * in cbt/mp.h. Every span carries session_id and request_id (the session id).
+ *
+ * Joining the request's distributed trace (docs/distributed.md). The server
+ * extracts the caller's traceparent (cbt_context_begin) and attaches the
+ * result to the START events of the spans that serve the RPC
+ * (cbt_event_trace_set(&ev, &tc.ctx, NULL) on CB_REQUEST_START,
+ * CB_LOOKUP_START, CB_RETRIEVE_START):
+ *   - a remote parent (Option A) on CB_REQUEST_START: the server's cb.request
+ *     is elided — the trace already has its root, the scheduler's — and the
+ *     spans that would have nested under it nest under that remote span; the
+ *     request-level attributes (hit_rate, hit_tokens, prefix_*, ...) go on
+ *     cb.lookup instead. The session and the V3 close rule work as before.
+ *   - a remote parent on CB_LOOKUP_START / CB_RETRIEVE_START: that span is a
+ *     SERVER-kind child of the caller's span (cb.lookup.rpc,
+ *     cb.start_load_kv), not of cb.request;
+ *   - a trace id without a span id (Option B): cb.request is a root of that
+ *     trace; no context at all: a root of the trace derived from the
+ *     request id (cbt_trace_id_from_request), so the server's spans still
+ *     land in the request's trace, as siblings of the other processes';
+ *   - a context whose sampled flag is clear: the request is sampled out and
+ *     none of its events builds a span (counted in sampled_out). A server
+ *     that skips publishing for such requests (cbt_context_sampled) pays
+ *     nothing at all; this is the safety net.
+ * Ending sub-spans also feeds the lmcache_blend.* metrics
+ * (cbt/blend_metrics.h): durations with the span as exemplar, token and
+ * chunk counters from the END events' metadata. A CB_RETRIEVE_END (or any
+ * sub-span END) with the bool "failed" = true marks the span ERROR and counts
+ * a retrieve failure; point events count chunks_evicted /
+ * fingerprints_registered by their "count" value (1 when absent).
  */
 #ifndef CBT_CB_H
 #define CBT_CB_H
