@@ -73,6 +73,9 @@ typedef struct cb_session {
     bool sampled_out; /* its context said not sampled: no spans, events ignored */
     cbt_span *root;   /* the cb.request span; NULL when elided (remote parent) */
     cbt_span_ctx anchor; /* where children without an open parent op nest */
+    cbt_span_ctx anchor_reg; /* what register_anchor put under "cb.request" */
+    bool anchor_registered;
+    uint32_t op_dropped_out; /* bit per op: a sampled-out START of it is still open */
     int64_t last_fp_hits, last_storage_hits, last_stale; /* from sub-span ENDs, for metrics */
     uint32_t pending; /* GPU ops: CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END */
     uint32_t dropped_starts[OP_COUNT_];
@@ -176,13 +179,18 @@ static void copy_root_attrs(cbt_span *root, const cbt_event *ev)
  * ranges are disjoint) when either component is given, else the event's
  * hit_tokens; hit_rate = hit_tokens / requested_tokens, 0.0 when requested
  * is 0. */
-static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
+static int64_t hit_tokens_of(const cbt_event *ev)
 {
     const cbt_meta *ph = cbt_event_find(ev, CBT_N_PREFIX_HIT_TOKENS);
     const cbt_meta *nph = cbt_event_find(ev, CBT_N_NON_PREFIX_HIT_TOKENS);
-    int64_t hit = (ph || nph) ? cbt_event_get_i64(ev, CBT_N_PREFIX_HIT_TOKENS, 0) +
-                                    cbt_event_get_i64(ev, CBT_N_NON_PREFIX_HIT_TOKENS, 0)
-                              : cbt_event_get_i64(ev, CBT_N_HIT_TOKENS, 0);
+    return (ph || nph) ? cbt_event_get_i64(ev, CBT_N_PREFIX_HIT_TOKENS, 0) +
+                             cbt_event_get_i64(ev, CBT_N_NON_PREFIX_HIT_TOKENS, 0)
+                       : cbt_event_get_i64(ev, CBT_N_HIT_TOKENS, 0);
+}
+
+static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
+{
+    int64_t hit = hit_tokens_of(ev);
     int64_t req = cbt_event_get_i64(ev, CBT_N_REQUESTED_TOKENS, 0);
     cbt_span_set_i64(root, CBT_N_HIT_TOKENS, hit);
     cbt_span_set_i64(root, CBT_N_REQUESTED_TOKENS, req);
@@ -196,6 +204,32 @@ static bool has_span_id(const cbt_span_ctx *c)
     return memcmp(c->span_id, zero, 8) != 0;
 }
 
+/* The event's context, when it names a trace; a trace block whose parent is
+ * all zero (cbt_event_trace_set(ev, NULL, id)) carries no context at all. */
+static const cbt_span_ctx *ctx_of(const cbt_event *ev)
+{
+    static const uint8_t zero[16];
+    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    return tr && memcmp(tr->parent.trace_id, zero, 16) != 0 ? &tr->parent : NULL;
+}
+
+/* Register the context children and kernel spans of the session nest under,
+ * for a root that is elided or sampled out: kernel_spans.c finds it under
+ * "cb.request" (a sampled-out one by its clear flag, and drops the kernel
+ * span). A trace id without a span id gets a marker span id: the entry only
+ * has to be valid, it is never exported. */
+static void register_anchor(cb_state *st, cbt_tracer *t, cb_session *s)
+{
+    cbt_span_ctx c = s->anchor;
+    if (!has_span_id(&c))
+        memcpy(c.span_id, c.trace_id + 8, 8);
+    if (!has_span_id(&c))
+        c.span_id[7] = 1;
+    s->anchor_reg = c;
+    s->anchor_registered = true;
+    cbt_registry_put_k_(t, &st->key, CBT_N_CB_REQUEST, &c);
+}
+
 /* CB_REQUEST_START. The context it carries (cbt/event.h) decides the root:
  *   not sampled            no spans for this request (its events are ignored);
  *   a remote parent        the root is elided: the trace already has its
@@ -207,26 +241,31 @@ static bool has_span_id(const cbt_span_ctx *c)
  *                          trace (Option B without any help from the caller). */
 static void open_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_event *ev)
 {
-    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    const cbt_span_ctx *ctx = ctx_of(ev);
     s->root = NULL;
     s->sampled_out = false;
+    s->anchor_registered = false;
+    s->op_dropped_out = 0;
     memset(&s->anchor, 0, sizeof s->anchor);
-    if (tr && !(tr->parent.trace_flags & 1u)) {
+    if (ctx && !(ctx->trace_flags & 1u)) {
         s->open = true;
         s->sampled_out = true;
+        s->anchor = *ctx;
+        register_anchor(st, t, s);
         INC(sampled_out);
         return;
     }
-    if (tr && has_span_id(&tr->parent)) {
+    if (ctx && has_span_id(ctx)) {
         s->open = true;
-        s->anchor = tr->parent;
+        s->anchor = *ctx;
+        register_anchor(st, t, s);
         INC(roots_remote);
         return;
     }
     s->root = cbt_span_start_for_event(t, CBT_N_CB_REQUEST, CBT_SPAN_KIND_SERVER, NULL, ev);
     if (!s->root)
         return;
-    if (!tr) {
+    if (!ctx) {
         cbt_trace_id_from_request(ev->session, ev->session_len, s->root->ctx.trace_id);
         s->root->ctx.trace_flags = 1;
     }
@@ -244,6 +283,10 @@ static void close_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_ske
     if (!s->open)
         return;
     s->open = false;
+    if (s->anchor_registered) {
+        cbt_registry_remove_k_(t, k, CBT_N_CB_REQUEST, &s->anchor_reg);
+        s->anchor_registered = false;
+    }
     if (!s->root)
         return; /* elided or sampled out: nothing to end */
     cbt_registry_remove_k_(t, k, CBT_N_CB_REQUEST, &s->root->ctx);
@@ -323,12 +366,17 @@ static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int
         INC(sampled_out);
         return CBT_OK;
     }
-    const cbt_event_trace *tr = cbt_event_trace_of(ev);
-    if (tr && !(tr->parent.trace_flags & 1u)) {
-        /* this operation's caller sampled it out: no span, and its END is
+    const cbt_span_ctx *ctx = ctx_of(ev);
+    bool parent_out = k_op_parents[op][0] >= 0 &&
+                      (s->op_dropped_out >> k_op_parents[op][0]) & 1u &&
+                      newest_of(s, k_op_parents[op][0]) < 0;
+    if ((ctx && !(ctx->trace_flags & 1u)) || parent_out) {
+        /* this operation's caller sampled it out (or its parent operation
+         * was): no span, its sub-operations neither, and its END is
          * swallowed like that of a dropped START */
         INC(sampled_out);
         s->dropped_starts[op]++;
+        s->op_dropped_out |= 1u << op;
         return CBT_OK;
     }
     if (s->n_children >= CBT_CB_CHILDREN_MAX) {
@@ -338,8 +386,7 @@ static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int
     }
     /* an RPC's server span (cb.lookup, cb.retrieve) with the caller's
      * context is a remote child: SERVER kind */
-    cbt_span_kind kind = (tr && has_span_id(&tr->parent)) ? CBT_SPAN_KIND_SERVER
-                                                         : CBT_SPAN_KIND_INTERNAL;
+    cbt_span_kind kind = (ctx && has_span_id(ctx)) ? CBT_SPAN_KIND_SERVER : CBT_SPAN_KIND_INTERNAL;
     cbt_span *c = cbt_span_start_for_event(t, k_op_span[op], kind, parent_of(s, op), ev);
     if (!c) {
         s->dropped_starts[op]++;
@@ -384,30 +431,48 @@ static const int8_t k_op_hist[OP_COUNT_] = {
 
 static uint64_t nonneg(int64_t v) { return v > 0 ? (uint64_t)v : 0; }
 
-/* lmcache_blend.* (cbt/blend_metrics.h): each ended sub-span feeds its
- * duration histogram (with itself as the exemplar) and its counters. The
- * lookup's fingerprint/storage/stale counts are taken from the lookup END
- * when it carries them, else from the newest sub-span END that did. */
-static void feed_metrics(cb_state *st, cbt_tracer *t, cb_session *s, int op, const cbt_span *sp,
+/* An integer the operation reported: the span's attribute when there is a
+ * span (it holds both events' values and the mirrored names), else the END
+ * event's value; 0 when absent. */
+static int64_t val_of(const cbt_span *sp, const cbt_event *ev, cbt_name key)
+{
+    if (sp) {
+        const cbt_attr *a = cbt_span_attr(sp, key);
+        return a && a->type == CBT_META_I64 ? a->v.i64 : 0;
+    }
+    return cbt_event_get_i64(ev, key, 0);
+}
+
+static bool failed_end(const cbt_event *ev)
+{
+    const cbt_meta *f = cbt_event_find(ev, CBT_N_FAILED);
+    return f && f->type == CBT_META_BOOL && f->v.b;
+}
+
+/* lmcache_blend.* (cbt/blend_metrics.h). Counters are always on: every
+ * operation END feeds them, whether or not it has a span (sampled out, or its
+ * START dropped), from the span's attributes or else the END's values. A span
+ * also feeds its duration histogram, as that bucket's exemplar. The lookup's
+ * fingerprint/storage/stale counts are taken from the lookup END when it
+ * carries them, else from the newest sub-operation END that did. */
+static void feed_metrics(cbt_tracer *t, cb_session *s, int op, const cbt_span *sp,
                          const cbt_event *ev)
 {
-    (void)st;
     cbt_blend_metrics *m = t->blend;
     if (!m)
         return;
-    if (k_op_hist[op] >= 0)
+    if (sp && k_op_hist[op] >= 0)
         cbt_blend_observe(m, (cbt_blend_hist)k_op_hist[op],
                           (double)(sp->end_ns - sp->start_ns) / 1e6, sp);
     s->last_fp_hits = cbt_event_get_i64(ev, CBT_N_FINGERPRINT_HITS, s->last_fp_hits);
     s->last_storage_hits = cbt_event_get_i64(ev, CBT_N_STORAGE_HITS, s->last_storage_hits);
     s->last_stale = cbt_event_get_i64(ev, CBT_N_STALE_CHUNKS, s->last_stale);
     switch (op) {
-    case OP_LOOKUP: {
-        const cbt_attr *hit = cbt_span_attr(s->root ? s->root : sp, CBT_N_HIT_TOKENS);
+    case OP_LOOKUP:
         cbt_blend_count(m, CBT_BC_LOOKUP_REQUESTS, 1);
         cbt_blend_count(m, CBT_BC_LOOKUP_REQUESTED_TOKENS,
                         nonneg(cbt_event_get_i64(ev, CBT_N_REQUESTED_TOKENS, 0)));
-        cbt_blend_count(m, CBT_BC_LOOKUP_HIT_TOKENS, hit ? nonneg(hit->v.i64) : 0);
+        cbt_blend_count(m, CBT_BC_LOOKUP_HIT_TOKENS, nonneg(hit_tokens_of(ev)));
         cbt_blend_count(m, CBT_BC_LOOKUP_PREFIX_HIT_TOKENS,
                         nonneg(cbt_event_get_i64(ev, CBT_N_PREFIX_HIT_TOKENS, 0)));
         cbt_blend_count(m, CBT_BC_LOOKUP_NON_PREFIX_HIT_TOKENS,
@@ -417,28 +482,24 @@ static void feed_metrics(cb_state *st, cbt_tracer *t, cb_session *s, int op, con
         cbt_blend_count(m, CBT_BC_LOOKUP_STALE_CHUNKS, nonneg(s->last_stale));
         s->last_fp_hits = s->last_storage_hits = s->last_stale = 0;
         break;
-    }
     case OP_RETRIEVE:
         cbt_blend_count(m, CBT_BC_RETRIEVE_REQUESTS, 1);
-        if (sp->status == CBT_SPAN_STATUS_ERROR)
+        if (sp ? sp->status == CBT_SPAN_STATUS_ERROR : failed_end(ev))
             cbt_blend_count(m, CBT_BC_RETRIEVE_FAILURES, 1);
         break;
     case OP_SCATTER: {
-        const cbt_attr *a = cbt_span_attr(sp, CBT_N_SCATTERED_TOKENS);
-        const cbt_attr *w = cbt_span_attr(sp, CBT_N_SLOT_WRITES);
-        const cbt_attr *sh = cbt_span_attr(sp, CBT_N_N_SHIFTED_TOKENS);
-        cbt_blend_count(m, CBT_BC_SCATTER_TOKENS, a && a->type == CBT_META_I64 ? nonneg(a->v.i64) : 0);
-        cbt_blend_count(m, CBT_BC_SCATTER_SLOT_WRITES, w && w->type == CBT_META_I64 ? nonneg(w->v.i64) : 0);
-        cbt_blend_count(m, CBT_BC_SHIFTED_TOKENS, sh && sh->type == CBT_META_I64 ? nonneg(sh->v.i64) : 0);
+        int64_t shifted = val_of(sp, ev, CBT_N_N_SHIFTED_TOKENS);
+        if (!sp && !cbt_event_find(ev, CBT_N_N_SHIFTED_TOKENS))
+            shifted = cbt_event_get_i64(ev, CBT_N_N_SHIFTED, 0);
+        cbt_blend_count(m, CBT_BC_SCATTER_TOKENS, nonneg(val_of(sp, ev, CBT_N_SCATTERED_TOKENS)));
+        cbt_blend_count(m, CBT_BC_SCATTER_SLOT_WRITES, nonneg(val_of(sp, ev, CBT_N_SLOT_WRITES)));
+        cbt_blend_count(m, CBT_BC_SHIFTED_TOKENS, nonneg(shifted));
         break;
     }
-    case OP_L2_LOAD: {
-        const cbt_attr *c = cbt_span_attr(sp, CBT_N_CHUNKS);
-        const cbt_attr *b = cbt_span_attr(sp, CBT_N_BYTES);
-        cbt_blend_count(m, CBT_BC_L2_LOAD_CHUNKS, c && c->type == CBT_META_I64 ? nonneg(c->v.i64) : 0);
-        cbt_blend_count(m, CBT_BC_L2_LOAD_BYTES, b && b->type == CBT_META_I64 ? nonneg(b->v.i64) : 0);
+    case OP_L2_LOAD:
+        cbt_blend_count(m, CBT_BC_L2_LOAD_CHUNKS, nonneg(val_of(sp, ev, CBT_N_CHUNKS)));
+        cbt_blend_count(m, CBT_BC_L2_LOAD_BYTES, nonneg(val_of(sp, ev, CBT_N_BYTES)));
         break;
-    }
     default:
         break;
     }
@@ -454,6 +515,7 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     if (s->sampled_out) {
         /* no spans; the GPU-op count still decides when the request ends */
         INC(sampled_out);
+        feed_metrics(t, s, op, NULL, ev);
         if (op == OP_RETRIEVE && s->pending > 0)
             s->pending--;
         maybe_close(st, t, s);
@@ -470,7 +532,9 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     if (found < 0) {
         if (s->dropped_starts[op] > 0) {
             /* its START was dropped (counted then): the op still finished */
-            s->dropped_starts[op]--;
+            if (--s->dropped_starts[op] == 0)
+                s->op_dropped_out &= ~(1u << op);
+            feed_metrics(t, s, op, NULL, ev);
             if (op == OP_RETRIEVE && s->pending > 0)
                 s->pending--;
             maybe_close(st, t, s);
@@ -486,8 +550,7 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     cbt_span_set_from_event(ch.span, ev);
     if (op == OP_SCATTER)
         finish_scatter(ch.span, ev);
-    const cbt_meta *failed = cbt_event_find(ev, CBT_N_FAILED);
-    if (failed && failed->type == CBT_META_BOOL && failed->v.b)
+    if (failed_end(ev))
         ch.span->status = CBT_SPAN_STATUS_ERROR;
     /* request-level results: on cb.request, or on the lookup span itself
      * when the root is elided (the scheduler's root is in another process) */
@@ -500,7 +563,7 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
             copy_root_attrs(target, ev);
     }
     ch.span->end_ns = ev->ts > ch.span->start_ns ? ev->ts : ch.span->start_ns;
-    feed_metrics(st, t, s, op, ch.span, ev);
+    feed_metrics(t, s, op, ch.span, ev);
     cbt_span_ctx ctx = ch.span->ctx;
     cbt_span_end(t, ch.span, ev->ts);
     INC(children_closed);
@@ -650,8 +713,8 @@ static void cb_on_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
         if (s->root) {
             s->root->flags |= CBT_SPANF_INCOMPLETE;
             INC(incomplete_at_shutdown);
-            close_root(st, t, s, &k, s->end_seen ? s->end_ts : now_ns);
         }
+        close_root(st, t, s, &k, s->end_seen ? s->end_ts : now_ns); /* also unregisters an anchor */
     }
     /* every session is gone now: forget them in one step */
     cbt_strtab_clear(&st->sessions);

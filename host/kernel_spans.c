@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbt/context.h"
 #include "cbt_kernel.h"
 #include "internal.h"
 #include "ring.h"
@@ -71,7 +72,7 @@ struct cbt_kspans {
         uint64_t ring_start; /* unix ns; 0 = no ring span yet */
     } recent[RECENT];
     uint64_t next_calibrate;
-    _Atomic uint64_t unjoined, kernel_spans, cta_records;
+    _Atomic uint64_t unjoined, kernel_spans, cta_records, sampled_out;
 };
 
 cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
@@ -182,12 +183,21 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
     const cbt_ring *r = e->ring;
     uint64_t start = cbt_ring_dev_to_unix(r, &t->clock, b_dev);
     uint64_t end = cbt_ring_dev_to_unix(r, &t->clock, e_dev);
-    cbt_span *s = cbt_span_start(t, span_name(e), CBT_SPAN_KIND_INTERNAL,
-                                 cbt_span_ctx_valid(&e->parent) ? &e->parent : NULL, start);
+    int has_parent = cbt_span_ctx_valid(&e->parent);
     if (k->recent[e->launch_id % RECENT].id == e->launch_id)
         k->recent[e->launch_id % RECENT].ring_start = start;
+    if (has_parent && !(e->parent.trace_flags & 1u)) {
+        /* its request is sampled out (the CB subscriber registers such a
+         * request's context with the flag clear): no span */
+        atomic_fetch_add_explicit(&k->sampled_out, 1, memory_order_relaxed);
+        return;
+    }
+    cbt_span *s = cbt_span_start(t, span_name(e), CBT_SPAN_KIND_INTERNAL,
+                                 has_parent ? &e->parent : NULL, start);
     if (!s)
         return;
+    if (!has_parent && e->session_len) /* a root: in its request's derived trace */
+        cbt_trace_id_from_request(e->session, e->session_len, s->ctx.trace_id);
     if (e->session_len)
         cbt_span_set_str(s, CBT_N_SESSION_ID, e->session, e->session_len);
     cbt_span_set_i64(s, CBT_N_LAUNCH_ID, e->launch_id);
@@ -450,6 +460,7 @@ cbt_status cbt_ring_stats_get(cbt_ring_stats *out)
         out->unjoined = atomic_load_explicit(&t->kspans->unjoined, memory_order_relaxed);
         out->kernel_spans = atomic_load_explicit(&t->kspans->kernel_spans, memory_order_relaxed);
         out->cta_records = atomic_load_explicit(&t->kspans->cta_records, memory_order_relaxed);
+        out->sampled_out = atomic_load_explicit(&t->kspans->sampled_out, memory_order_relaxed);
     }
     pthread_mutex_unlock(&t->lock);
     return CBT_OK;

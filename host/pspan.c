@@ -9,6 +9,7 @@
  * by the 8 id bytes (CBT_PSPAN_OPEN_MAX); a BEGIN past that is dropped and
  * counted, and its END is then counted as unmatched.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -23,6 +24,13 @@
 /* ---- ids on the caller's thread ------------------------------------------------ */
 
 static _Thread_local uint64_t tl_rng[2];
+static pthread_once_t g_atfork_once = PTHREAD_ONCE_INIT;
+
+/* A forked child starts with a copy of the forking thread's generator: reseed
+ * it, or parent and child would draw the same span ids (vLLM forks workers).
+ * The child has only that thread, whose state this handler can reach. */
+static void reseed_in_child(void) { tl_rng[0] = tl_rng[1] = 0; }
+static void atfork_init(void) { pthread_atfork(NULL, NULL, reseed_in_child); }
 
 static uint64_t mix64(uint64_t z)
 {
@@ -34,6 +42,7 @@ static uint64_t mix64(uint64_t z)
 void cbt_pspan_new_id(uint8_t out[8])
 {
     if (__builtin_expect((tl_rng[0] | tl_rng[1]) == 0, 0)) {
+        pthread_once(&g_atfork_once, atfork_init);
         uint64_t seed[2] = {0, 0};
         if (getrandom(seed, sizeof seed, GRND_NONBLOCK) != (ssize_t)sizeof seed) {
             struct timespec ts;
@@ -97,11 +106,15 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
 {
     if (!s)
         return CBT_ERR_INVAL;
+    if (name == 0 || (unsigned)kind > CBT_SPAN_KIND_CONSUMER ||
+        n_meta > CBT_EVENT_META_MAX - 1 || (n_meta && !meta)) {
+        memset(s, 0, sizeof *s);
+        return CBT_ERR_INVAL;
+    }
     /* the sampled-out fast path: the parent's flag is clear and it names a
      * span, so the context to pass on is the parent's own ids; nothing else
      * is looked at, copied or published */
-    if (parent && !(parent->trace_flags & CBT_TRACE_FLAG_SAMPLED) && name != 0 &&
-        cbt_span_ctx_valid(parent)) {
+    if (parent && !(parent->trace_flags & CBT_TRACE_FLAG_SAMPLED) && cbt_span_ctx_valid(parent)) {
         s->ctx = *parent;
         s->ctx.trace_flags &= CBT_TRACE_FLAGS_KNOWN;
         s->request_id[0] = '\0';
@@ -112,8 +125,6 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
         return CBT_OK;
     }
     memset(s, 0, sizeof *s);
-    if (name == 0 || n_meta > CBT_EVENT_META_MAX - 1 || (n_meta && !meta))
-        return CBT_ERR_INVAL;
     size_t rl = request_id ? strnlen(request_id, CBT_SESSION_MAX) : 0;
     if (rl >= CBT_SESSION_MAX)
         return CBT_ERR_SESSION_TOO_LONG;
@@ -157,8 +168,16 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
     ev.trace.name = name;
     ev.trace.kind = (uint8_t)kind;
     rc = publish(s, &ev);
-    if (rc == CBT_OK)
+    if (rc == CBT_OK) {
         s->open = 1;
+    } else if (t->publish_hook) {
+        /* the hook (NVTX) saw the BEGIN before the push failed and opened a
+         * range: give it the END too, or that range would stay open */
+        cbt_event_init(&ev, CBT_EV_SPAN_END, s->request_id);
+        cbt_event_trace_set(&ev, NULL, s->ctx.span_id);
+        ev.trace.name = name;
+        (void)publish(s, &ev);
+    }
     return rc;
 }
 
@@ -189,9 +208,10 @@ static cbt_status end(cbt_pspan *s, bool on_stream, const cbt_meta *meta, uint32
         s->open = 0;
         return CBT_OK;
     }
-    if (n_meta > CBT_EVENT_META_MAX || (n_meta && !meta))
+    if (n_meta > CBT_EVENT_META_MAX - 1 || (n_meta && !meta))
         return CBT_ERR_INVAL;
-    s->open = 0;
+    /* build it first: a refused value leaves the span open, so the caller
+     * can end it again without that value */
     cbt_event ev;
     cbt_status rc = cbt_event_init(&ev, CBT_EV_SPAN_END, s->request_id);
     if (rc)
@@ -200,6 +220,9 @@ static cbt_status end(cbt_pspan *s, bool on_stream, const cbt_meta *meta, uint32
         return rc;
     cbt_event_trace_set(&ev, NULL, s->ctx.span_id);
     ev.trace.name = s->name;
+    s->open = 0;
+    /* a dropped END (queue full) leaves the subscriber's span open; it is
+     * ended incomplete when the open table needs its slot, or at shutdown */
     return publish(s, &ev);
 }
 
@@ -219,11 +242,29 @@ typedef struct ps_state {
     cbt_strtab open; /* key: the 8 span-id bytes; value: cbt_span * */
     struct {
         _Atomic uint64_t opened, closed, unmatched_end, duplicate_begin, table_full, malformed;
+        _Atomic uint64_t evicted;
         _Atomic uint64_t incomplete_at_shutdown;
     } c;
 } ps_state;
 
 #define INC(field) atomic_fetch_add_explicit(&st->c.field, 1, memory_order_relaxed)
+
+static void evict_oldest(ps_state *st, cbt_tracer *t)
+{
+    cbt_span **oldest = NULL;
+    for (uint32_t i = 0; i <= st->open.mask; i++) {
+        cbt_span **sl = cbt_strtab_slot(&st->open, i);
+        if (sl && (!oldest || (*sl)->start_ns < (*oldest)->start_ns))
+            oldest = sl;
+    }
+    if (!oldest)
+        return;
+    cbt_span *sp = *oldest;
+    cbt_strtab_remove(&st->open, oldest);
+    sp->flags |= CBT_SPANF_INCOMPLETE;
+    cbt_span_end(t, sp, sp->start_ns);
+    INC(evicted);
+}
 
 static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
 {
@@ -238,6 +279,12 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
         return CBT_ERR_DUPLICATE;
     }
     cbt_span **slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
+    if (!slot) {
+        /* full: the oldest open pspan most likely lost its END (a dropped
+         * publish); end it incomplete and take its place */
+        evict_oldest(st, t);
+        slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
+    }
     if (!slot) {
         INC(table_full);
         return CBT_ERR_FULL;
@@ -360,6 +407,7 @@ cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
     out->duplicate_begin = R(duplicate_begin);
     out->table_full = R(table_full);
     out->malformed = R(malformed);
+    out->evicted = R(evicted);
     out->incomplete_at_shutdown = R(incomplete_at_shutdown);
 #undef R
     return CBT_OK;

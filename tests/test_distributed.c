@@ -8,11 +8,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 #include "cbt/blend_metrics.h"
 #include "cbt/cb.h"
 #include "cbt/context.h"
+#include "cbt/kernel.h"
+#include "cbt_kernel.h"
 #include "cbt/pspan.h"
 #include "cbt/stream.h"
 
@@ -311,6 +315,75 @@ static void test_pspan_bad_arguments(void **state)
     assert_true(s->flags & CBT_SPANF_INCOMPLETE);
 }
 
+/* A refused END value leaves the pspan open (the caller ends it again); a
+ * kind out of range is refused; when the open table fills (ENDs that were
+ * dropped), the oldest open pspan is ended incomplete to make room. */
+static void test_pspan_end_retry_kind_and_eviction(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_pspan p;
+    assert_int_equal(cbt_pspan_begin(&p, CBT_N_CB_PARTIAL, (cbt_span_kind)77, "r", NULL, NULL, 0),
+                     CBT_ERR_INVAL);
+    assert_int_equal(cbt_pspan_begin(&p, CBT_N_CB_PARTIAL, CBT_SPAN_KIND_INTERNAL, "r", NULL,
+                                     NULL, 0), CBT_OK);
+    cbt_meta bad[] = {cbt_meta_str(CBT_N_DISPATCH, "far-too-long-for-a-value")};
+    assert_int_equal(cbt_pspan_end(&p, bad, 1), CBT_ERR_META_TOO_LONG);
+    cbt_meta good[] = {cbt_meta_str(CBT_N_DISPATCH, "unified")};
+    assert_int_equal(cbt_pspan_end(&p, good, 1), CBT_OK);
+    tu_flush();
+    const cbt_span *sp = need_rid("cb.partial", "r", 0);
+    assert_false(sp->flags & CBT_SPANF_INCOMPLETE);
+
+    /* 4096 open pspans fill the table; the next BEGIN evicts the oldest */
+    cbt_pspan first;
+    assert_int_equal(cbt_pspan_begin(&first, CBT_N_CB_EXECUTE, CBT_SPAN_KIND_INTERNAL, "old",
+                                     NULL, NULL, 0), CBT_OK);
+    for (int i = 0; i < 4096; i++) {
+        cbt_pspan q;
+        assert_int_equal(cbt_pspan_begin(&q, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "many", NULL,
+                                         NULL, 0), CBT_OK);
+        if (i % 512 == 511)
+            tu_flush(); /* keep the publish queue from filling */
+    }
+    tu_flush();
+    cbt_pspan_stats ps;
+    assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
+    assert_int_equal(ps.evicted, 1);
+    assert_int_equal(ps.table_full, 0);
+    const cbt_span *old = need_rid("cb.execute", "old", 0);
+    assert_true(old->flags & CBT_SPANF_INCOMPLETE);
+    assert_memory_equal(old->ctx.span_id, first.ctx.span_id, 8);
+    tu_stop();
+}
+
+/* A forked child draws other span ids than its parent. */
+static void test_pspan_ids_differ_after_fork(void **state)
+{
+    (void)state;
+    uint8_t warm[8];
+    cbt_pspan_new_id(warm); /* the parent's generator is seeded */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        uint8_t id[8];
+        cbt_pspan_new_id(id);
+        ssize_t w = write(fds[1], id, 8);
+        _exit(w == 8 ? 0 : 1);
+    }
+    uint8_t mine[8], child[8];
+    cbt_pspan_new_id(mine);
+    close(fds[1]);
+    assert_int_equal(read(fds[0], child, 8), 8);
+    close(fds[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_memory_not_equal(mine, child, 8);
+}
+
 /* ---- the server subscriber with contexts ------------------------------------------ */
 
 /* Option A: the lookup RPC and the retrieve RPC each bring their caller's
@@ -420,6 +493,127 @@ static void test_cb_sampled_out(void **state)
     tu_stop();
 }
 
+/* A trace block whose parent is all zero carries no context: the request is
+ * traced as if none had come (a root of the derived trace), not dropped. */
+static void test_cb_empty_context_is_none(void **state)
+{
+    (void)state;
+    start_cb();
+    const char *rid = "req-empty";
+    cbt_event e;
+    uint8_t id[8] = {9, 9, 9, 9, 9, 9, 9, 9};
+    cbt_event_init(&e, CBT_EV_CB_REQUEST_START, rid);
+    cbt_event_trace_set(&e, NULL, NULL);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    cbt_event_init(&e, CBT_EV_CB_LOOKUP_START, rid);
+    cbt_event_trace_set(&e, NULL, id);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    tu_pub(CBT_EV_CB_LOOKUP_END, rid);
+    tu_pub(CBT_EV_CB_REQUEST_END, rid);
+    tu_flush();
+    uint8_t want[16];
+    cbt_trace_id_from_request(rid, strlen(rid), want);
+    const cbt_span *r = need_rid("cb.request", rid, 0);
+    assert_true(tu_is_root(r));
+    assert_memory_equal(r->ctx.trace_id, want, 16);
+    const cbt_span *lk = need_rid("cb.lookup", rid, 0);
+    assert_true(tu_is_child_of(lk, r));
+    assert_memory_equal(lk->ctx.span_id, id, 8); /* the chosen id is still honoured */
+    cbt_cb_stats cs;
+    assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
+    assert_int_equal(cs.sampled_out, 0);
+    tu_stop();
+}
+
+/* A lookup whose own caller sampled it out: no cb.lookup, and its
+ * sub-operations are dropped with it instead of landing under the root. */
+static void test_cb_sampled_out_operation_takes_its_subtree(void **state)
+{
+    (void)state;
+    start_cb();
+    const char *rid = "req-op-off";
+    tu_pub(CBT_EV_CB_REQUEST_START, rid);
+    cbt_span_ctx off = remote_ctx(4, 0);
+    pub_ctx(CBT_EV_CB_LOOKUP_START, rid, &off);
+    tu_pub(CBT_EV_CB_FINGERPRINT_MATCH_START, rid);
+    tu_pub(CBT_EV_CB_FINGERPRINT_MATCH_END, rid);
+    tu_pub(CBT_EV_CB_LOOKUP_END, rid);
+    tu_pub(CBT_EV_CB_FINGERPRINT_MATCH_START, rid); /* after the lookup: traced again */
+    tu_pub(CBT_EV_CB_FINGERPRINT_MATCH_END, rid);
+    tu_pub(CBT_EV_CB_REQUEST_END, rid);
+    tu_flush();
+    assert_non_null(find_rid("cb.request", rid, 0));
+    assert_null(find_rid("cb.lookup", rid, 0));
+    assert_int_equal(tu_count("cb.fingerprint_match", rid), 1);
+    cbt_cb_stats cs;
+    assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
+    assert_int_equal(cs.unmatched_end, 0);
+    assert_int_equal(cs.sessions_open, 0);
+    tu_stop();
+}
+
+typedef struct kjob {
+    cbt_kspan span;
+} kjob;
+
+static void k_cta(void *a_, uint32_t cta, uint32_t n_ctas)
+{
+    (void)n_ctas;
+    kjob *a = a_;
+    CBT_KERNEL_SPAN_BEGIN(a->span);
+    CBT_KERNEL_SPAN_END(a->span, 10 + cta);
+}
+
+/* Run one scatter launch for `rid` on a CPU stream and wait for the harvester
+ * to have joined its ring records. */
+static void launch_scatter(const char *rid)
+{
+    cbt_stream *st;
+    assert_int_equal(cbt_stream_cpu_create(0, &st), CBT_OK);
+    cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 2);
+    kjob job;
+    assert_int_equal(cbt_launch_begin(st, rid, &li, &job.span), CBT_OK);
+    assert_int_equal(cbt_cpu_launch(st, 2, k_cta, &job), CBT_OK);
+    assert_int_equal(cbt_stream_sync(st), CBT_OK);
+    cbt_stream_destroy(st);
+    for (int i = 0; i < 500; i++) {
+        cbt_ring_stats rs;
+        tu_flush();
+        if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans + rs.sampled_out >= 1)
+            break;
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+}
+
+/* Kernel spans follow the request: under the remote span when the server's
+ * root is elided, dropped when the request is sampled out (even if the caller
+ * forgot li.sampled_out). */
+static void test_cb_kernel_spans_follow_the_context(void **state)
+{
+    (void)state;
+    start_cb();
+    cbt_span_ctx up = remote_ctx(5, 1);
+    pub_ctx(CBT_EV_CB_REQUEST_START, "req-k", &up);
+    launch_scatter("req-k");
+    const cbt_span *k = tu_find("cb.scatter", "req-k", 0);
+    assert_non_null(k);
+    assert_true(parent_is(k, &up));
+    tu_pub(CBT_EV_CB_REQUEST_END, "req-k");
+
+    cbt_span_ctx off = remote_ctx(6, 0);
+    pub_ctx(CBT_EV_CB_REQUEST_START, "req-k-off", &off);
+    launch_scatter("req-k-off");
+    tu_pub(CBT_EV_CB_REQUEST_END, "req-k-off");
+    tu_flush();
+    assert_int_equal(tu_count("cb.scatter", "req-k-off"), 0);
+    cbt_ring_stats rs;
+    assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
+    assert_int_equal(rs.sampled_out, 1);
+    assert_int_equal(cbt_registry_count(cbt_tracer_get()), 0); /* anchors unregistered */
+    tu_stop();
+}
+
 /* ---- lmcache_blend.* fed by the subscriber --------------------------------------- */
 
 static void test_blend_metrics_from_spans(void **state)
@@ -483,6 +677,21 @@ static void test_blend_metrics_from_spans(void **state)
     assert_true(found);
     const cbt_span *rt = need_rid("cb.retrieve", rid, 0);
     assert_int_equal(rt->status, CBT_SPAN_STATUS_ERROR);
+
+    /* counters are always on: a sampled-out request's published ENDs count */
+    cbt_span_ctx off = remote_ctx(8, 0);
+    pub_ctx(CBT_EV_CB_REQUEST_START, "req-m-off", &off);
+    tu_pub(CBT_EV_CB_LOOKUP_START, "req-m-off");
+    tu_pub_i64(CBT_EV_CB_LOOKUP_END, "req-m-off", "hit_tokens", 100, "requested_tokens", 400);
+    tu_pub(CBT_EV_CB_REQUEST_END, "req-m-off");
+    tu_flush();
+    cbt_blend_snapshot s2;
+    assert_int_equal(cbt_blend_snapshot_take(m, &s2), CBT_OK);
+    assert_int_equal(s2.counters[CBT_BC_LOOKUP_REQUESTS] - s.counters[CBT_BC_LOOKUP_REQUESTS], 1);
+    assert_int_equal(s2.counters[CBT_BC_LOOKUP_HIT_TOKENS] - s.counters[CBT_BC_LOOKUP_HIT_TOKENS],
+                     100);
+    /* no span, so no histogram observation */
+    assert_int_equal(s2.hists[CBT_BH_LOOKUP].count, s.hists[CBT_BH_LOOKUP].count);
     tu_stop();
 }
 
@@ -527,9 +736,14 @@ int main(void)
         cmocka_unit_test_teardown(test_pspan_remote_parent_and_stream, tu_teardown),
         cmocka_unit_test_teardown(test_pspan_sampled_out_publishes_nothing, tu_teardown),
         cmocka_unit_test_teardown(test_pspan_bad_arguments, tu_teardown),
+        cmocka_unit_test_teardown(test_pspan_end_retry_kind_and_eviction, tu_teardown),
+        cmocka_unit_test(test_pspan_ids_differ_after_fork),
         cmocka_unit_test_teardown(test_cb_remote_parents, tu_teardown),
         cmocka_unit_test_teardown(test_cb_option_b, tu_teardown),
         cmocka_unit_test_teardown(test_cb_sampled_out, tu_teardown),
+        cmocka_unit_test_teardown(test_cb_empty_context_is_none, tu_teardown),
+        cmocka_unit_test_teardown(test_cb_sampled_out_operation_takes_its_subtree, tu_teardown),
+        cmocka_unit_test_teardown(test_cb_kernel_spans_follow_the_context, tu_teardown),
         cmocka_unit_test_teardown(test_blend_metrics_from_spans, tu_teardown),
         cmocka_unit_test(test_blend_metrics_buckets),
     };

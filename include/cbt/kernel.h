@@ -86,6 +86,7 @@ typedef struct cbt_ring_stats {
     uint64_t unjoined;    /* records whose launch never became known */
     uint64_t kernel_spans;/* spans ended from ring records */
     uint64_t cta_records; /* per-CTA records handed to sinks */
+    uint64_t sampled_out; /* kernel spans not built: their request is sampled out */
     double clock_err_ns;  /* last calibration: half the tightest bracket, device ring (host ring if none) */
     double clock_drift_ppm; /* device clock vs host clock, least-squares */
 } cbt_ring_stats;

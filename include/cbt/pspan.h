@@ -46,12 +46,12 @@
  *
  * Sampling. A pspan follows its parent's sampled bit. Sampled out, begin and
  * end publish nothing and draw nothing: ctx is the parent's ids with the
- * sampled bit clear, so the decision still travels in a traceparent, and the
- * cost is one branch (bench_publish "pspan_sampled_out").
+ * sampled bit clear, so the decision still travels in a traceparent; a
+ * begin/end pair costs 5 ns (bench_publish "pspan_sampled_out").
  *
  * Thread safety: a pspan is a plain value owned by its caller; begin and end
  * may run on different threads. Ids come from a per-thread generator seeded
- * from the OS. With cbt not initialised, begin still fills ctx (so contexts
+ * from the OS, reseeded in a forked child. With cbt not initialised, begin still fills ctx (so contexts
  * keep flowing) and returns CBT_ERR_NOT_INITIALIZED.
  */
 #ifndef CBT_PSPAN_H
@@ -78,18 +78,24 @@ typedef struct cbt_pspan {
 } cbt_pspan;
 
 /* Open a span now (timed on the CPU). meta[0..n_meta) become attributes
- * (at most CBT_EVENT_META_MAX - 1: request_id takes one slot). Errors:
- * CBT_ERR_INVAL (NULL s, name 0, n_meta too large, meta NULL with n_meta),
- * CBT_ERR_SESSION_TOO_LONG, CBT_ERR_META_TOO_LONG (a cbt_meta_str that did
- * not fit), CBT_ERR_NOT_INITIALIZED, or the publish's status (CBT_ERR_FULL:
- * dropped and counted). s->ctx is valid whenever the arguments were. */
+ * (at most CBT_EVENT_META_MAX - 1: one slot stays free for the NVTX range id;
+ * request_id travels as the event's session). Errors: CBT_ERR_INVAL (NULL s,
+ * name 0, a kind past CBT_SPAN_KIND_CONSUMER, n_meta too large, meta NULL
+ * with n_meta), CBT_ERR_SESSION_TOO_LONG, CBT_ERR_META_TOO_LONG (a
+ * cbt_meta_str that did not fit), CBT_ERR_NOT_INITIALIZED, or the publish's
+ * status (CBT_ERR_FULL: dropped and counted). s->ctx is valid whenever the
+ * arguments were. A sampled-out pspan returns CBT_OK with or without a
+ * tracer: there is nothing to publish either way. */
 cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
                            const char *request_id, const cbt_span_ctx *parent,
                            const cbt_meta *meta, uint32_t n_meta);
 
 /* Close it now; meta adds attributes (a bool "failed" = true also marks the
- * span's status ERROR). CBT_ERR_INVAL when s was not open. Closing a
- * sampled-out span is CBT_OK and publishes nothing. */
+ * span's status ERROR). CBT_ERR_INVAL when s was not open (or was begun on a
+ * stream: use _end_on). A refused value (CBT_ERR_META_TOO_LONG, INVAL for
+ * n_meta) leaves the span open so the caller can end it again; a dropped END
+ * (CBT_ERR_FULL) closes it here and the recorded span is ended incomplete
+ * later. Closing a sampled-out span is CBT_OK and publishes nothing. */
 cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
 
 /* The same, timed by `st`: the begin and end happen when the stream reaches
@@ -108,7 +114,9 @@ typedef struct cbt_pspan_stats {
     uint64_t opened, closed;
     uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
     uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
-    uint64_t table_full;             /* BEGIN dropped: too many open pspans (4096) */
+    uint64_t table_full;             /* BEGIN dropped: the open table (4096) stayed full */
+    uint64_t evicted;                /* open pspans ended incomplete (at their start) to make
+                                        room: most likely their END was dropped */
     uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
     uint64_t incomplete_at_shutdown;
 } cbt_pspan_stats;
