@@ -1,5 +1,6 @@
-/* exporter/otlp.h — OpenTelemetry export of cbt spans: encoding (OTLP
- * protobuf and OTLP/JSON) and the OTLP/HTTP exporter sink.
+/* exporter/otlp.h — OpenTelemetry export of cbt spans and of the
+ * lmcache_blend.* metrics: encoding (OTLP protobuf and OTLP/JSON) and the
+ * OTLP/HTTP exporter sink.
  *
  * Encoding (exporter/otlp_encode.c): an ExportTraceServiceRequest holding
  * one ResourceSpans (the resource below) with one ScopeSpans (scope "cbt",
@@ -13,9 +14,18 @@
  * not valid UTF-8 are repaired (each bad byte becomes U+FFFD) in both.
  * An incomplete span (ended by shutdown) carries cbt.incomplete = true.
  *
+ * Metrics (exporter/otlp_metrics.c): an ExportMetricsServiceRequest of one
+ * cbt_blend_snapshot (cbt/blend_metrics.h), same resource and scope: every
+ * counter a cumulative monotonic Sum with one int point, every duration a
+ * cumulative explicit-bucket Histogram (ms) with one point and its exemplars.
+ * docs/exporters.md lists the instruments.
+ *
  * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the span
  * into a bounded queue (a full queue drops and counts: the harvester never
- * waits); its own thread sends batches to the endpoint with libcurl.
+ * waits); its own thread sends batches to the endpoint with libcurl. When
+ * the config names a metric set (`blend`), the same thread also POSTs a
+ * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
+ * cbt_flush, and once at shutdown.
  */
 #ifndef CBT_EXPORTER_OTLP_H
 #define CBT_EXPORTER_OTLP_H
@@ -25,6 +35,7 @@
 #include <stdio.h>
 
 #include "cbt.h"
+#include "cbt/blend_metrics.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -66,6 +77,14 @@ cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spa
 cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
                                 cbt_buf *out);
 
+/* Append an ExportMetricsServiceRequest for the snapshot `s` to `out`:
+ * CBT_BC_COUNT_ Sums then CBT_BH_COUNT_ Histograms, in enum order, every one
+ * present even when zero. CBT_ERR_INVAL on NULL, CBT_ERR_NOMEM. */
+cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                         cbt_buf *out);
+cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                        cbt_buf *out);
+
 typedef enum cbt_otlp_protocol {
     CBT_OTLP_HTTP_PROTOBUF = 0,
     CBT_OTLP_HTTP_JSON = 1,
@@ -87,17 +106,34 @@ typedef struct cbt_otlp_config {
     uint32_t retry_budget_ms;        /* total time one batch may spend retrying; default 30000 */
     uint32_t shutdown_timeout_ms;    /* bound on the final export; default 5000 */
     cbt_otlp_resource resource;
+    /* ---- metrics (appended: the fields above keep their offsets) ---- */
+    char metrics_endpoint[1024];     /* the full metrics URL; default
+                                        http://localhost:4318/v1/metrics */
+    uint32_t metrics_interval_ms;    /* periodic export; default 60000
+                                        (OTEL_METRIC_EXPORT_INTERVAL); 0: only
+                                        on cbt_flush and at shutdown */
+    cbt_blend_metrics *blend;        /* the set to export, normally
+                                        cbt_blend_metrics_current(); NULL (the
+                                        default): no metrics export. Must stay
+                                        valid until the sink is destroyed. */
+    int metrics_disabled;            /* OTEL_METRICS_EXPORTER=none: no metrics
+                                        export even when blend is set */
 } cbt_otlp_config;
 #define CBT_OTLP_CONFIG_VERSION 1u
 
-/* Defaults: endpoint http://localhost:4318/v1/traces, protobuf, no gzip. */
+/* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
+ * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
+ * protobuf, no gzip. */
 void cbt_otlp_config_default(cbt_otlp_config *c);
 
 /* Apply the OpenTelemetry environment (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
- * OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces
- * appended, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as is,
+ * OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces and
+ * /v1/metrics appended, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
+ * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as is,
  * OTEL_EXPORTER_OTLP[_TRACES]_HEADERS / _TIMEOUT / _COMPRESSION / _PROTOCOL,
- * the _TRACES_ form winning). A malformed value is reported on `log` by the
+ * the _TRACES_ form winning, and used for metrics requests too (the
+ * _METRICS_ forms of those four are reported and not read),
+ * OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER). A malformed value is reported on `log` by the
  * variable's name (never printing header values) and its default kept;
  * returns CBT_ERR_INVAL only where no safe default exists (an endpoint that
  * is not an http(s) URL, an unsupported protocol such as grpc). */
@@ -109,8 +145,11 @@ typedef struct cbt_otlp_stats {
     uint64_t spans_dropped;     /* queue full, or their batch failed for good */
     uint64_t batches_sent;
     uint64_t batches_failed;
-    uint64_t retries;
-    uint64_t bytes_sent;
+    uint64_t retries;           /* spans and metrics */
+    uint64_t bytes_sent;        /* spans and metrics, as sent (after gzip) */
+    /* appended */
+    uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
+    uint64_t metrics_failures;  /* metric exports that failed for good */
 } cbt_otlp_stats;
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;

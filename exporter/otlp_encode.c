@@ -1,6 +1,7 @@
 /* exporter/otlp_encode.c — owns OTLP encoding of finished spans (otlp.h):
  * ExportTraceServiceRequest as protobuf bytes and as OTLP/JSON, and the
- * default resource.
+ * default resource. The wire primitives, strings, resource and scope are
+ * shared with the metrics encoder (otlp_wire.h, exporter/otlp_metrics.c).
  *
  * Protobuf: a writer of our own, not protobuf-c (the generated code in
  * exporter/proto/ is only the tests' decoder). Field numbers and wire types
@@ -72,6 +73,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "otlp_wire.h"
 
 #ifdef CBT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -91,8 +93,7 @@ void cbt_buf_free(cbt_buf *b)
     b->len = b->cap = 0;
 }
 
-/* Room for `extra` more bytes after b->len. */
-static cbt_status buf_reserve(cbt_buf *b, size_t extra)
+cbt_status cbt_otlp_buf_reserve(cbt_buf *b, size_t extra)
 {
     if (extra > SIZE_MAX - b->len)
         return CBT_ERR_NOMEM;
@@ -114,13 +115,8 @@ static cbt_status buf_reserve(cbt_buf *b, size_t extra)
 
 static const uint8_t k_fffd[3] = {0xEF, 0xBF, 0xBD};
 
-/* A string to write: `out` is its length after repair (== n when valid,
- * larger otherwise: each bad byte becomes three). */
-typedef struct str_ref {
-    const char *p;
-    uint32_t n;
-    uint32_t out;
-} str_ref;
+/* A string to write (otlp_wire.h): `out` is its length after repair. */
+typedef cbt_otlp_str str_ref;
 
 static uint32_t utf8_repaired_len(const char *s, uint32_t n)
 {
@@ -186,49 +182,7 @@ static uint8_t *put_str_bytes(uint8_t *w, str_ref s)
     return w;
 }
 
-/* ---- protobuf wire primitives -------------------------------------------------------- */
-
-enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_I32 = 5 };
-#define TAG(field, wt) (((field) << 3) | (wt))
-
-static inline size_t vlen(uint64_t v)
-{
-    /* 1 + floor(log2(v|1)) / 7 */
-    return (size_t)(((63 - __builtin_clzll(v | 1)) * 9 + 73) / 64);
-}
-
-static inline uint8_t *put_varint(uint8_t *w, uint64_t v)
-{
-    while (v >= 0x80) {
-        *w++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *w++ = (uint8_t)v;
-    return w;
-}
-
-static inline uint8_t *put_fixed64(uint8_t *w, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        w[i] = (uint8_t)(v >> (8 * i));
-    return w + 8;
-}
-
-static inline uint8_t *put_fixed32(uint8_t *w, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        w[i] = (uint8_t)(v >> (8 * i));
-    return w + 4;
-}
-
-/* A length-delimited field of `len` body bytes: tag + length + body. */
-static inline size_t ld_size(size_t len) { return 1 + vlen(len) + len; }
-
-static inline uint8_t *put_ld_head(uint8_t *w, unsigned field, size_t len)
-{
-    *w++ = (uint8_t)TAG(field, WT_LEN);
-    return put_varint(w, len);
-}
+/* ---- protobuf: strings (the wire primitives are in otlp_wire.h) ------------------------- */
 
 static inline uint8_t *put_str_field(uint8_t *w, unsigned field, str_ref s)
 {
@@ -519,6 +473,44 @@ static void plan_resource(const cbt_otlp_resource *r, res_plan *p)
 static const char k_scope_name[] = "cbt";
 static const char k_scope_version[] = CBT_VERSION_STRING;
 
+/* ---- what otlp_metrics.c shares (otlp_wire.h) ----------------------------------------------- */
+
+cbt_otlp_str cbt_otlp_str_of(const char *p, uint32_t n) { return mkstr(p, n); }
+
+uint8_t *cbt_otlp_put_str(uint8_t *w, unsigned field, cbt_otlp_str s)
+{
+    return put_str_field(w, field, s);
+}
+
+size_t cbt_otlp_pb_resource_len(const cbt_otlp_resource *r)
+{
+    res_plan rp;
+    plan_resource(r, &rp);
+    return rp.body;
+}
+
+uint8_t *cbt_otlp_pb_put_resource(uint8_t *w, unsigned field, const cbt_otlp_resource *r)
+{
+    res_plan rp;
+    plan_resource(r, &rp);
+    w = put_ld_head(w, field, rp.body);
+    for (uint32_t i = 0; i < rp.n; i++)
+        w = put_kv(w, 1, &rp.a[i]); /* Resource.attributes */
+    return w;
+}
+
+size_t cbt_otlp_pb_scope_len(void)
+{
+    return ld_size(sizeof k_scope_name - 1) + ld_size(sizeof k_scope_version - 1);
+}
+
+uint8_t *cbt_otlp_pb_put_scope(uint8_t *w, unsigned field)
+{
+    w = put_ld_head(w, field, cbt_otlp_pb_scope_len());
+    w = put_str_field(w, 1, mkstr(k_scope_name, sizeof k_scope_name - 1));       /* name */
+    return put_str_field(w, 2, mkstr(k_scope_version, sizeof k_scope_version - 1)); /* version */
+}
+
 /* ---- protobuf: the request ---------------------------------------------------------------- */
 
 cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
@@ -546,7 +538,7 @@ cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spa
     size_t total = ld_size(rs_len);                     /* ExportTraceServiceRequest */
     if (total > OTLP_PB_MAX)
         return CBT_ERR_INVAL;
-    cbt_status st = buf_reserve(out, total);
+    cbt_status st = cbt_otlp_buf_reserve(out, total);
     if (st != CBT_OK)
         return st;
 
@@ -642,6 +634,31 @@ static void j_kv(cbt_jbuf *b, const attr_plan *a)
     }
 }
 
+void cbt_otlp_json_str(cbt_jbuf *b, const char *s, size_t n) { j_str(b, s, n); }
+void cbt_otlp_json_u64(cbt_jbuf *b, uint64_t v) { j_u64(b, v); }
+
+void cbt_otlp_json_resource(cbt_jbuf *b, const cbt_otlp_resource *r)
+{
+    res_plan rp;
+    plan_resource(r, &rp);
+    J(b, "{\"attributes\":[");
+    for (uint32_t i = 0; i < rp.n; i++) {
+        if (i)
+            J(b, ",");
+        j_kv(b, &rp.a[i]);
+    }
+    J(b, "]}");
+}
+
+void cbt_otlp_json_scope(cbt_jbuf *b)
+{
+    J(b, "{\"name\":");
+    j_str(b, k_scope_name, sizeof k_scope_name - 1);
+    J(b, ",\"version\":");
+    j_str(b, k_scope_version, sizeof k_scope_version - 1);
+    J(b, "}");
+}
+
 static void j_span(cbt_jbuf *b, const cbt_span *s)
 {
     span_plan p;
@@ -725,7 +742,7 @@ cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *span
         return CBT_ERR_NOMEM;
     want += n * 1024;
     for (int attempt = 0; attempt < 2; attempt++) {
-        cbt_status st = buf_reserve(out, want);
+        cbt_status st = cbt_otlp_buf_reserve(out, want);
         if (st != CBT_OK)
             return st;
         cbt_jbuf b = {(char *)out->data + out->len, out->cap - out->len, 0};

@@ -11,12 +11,22 @@
  *                                         reported (by position and key) and
  *                                         skipped, the others are kept
  *   OTEL_EXPORTER_OTLP_TRACES_ENDPOINT    the traces URL, used as is
- *   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: "/v1/traces" appended
+ *   OTEL_EXPORTER_OTLP_METRICS_ENDPOINT   the metrics URL, used as is
+ *   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: "/v1/traces" appended for
+ *                                         traces, "/v1/metrics" for metrics
  *   OTEL_EXPORTER_OTLP[_TRACES]_HEADERS   k=v list, percent-decoded
  *   OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT   milliseconds, a positive integer
  *   OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION  gzip | none
  *   OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL  http/protobuf | http/json
- * The _TRACES_ form wins whenever it is set. Every problem is reported on the
+ *   OTEL_METRIC_EXPORT_INTERVAL           milliseconds between metric exports,
+ *                                         a positive integer
+ *   OTEL_METRICS_EXPORTER                 none disables the metrics export;
+ *                                         otlp (or unset) keeps it; anything
+ *                                         else is reported and read as otlp
+ * The _TRACES_ form wins whenever it is set. One exporter sends both signals
+ * with one set of headers, timeout, compression and protocol (those four
+ * above, which metrics requests use too): the _METRICS_ forms of them are
+ * reported as not read rather than silently ignored. Every problem is reported on the
  * caller's log naming the variable; header values are never printed (they
  * carry credentials), only the entry's position and key (and only the
  * position for an entry without '=', which may be all value). A malformed value
@@ -34,6 +44,7 @@
 #include "otlp_private.h"
 
 #define TRACES_PATH "v1/traces"
+#define METRICS_PATH "v1/metrics"
 
 void cbt_otlp_config_default(cbt_otlp_config *c)
 {
@@ -55,6 +66,10 @@ void cbt_otlp_config_default(cbt_otlp_config *c)
     c->retry_budget_ms = 30000;
     c->shutdown_timeout_ms = 5000;
     cbt_otlp_resource_default(&c->resource);
+    snprintf(c->metrics_endpoint, sizeof c->metrics_endpoint, "http://localhost:4318/" METRICS_PATH);
+    c->metrics_interval_ms = 60000;
+    c->blend = NULL; /* the caller names the set: no metrics export by default */
+    c->metrics_disabled = 0;
 }
 
 /* ---- helpers ------------------------------------------------------------------ */
@@ -321,43 +336,61 @@ int cbt_otlp_url_ok(const char *u)
     return *host && *host != '/' && *host != ':' && *host != '?' && *host != '#';
 }
 
-static cbt_status set_endpoint(cbt_otlp_config *c, FILE *log)
+/* One signal's URL into dst: `specific_var` as is, else the
+ * OTEL_EXPORTER_OTLP_ENDPOINT base with "/" `path` appended. A bad base is
+ * reported once for both signals (*base_reported). */
+static cbt_status set_signal_endpoint(FILE *log, const char *specific_var, const char *path,
+                                      char *dst, size_t cap, int *base_reported)
 {
-    const char *traces = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    const char *specific = env(specific_var);
     const char *base = env("OTEL_EXPORTER_OTLP_ENDPOINT");
-    const char *var = traces ? "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" : "OTEL_EXPORTER_OTLP_ENDPOINT";
-    const char *v = traces ? traces : base;
+    const char *var = specific ? specific_var : "OTEL_EXPORTER_OTLP_ENDPOINT";
+    const char *v = specific ? specific : base;
     if (!v)
         return CBT_OK;
+    int quiet = !specific && *base_reported;
     if (!cbt_otlp_url_ok(v)) {
-        report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP, "
-                         "e.g. http://collector:4318%s", traces ? "/v1/traces" : "");
+        if (!quiet)
+            report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP, "
+                             "e.g. http://collector:4318%s%s", specific ? "/" : "",
+                   specific ? path : "");
+        if (!specific)
+            *base_reported = 1;
         return CBT_ERR_INVAL;
     }
-    char url[sizeof c->endpoint];
+    char url[1024];
     int n;
-    if (traces) {
+    if (specific) {
         n = snprintf(url, sizeof url, "%s", v);
     } else {
         size_t len = strlen(v);
-        n = snprintf(url, sizeof url, "%s%s" TRACES_PATH, v,
-                     len && v[len - 1] == '/' ? "" : "/");
+        n = snprintf(url, sizeof url, "%s%s%s", v, len && v[len - 1] == '/' ? "" : "/", path);
     }
-    if (n < 0 || (size_t)n >= sizeof url) {
-        report(log, var, "longer than %zu bytes%s", sizeof url - 1,
-               traces ? "" : " with /v1/traces appended");
+    if (n < 0 || (size_t)n >= sizeof url || (size_t)n >= cap) {
+        report(log, var, "longer than %zu bytes%s%s%s", cap - 1, specific ? "" : " with /",
+               specific ? "" : path, specific ? "" : " appended");
         return CBT_ERR_INVAL;
     }
-    memcpy(c->endpoint, url, (size_t)n + 1);
+    memcpy(dst, url, (size_t)n + 1);
     return CBT_OK;
 }
 
-static void set_timeout(cbt_otlp_config *c, FILE *log)
+static cbt_status set_endpoints(cbt_otlp_config *c, FILE *log)
 {
-    const char *var;
-    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", &var);
-    if (!v)
-        return;
+    int base_reported = 0;
+    cbt_status st = set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", TRACES_PATH,
+                                        c->endpoint, sizeof c->endpoint, &base_reported);
+    if (set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", METRICS_PATH,
+                            c->metrics_endpoint, sizeof c->metrics_endpoint,
+                            &base_reported) != CBT_OK)
+        st = CBT_ERR_INVAL;
+    return st;
+}
+
+/* A positive integer number of milliseconds (surrounding blanks allowed,
+ * at most UINT32_MAX): 1 and *out, or 0. */
+static int parse_ms(const char *v, uint32_t *out)
+{
     const char *b = v, *e = v + strlen(v);
     trim(&b, &e);
     unsigned long long ms = 0;
@@ -368,12 +401,69 @@ static void set_timeout(cbt_otlp_config *c, FILE *log)
         else if ((ms = ms * 10 + (unsigned)(*p - '0')) > UINT32_MAX)
             ok = 0;
     }
-    if (!ok || ms == 0) {
+    if (!ok || ms == 0)
+        return 0;
+    *out = (uint32_t)ms;
+    return 1;
+}
+
+static void set_timeout(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT", &var);
+    if (v && !parse_ms(v, &c->timeout_ms))
         report(log, var, "not a positive integer number of milliseconds (at most %u): "
                          "keeping %u ms", UINT32_MAX, c->timeout_ms);
-        return;
+}
+
+static void set_metrics(cbt_otlp_config *c, FILE *log)
+{
+    const char *v = env("OTEL_METRIC_EXPORT_INTERVAL");
+    if (v && !parse_ms(v, &c->metrics_interval_ms))
+        report(log, "OTEL_METRIC_EXPORT_INTERVAL", "not a positive integer number of "
+               "milliseconds (at most %u): keeping %u ms", UINT32_MAX, c->metrics_interval_ms);
+
+    /* a list, as the SDKs read it: "none" alone disables, "otlp" enables */
+    v = env("OTEL_METRICS_EXPORTER");
+    if (v) {
+        int otlp = 0, none = 0;
+        const char *p = v;
+        while (*p) {
+            const char *end = strchr(p, ',');
+            if (!end)
+                end = p + strlen(p);
+            const char *b = p, *e = end;
+            trim(&b, &e);
+            size_t n = (size_t)(e - b);
+            if (n == 4 && strncasecmp(b, "otlp", 4) == 0) {
+                otlp = 1;
+            } else if (n == 4 && strncasecmp(b, "none", 4) == 0) {
+                none = 1;
+            } else if (n) {
+                char shown[72];
+                key_for_log(b, e, shown, sizeof shown);
+                report(log, "OTEL_METRICS_EXPORTER", "\"%s\" is not supported (cbt exports "
+                       "metrics over OTLP only): read as otlp", shown);
+                otlp = 1;
+            }
+            p = *end ? end + 1 : end;
+        }
+        if (otlp || none)
+            c->metrics_disabled = none && !otlp;
     }
-    c->timeout_ms = (uint32_t)ms;
+
+    /* one set of request settings serves both signals (see the top) */
+    static const char *const unread[][2] = {
+        {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "HEADERS"},
+        {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "TIMEOUT"},
+        {"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "COMPRESSION"},
+        {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "PROTOCOL"},
+    };
+    for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
+        if (env(unread[i][0]))
+            report(log, unread[i][0], "not read: metrics requests use OTEL_EXPORTER_OTLP_%s "
+                   "(or OTEL_EXPORTER_OTLP_TRACES_%s when set), as traces do", unread[i][1],
+                   unread[i][1]);
 }
 
 static void set_compression(cbt_otlp_config *c, FILE *log)
@@ -465,12 +555,13 @@ cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
     cbt_status st = CBT_OK;
     set_disabled(c, log);
     set_resource(c, log);
-    if (set_endpoint(c, log) != CBT_OK)
+    if (set_endpoints(c, log) != CBT_OK)
         st = CBT_ERR_INVAL;
     set_headers(c, log);
     set_timeout(c, log);
     set_compression(c, log);
     if (set_protocol(c, log) != CBT_OK)
         st = CBT_ERR_INVAL;
+    set_metrics(c, log);
     return st;
 }

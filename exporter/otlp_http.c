@@ -1,5 +1,7 @@
 /* exporter/otlp_http.c — owns the OTLP/HTTP exporter: a cbt_sink that queues
- * finished spans and one thread that POSTs them to a collector with libcurl.
+ * finished spans and one thread that POSTs them to a collector with libcurl,
+ * and, when the config names a metric set (cfg.blend), POSTs snapshots of it
+ * to the metrics endpoint from the same thread.
  *
  * The queue: a ring of `max_queue` cbt_span slots allocated at create, with
  * 64-bit running indices `head` (first span not yet resolved) and `tail`
@@ -32,6 +34,21 @@
  *                          retry_budget_ms from its first try (or past the
  *                          shutdown deadline)
  *   anything else          the batch fails for good: dropped and counted
+ *
+ * Metrics (cfg.blend set, cfg.metrics_disabled clear): the thread takes a
+ * cbt_blend_snapshot, encodes it (exporter/otlp_metrics.c) and sends it with
+ * the same post / retry / gzip / headers path to cfg.metrics_endpoint (one
+ * easy handle: post() sets the URL, so spans and metrics share the kept-alive
+ * connection). When: every metrics_interval_ms (0: never periodically),
+ * after each cbt_flush (the flush bumps `metrics_req` and wakes the thread;
+ * it does not wait for the metrics POST, so the harvester never waits on
+ * it), and once after the loop at shutdown, bounded by the same deadline as
+ * the last spans. A periodic or flush export is served before a span batch
+ * that is due at the same moment. Values are cumulative, so a failed export
+ * loses nothing the next one does not carry: its retry budget is
+ * min(retry_budget_ms, metrics_interval_ms), which also bounds how long a
+ * metrics outage can hold span batches behind it. Counted in
+ * metrics_exports / metrics_failures; retries and bytes in the shared ones.
  *
  * Threads and stop path: the exporter thread is started by create and is the
  * only user of the curl handles and buffers. flush (harvester thread) moves
@@ -68,6 +85,7 @@
 #include <curl/curl.h>
 #include <zlib.h>
 
+#include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "otlp.h"
 #include "otlp_private.h"
@@ -104,6 +122,11 @@ struct cbt_otlp_exporter {
 
     _Atomic uint64_t abort_at_ns; /* transfers in flight stop at this time (0: never) */
 
+    /* ---- metrics: under lock ---- */
+    int metrics_on;        /* cfg.blend set and metrics not disabled */
+    uint64_t metrics_req;  /* bumped by each cbt_flush: export a snapshot now */
+    uint64_t metrics_done; /* the last metrics_req the thread has served */
+
     pthread_t thread;
     int started;
 
@@ -117,10 +140,12 @@ struct cbt_otlp_exporter {
     char retry_after[64];
     char errbuf[CURL_ERROR_SIZE];
     uint64_t rng;
-    int partial_logged;
+    int partial_logged, metrics_partial_logged;
+    cbt_blend_snapshot snap; /* the metrics export's copy (large: not on the stack) */
 
     /* ---- stats ---- */
     _Atomic uint64_t queued, exported, dropped, sent, failed, retries, bytes;
+    _Atomic uint64_t metrics_exports, metrics_failures;
 
     /* ---- log limiter ---- */
     pthread_mutex_t log_lock;
@@ -251,6 +276,12 @@ static cbt_status check_config(const cbt_otlp_config *c)
         fprintf(stderr, "cbt otlp: config: endpoint is not an http:// or https:// URL\n");
         return CBT_ERR_INVAL;
     }
+    if (c->blend && !c->metrics_disabled &&
+        (!memchr(c->metrics_endpoint, '\0', sizeof c->metrics_endpoint) ||
+         !cbt_otlp_url_ok(c->metrics_endpoint))) {
+        fprintf(stderr, "cbt otlp: config: metrics_endpoint is not an http:// or https:// URL\n");
+        return CBT_ERR_INVAL;
+    }
     if (c->protocol != CBT_OTLP_HTTP_PROTOBUF && c->protocol != CBT_OTLP_HTTP_JSON) {
         fprintf(stderr, "cbt otlp: config: protocol %d is not http/protobuf or http/json\n",
                 (int)c->protocol);
@@ -373,7 +404,7 @@ static cbt_status curl_setup(cbt_otlp_exporter *e)
         if (rc == CURLE_OK)                            \
             rc = curl_easy_setopt(h, opt, val);        \
     } while (0)
-    SET(CURLOPT_URL, c->endpoint);
+    SET(CURLOPT_URL, c->endpoint); /* each POST sets its own (post()) */
     SET(CURLOPT_POST, 1L);
     SET(CURLOPT_HTTPHEADER, e->hdrs);
     SET(CURLOPT_TIMEOUT_MS, (long)c->timeout_ms);
@@ -472,8 +503,10 @@ static int64_t retry_after_ms(const char *v)
     return when > now ? (int64_t)(when - now) * 1000 : 0;
 }
 
-static post_result post(cbt_otlp_exporter *e, const uint8_t *data, size_t len, long *http_code,
-                        CURLcode *curl_rc)
+/* One POST of data[0..len) to `url` (the traces or the metrics endpoint) on
+ * the one easy handle: connections are kept alive across both. */
+static post_result post(cbt_otlp_exporter *e, const char *url, const uint8_t *data, size_t len,
+                        long *http_code, CURLcode *curl_rc)
 {
     e->resp_len = 0;
     e->retry_after[0] = '\0';
@@ -485,6 +518,7 @@ static post_result post(cbt_otlp_exporter *e, const uint8_t *data, size_t len, l
         *curl_rc = CURLE_ABORTED_BY_CALLBACK;
         return POST_ABORTED;
     }
+    curl_easy_setopt(e->easy, CURLOPT_URL, url);
     curl_easy_setopt(e->easy, CURLOPT_POSTFIELDS, (const char *)data);
     curl_easy_setopt(e->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     if (curl_multi_add_handle(e->multi, e->easy) != CURLM_OK) {
@@ -550,14 +584,15 @@ static post_result post(cbt_otlp_exporter *e, const uint8_t *data, size_t len, l
     return POST_FAIL;
 }
 
-/* Spans the collector said it rejected (partial success); logs its message once. */
-static uint64_t rejected_in_response(cbt_otlp_exporter *e)
+/* What the collector said it rejected (partial success: rejected spans, or
+ * rejected data points for metrics); logs its message once per signal. */
+static uint64_t rejected_in_response(cbt_otlp_exporter *e, int metrics)
 {
     if (e->resp_len == 0)
         return 0;
     uint64_t rejected = 0;
     char msg[256] = "";
-    if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF) {
+    if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF && !metrics) {
         Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
             opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
                 NULL, e->resp_len, e->resp);
@@ -574,14 +609,32 @@ static uint64_t rejected_in_response(cbt_otlp_exporter *e)
         }
         opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
             r, NULL);
+    } else if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF) {
+        Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceResponse *r =
+            opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__unpack(
+                NULL, e->resp_len, e->resp);
+        if (!r) {
+            elog(e, "metrics-bad-response", "the collector's 2xx response is not an "
+                                            "ExportMetricsServiceResponse (ignored)");
+            return 0;
+        }
+        if (r->partial_success && r->partial_success->rejected_data_points > 0) {
+            rejected = (uint64_t)r->partial_success->rejected_data_points;
+            const char *m = r->partial_success->error_message;
+            if (m)
+                printable(m, strlen(m), msg, sizeof msg);
+        }
+        opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__free_unpacked(
+            r, NULL);
     } else {
-        /* {"partialSuccess":{"rejectedSpans":"3","errorMessage":"..."}}: int64 may be a
-         * string or a number in OTLP/JSON */
+        /* {"partialSuccess":{"rejectedSpans":"3","errorMessage":"..."}} (or
+         * "rejectedDataPoints"): int64 may be a string or a number in OTLP/JSON */
         const char *body = (const char *)e->resp; /* NUL-terminated: RESP_MAX + 1 bytes */
         e->resp[e->resp_len] = '\0';
-        const char *p = strstr(body, "\"rejectedSpans\"");
+        const char *key = metrics ? "\"rejectedDataPoints\"" : "\"rejectedSpans\"";
+        const char *p = strstr(body, key);
         if (p) {
-            p += strlen("\"rejectedSpans\"");
+            p += strlen(key);
             while (*p == ' ' || *p == ':' || *p == '"' || *p == '\t')
                 p++;
             while (*p >= '0' && *p <= '9')
@@ -598,10 +651,12 @@ static uint64_t rejected_in_response(cbt_otlp_exporter *e)
             }
         }
     }
-    if (rejected && !e->partial_logged) {
-        e->partial_logged = 1;
-        fprintf(stderr, "cbt otlp: the collector rejected %llu span(s): %s\n",
-                (unsigned long long)rejected, msg[0] ? msg : "(no message)");
+    int *logged = metrics ? &e->metrics_partial_logged : &e->partial_logged;
+    if (rejected && !*logged) {
+        *logged = 1;
+        fprintf(stderr, "cbt otlp: the collector rejected %llu %s: %s\n",
+                (unsigned long long)rejected, metrics ? "metric data point(s)" : "span(s)",
+                msg[0] ? msg : "(no message)");
     }
     return rejected;
 }
@@ -625,73 +680,56 @@ static int backoff_wait(cbt_otlp_exporter *e, uint64_t until_ns)
     return 1;
 }
 
-static void drop(cbt_otlp_exporter *e, size_t n)
-{
-    atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
-    atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
-}
+/* One payload on its way: where it goes and what its loss means in the log. */
+typedef struct send_job {
+    const char *url;
+    const char *key_prefix; /* "" for spans, "metrics-" for metrics: separate log limits */
+    const char *what;       /* "a batch", "a metrics export" */
+    char lost[64];          /* "12 spans dropped", "snapshot dropped" */
+    uint32_t budget_ms;     /* retry budget from the first try */
+} send_job;
 
-/* Encode, compress and send spans[0..n) until accepted, failed for good, out
- * of retry budget or past the shutdown deadline. Exporter thread. */
-static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
+/* Optionally gzip, then POST data[0..len) until accepted (1), or refused for
+ * good, out of retry budget or past the shutdown deadline (0). Counts
+ * retries; logs every failure (rate-limited). Exporter thread. */
+static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t *data, size_t len)
 {
     const cbt_otlp_config *c = &e->cfg;
-    e->body.len = 0;
-    cbt_status st = c->protocol == CBT_OTLP_HTTP_JSON
-                        ? cbt_otlp_encode_json(&c->resource, spans, n, &e->body)
-                        : cbt_otlp_encode_proto(&c->resource, spans, n, &e->body);
-    if (st != CBT_OK) {
-        elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
-             cbt_strerror(st));
-        drop(e, n);
-        return;
-    }
-    const uint8_t *data = e->body.data;
-    size_t len = e->body.len;
+    char key[64], what[CURL_ERROR_SIZE + 64];
     if (c->gzip) {
-        if (!gzip_into(e->body.data, e->body.len, &e->gz)) {
-            elog(e, "gzip", "gzip of a %zu-byte batch failed (dropped)", e->body.len);
-            drop(e, n);
-            return;
+        if (!gzip_into(data, len, &e->gz)) {
+            snprintf(key, sizeof key, "%sgzip", j->key_prefix);
+            elog(e, key, "gzip of %s (%zu bytes) failed: %s", j->what, len, j->lost);
+            return 0;
         }
         data = e->gz.data;
         len = e->gz.len;
     }
-
     uint64_t first = now_ns();
-    uint64_t budget_end = first + (uint64_t)c->retry_budget_ms * 1000000ull;
+    uint64_t budget_end = first + (uint64_t)j->budget_ms * 1000000ull;
     for (uint32_t attempt = 0;; attempt++) {
         long code;
         CURLcode rc;
-        post_result r = post(e, data, len, &code, &rc);
-        if (r == POST_OK) {
-            uint64_t rej = rejected_in_response(e);
-            if (rej > n)
-                rej = n;
-            atomic_fetch_add_explicit(&e->exported, n - rej, memory_order_relaxed);
-            atomic_fetch_add_explicit(&e->dropped, rej, memory_order_relaxed);
-            atomic_fetch_add_explicit(&e->sent, 1, memory_order_relaxed);
-            return;
-        }
-        char key[48], what[CURL_ERROR_SIZE + 64];
+        post_result r = post(e, j->url, data, len, &code, &rc);
+        if (r == POST_OK)
+            return 1;
         if (code) {
-            snprintf(key, sizeof key, "http-%ld", code);
+            snprintf(key, sizeof key, "%shttp-%ld", j->key_prefix, code);
             snprintf(what, sizeof what, "HTTP %ld", code);
         } else {
-            snprintf(key, sizeof key, "curl-%d", (int)rc);
+            snprintf(key, sizeof key, "%scurl-%d", j->key_prefix, (int)rc);
             snprintf(what, sizeof what, "%s%s%s", curl_easy_strerror(rc),
                      e->errbuf[0] ? ": " : "", e->errbuf);
         }
         if (r == POST_ABORTED) {
-            elog(e, "aborted", "shutdown deadline reached during a POST: %zu spans dropped", n);
-            drop(e, n);
-            return;
+            snprintf(key, sizeof key, "%saborted", j->key_prefix);
+            elog(e, key, "shutdown deadline reached during a POST of %s: %s", j->what, j->lost);
+            return 0;
         }
         if (r == POST_FAIL) {
-            elog(e, key, "the collector refused a batch (%s): %zu spans dropped, not retried",
-                 what, n);
-            drop(e, n);
-            return;
+            elog(e, key, "the collector refused %s (%s): %s, not retried", j->what, what,
+                 j->lost);
+            return 0;
         }
         int64_t ra = retry_after_ms(e->retry_after);
         uint64_t delay_ms;
@@ -705,20 +743,89 @@ static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
         }
         uint64_t next = now_ns() + delay_ms * 1000000ull;
         if (next > budget_end) {
-            elog(e, "budget", "giving up on a batch after %u tries (%s): retry budget of %u ms "
-                              "spent, %zu spans dropped", attempt + 1, what, c->retry_budget_ms, n);
-            drop(e, n);
-            return;
+            snprintf(key, sizeof key, "%sbudget", j->key_prefix);
+            elog(e, key, "giving up on %s after %u tries (%s): retry budget of %u ms spent, %s",
+                 j->what, attempt + 1, what, j->budget_ms, j->lost);
+            return 0;
         }
-        elog(e, key, "export failed (%s): retrying", what);
+        elog(e, key, "export of %s failed (%s): retrying", j->what, what);
         if (!backoff_wait(e, next)) {
-            elog(e, "shutdown-retry", "shutdown deadline reached while retrying (%s): %zu spans "
-                                      "dropped", what, n);
-            drop(e, n);
-            return;
+            snprintf(key, sizeof key, "%sshutdown-retry", j->key_prefix);
+            elog(e, key, "shutdown deadline reached while retrying %s (%s): %s", j->what, what,
+                 j->lost);
+            return 0;
         }
         atomic_fetch_add_explicit(&e->retries, 1, memory_order_relaxed);
     }
+}
+
+static void drop(cbt_otlp_exporter *e, size_t n)
+{
+    atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
+}
+
+/* Encode and send spans[0..n) (send_retrying). Exporter thread. */
+static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
+{
+    const cbt_otlp_config *c = &e->cfg;
+    e->body.len = 0;
+    cbt_status st = c->protocol == CBT_OTLP_HTTP_JSON
+                        ? cbt_otlp_encode_json(&c->resource, spans, n, &e->body)
+                        : cbt_otlp_encode_proto(&c->resource, spans, n, &e->body);
+    if (st != CBT_OK) {
+        elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
+             cbt_strerror(st));
+        drop(e, n);
+        return;
+    }
+    send_job j = {.url = c->endpoint, .key_prefix = "", .what = "a batch",
+                  .budget_ms = c->retry_budget_ms};
+    snprintf(j.lost, sizeof j.lost, "%zu spans dropped", n);
+    if (!send_retrying(e, &j, e->body.data, e->body.len)) {
+        drop(e, n);
+        return;
+    }
+    uint64_t rej = rejected_in_response(e, 0);
+    if (rej > n)
+        rej = n;
+    atomic_fetch_add_explicit(&e->exported, n - rej, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->dropped, rej, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->sent, 1, memory_order_relaxed);
+}
+
+/* Snapshot cfg.blend, encode and send it (send_retrying). A failure loses
+ * nothing the next export does not carry (the values are cumulative), so the
+ * retry budget is at most one interval: a metrics outage never holds the
+ * span batches behind it for longer than that. Exporter thread. */
+static void export_metrics(cbt_otlp_exporter *e)
+{
+    const cbt_otlp_config *c = &e->cfg;
+    cbt_status st = cbt_blend_snapshot_take(c->blend, &e->snap);
+    if (st == CBT_OK) {
+        e->body.len = 0;
+        st = c->protocol == CBT_OTLP_HTTP_JSON
+                 ? cbt_otlp_encode_metrics_json(&c->resource, &e->snap, &e->body)
+                 : cbt_otlp_encode_metrics_proto(&c->resource, &e->snap, &e->body);
+    }
+    if (st != CBT_OK) {
+        elog(e, "metrics-encode", "encoding the metrics failed: %s (snapshot dropped)",
+             cbt_strerror(st));
+        atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
+        return;
+    }
+    uint32_t budget = c->retry_budget_ms;
+    if (c->metrics_interval_ms && c->metrics_interval_ms < budget)
+        budget = c->metrics_interval_ms;
+    send_job j = {.url = c->metrics_endpoint, .key_prefix = "metrics-",
+                  .what = "a metrics snapshot", .budget_ms = budget};
+    snprintf(j.lost, sizeof j.lost, "snapshot dropped (the next export carries its values)");
+    if (!send_retrying(e, &j, e->body.data, e->body.len)) {
+        atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
+        return;
+    }
+    (void)rejected_in_response(e, 1); /* logged; the export itself was accepted */
+    atomic_fetch_add_explicit(&e->metrics_exports, 1, memory_order_relaxed);
 }
 
 /* ---- the exporter thread ------------------------------------------------------------ */
@@ -727,7 +834,10 @@ static void *exporter_main(void *arg)
 {
     cbt_otlp_exporter *e = arg;
     const uint64_t delay_ns = (uint64_t)e->cfg.schedule_delay_ms * 1000000ull;
+    const uint64_t metrics_ns = (uint64_t)e->cfg.metrics_interval_ms * 1000000ull;
     uint64_t next_export = now_ns() + delay_ns;
+    /* UINT64_MAX: no periodic metrics export (metrics off, or interval 0) */
+    uint64_t next_metrics = e->metrics_on && metrics_ns ? now_ns() + metrics_ns : UINT64_MAX;
     pthread_mutex_lock(&e->lock);
     for (;;) {
         uint64_t n = e->tail - e->head, t = now_ns();
@@ -745,6 +855,21 @@ static void *exporter_main(void *arg)
                 break;
             }
         }
+        /* metrics: on the interval, or a cbt_flush asked; never while
+         * stopping (the final export follows the loop) */
+        if (e->metrics_on && !e->stopping &&
+            (t >= next_metrics || e->metrics_done != e->metrics_req)) {
+            uint64_t req = e->metrics_req;
+            pthread_mutex_unlock(&e->lock);
+
+            export_metrics(e);
+
+            pthread_mutex_lock(&e->lock);
+            e->metrics_done = req;
+            if (next_metrics != UINT64_MAX)
+                next_metrics = now_ns() + metrics_ns;
+            continue;
+        }
         int due = n >= e->cfg.max_batch || e->stopping || e->head < e->flush_target ||
                   t >= next_export;
         if (n == 0 || !due) {
@@ -754,6 +879,8 @@ static void *exporter_main(void *arg)
                     next_export = t + delay_ns;
                 until = next_export;
             }
+            if (next_metrics < until)
+                until = next_metrics;
             cv_wait_until(&e->work_cv, &e->lock, until);
             continue;
         }
@@ -771,6 +898,11 @@ static void *exporter_main(void *arg)
         next_export = now_ns() + delay_ns;
     }
     pthread_mutex_unlock(&e->lock);
+    /* the final metrics export, after the spans: post() refuses to start past
+     * the shutdown deadline and aborts a transfer at it, so this stays within
+     * shutdown_timeout_ms too (a refusal counts as a metrics failure) */
+    if (e->metrics_on)
+        export_metrics(e);
     return NULL;
 }
 
@@ -828,6 +960,8 @@ static cbt_status sink_flush(void *ctx)
     uint64_t target = e->tail;
     if (target > e->flush_target)
         e->flush_target = target;
+    if (e->metrics_on && !final)
+        e->metrics_req++; /* a snapshot goes out soon; not waited for (destroy sends the last) */
     pthread_cond_broadcast(&e->work_cv);
     while (e->head < target && now_ns() < until)
         cv_wait_until(&e->done_cv, &e->lock, until);
@@ -932,6 +1066,7 @@ cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter 
         return CBT_ERR_NOMEM;
     e->cfg = *c;
     e->cap = c->max_queue;
+    e->metrics_on = c->blend != NULL && !c->metrics_disabled;
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->log_lock, NULL);
     pthread_condattr_t ca;
@@ -982,4 +1117,6 @@ void cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out)
     out->batches_failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
     out->retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
     out->bytes_sent = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+    out->metrics_exports = atomic_load_explicit(&e->metrics_exports, memory_order_relaxed);
+    out->metrics_failures = atomic_load_explicit(&e->metrics_failures, memory_order_relaxed);
 }

@@ -198,6 +198,10 @@ int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsi
         if (total == 0)
             total = 1;
         const cbt_attr *sid = cbt_span_attr(root, CBT_N_SESSION_ID);
+        if (!sid || sid->type != CBT_META_STR)
+            sid = cbt_span_attr(root, CBT_N_REQUEST_ID);
+        if (sid && sid->type != CBT_META_STR)
+            sid = NULL;
         fprintf(f, "%.*s  %.3f ms end to end\n", sid ? (int)sid->str_len : 4,
                 sid ? cbt_attr_str(root, sid) : "????", (double)total / 1e6);
         size_t m = 0;
@@ -205,6 +209,13 @@ int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsi
             if (memcmp(spans[i].ctx.trace_id, root->ctx.trace_id, 16) == 0)
                 order[m++] = &spans[i];
         qsort(order, m, sizeof *order, cmp_start);
+        /* the name column fits the deepest, longest name of this trace */
+        int col = 22;
+        for (size_t i = 0; i < m; i++) {
+            int w = 2 * depth_of(order[i], spans, n) + (int)strlen(cbt_name_str(order[i]->name));
+            if (w > col && w <= 60)
+                col = w;
+        }
         for (size_t i = 0; i < m; i++) {
             const cbt_span *s = order[i];
             int d = depth_of(s, spans, n);
@@ -216,7 +227,7 @@ int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsi
                 b = a + 1;
             if (b > width)
                 b = width;
-            fprintf(f, "  %*s%-*s |", 2 * d, "", 22 - 2 * d, cbt_name_str(s->name));
+            fprintf(f, "  %*s%-*s |", 2 * d, "", col - 2 * d, cbt_name_str(s->name));
             for (unsigned c = 0; c < width; c++)
                 fputs(c >= a && c < b ? "\u2588" : " ", f);
             fprintf(f, "| %9.3f ms\n", (double)(s->end_ns - s->start_ns) / 1e6);

@@ -90,8 +90,8 @@ void cbt_blend_observe(cbt_blend_metrics *m, cbt_blend_hist h, double ms, const 
 {
     if (!m || (unsigned)h >= CBT_BH_COUNT_)
         return;
-    if (!(ms >= 0.0) || isinf(ms))
-        ms = isinf(ms) && ms > 0 ? ms : 0.0;
+    if (!(ms >= 0.0) || isinf(ms)) /* NaN, negative, infinite: one bad value would */
+        ms = 0.0;                    /* poison the cumulative sum for good */
     uint32_t b = bucket_of(ms);
     cbt_blend_exemplar ex = {0};
     if (from) {

@@ -318,14 +318,23 @@ static int add_sinks(const cbt_demo_opts *o, void **otlp)
         if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK)
             return -1;
         size_t l = strlen(o->otlp_endpoint);
-        const char *suffix = (l >= 10 && strcmp(o->otlp_endpoint + l - 10, "/v1/traces") == 0)
+        int traces_url = l >= 10 && strcmp(o->otlp_endpoint + l - 10, "/v1/traces") == 0;
+        const char *suffix = traces_url
                                  ? ""
                                  : (o->otlp_endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
+        /* the metrics URL: the same base with /v1/metrics (a traces URL's
+         * /v1/traces replaced) */
+        int base_len = traces_url ? (int)(l - 10) : (int)l;
+        const char *msuffix = !traces_url && o->otlp_endpoint[l - 1] == '/' ? "v1/metrics"
+                                                                             : "/v1/metrics";
         if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", o->otlp_endpoint, suffix) >=
-            sizeof c.endpoint) {
+                sizeof c.endpoint ||
+            (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
+                             o->otlp_endpoint, msuffix) >= sizeof c.metrics_endpoint) {
             fprintf(stderr, "cbt demo: --otlp-endpoint is too long\n");
             return -1;
         }
+        c.blend = cbt_blend_metrics_current(); /* lmcache_blend.* to /v1/metrics */
         cbt_otlp_exporter *e = NULL;
         if ((st = cbt_otlp_exporter_create(&c, &e, &sk)) != CBT_OK ||
             (st = cbt_add_sink(&sk)) != CBT_OK) {

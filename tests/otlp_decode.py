@@ -2,6 +2,7 @@
 """tests/otlp_decode.py — cbt's OTLP bytes read by the official decoder.
 
     python otlp_decode.py <path of the test_otlp_encode binary>
+    python otlp_decode.py --metrics <path of the test_otlp_metrics binary>
 
 Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json`, then
   1. decodes spans.pb with the official opentelemetry-proto package
@@ -15,6 +16,12 @@ Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json`, then
      proto3 JSON mapping expects for bytes) parses it with
      google.protobuf.json_format.Parse into ExportTraceServiceRequest, which
      refuses unknown field names, and compares it with the protobuf decode.
+
+With --metrics it runs `test_otlp_metrics --emit ...` instead and does the
+same three steps for ExportMetricsServiceRequest: the fixed snapshot of
+tests/test_otlp_metrics.c (emit_set), written out below (METRIC_*), every
+counter a cumulative monotonic Sum, every histogram a cumulative Histogram
+with its buckets, bounds, sum/min/max and exemplars.
 
 Exit 0: pass; 1: a difference (printed); 77: the package is not importable.
 scripts/run-pytest-venv.sh runs it with the venv scripts/pydeps.sh makes.
@@ -30,6 +37,8 @@ import tempfile
 try:
     from google.protobuf import json_format
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+    from opentelemetry.proto.metrics.v1 import metrics_pb2
 except Exception as e:  # ImportError, or a protobuf runtime that does not fit
     print(f"SKIP: opentelemetry-proto is not importable with {sys.executable}: {e!r}")
     sys.exit(77)
@@ -183,9 +192,233 @@ def int_values(doc):
     return out
 
 
+# ---- metrics: the fixed snapshot, as test_otlp_metrics.c documents it -----------------
+
+M_SNAP = T0 + 60_000_000_000
+# (name, unit) of every counter, in cbt/blend_metrics.h order
+COUNTERS = [
+    ("lmcache_blend.lookup_requests", "{request}"),
+    ("lmcache_blend.lookup_requested_tokens", "{token}"),
+    ("lmcache_blend.lookup_hit_tokens", "{token}"),
+    ("lmcache_blend.lookup_prefix_hit_tokens", "{token}"),
+    ("lmcache_blend.lookup_non_prefix_hit_tokens", "{token}"),
+    ("lmcache_blend.lookup_fingerprint_hits", "{match}"),
+    ("lmcache_blend.lookup_storage_hits", "{chunk}"),
+    ("lmcache_blend.lookup_stale_chunks", "{chunk}"),
+    ("lmcache_blend.retrieve_requests", "{request}"),
+    ("lmcache_blend.retrieve_failures", "{request}"),
+    ("lmcache_blend.retrieve_noops", "{request}"),
+    ("lmcache_blend.scatter_tokens", "{token}"),
+    ("lmcache_blend.scatter_slot_writes", "{slot}"),
+    ("lmcache_blend.shifted_tokens", "{token}"),
+    ("lmcache_blend.l2_load_chunks", "{chunk}"),
+    ("lmcache_blend.l2_load_bytes", "By"),
+    ("lmcache_blend.chunks_evicted", "{chunk}"),
+    ("lmcache_blend.fingerprints_registered", "{fingerprint}"),
+]
+HISTOGRAMS = [
+    "lmcache_blend.lookup_duration",
+    "lmcache_blend.fingerprint_match_duration",
+    "lmcache_blend.coordinator_match_duration",
+    "lmcache_blend.sparse_prefetch_duration",
+    "lmcache_blend.l2_load_duration",
+    "lmcache_blend.retrieve_duration",
+    "lmcache_blend.scatter_duration",
+]
+BOUNDS = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
+          2500.0, 10000.0]
+
+
+def counter_value(i, name):
+    if name == "lmcache_blend.chunks_evicted":
+        return 0
+    if name == "lmcache_blend.l2_load_bytes":
+        return 5_000_000_000_000
+    return (i + 1) * 1000 + 7
+
+
+LOOKUP_VALUES = [0.05, 0.1, 0.07, 1.0, 10000.0, 10000.5, 0.0]
+
+
+def lookup_sum():
+    s = 0.0
+    for v in LOOKUP_VALUES:  # the C side's order of additions
+        s += v
+    return s
+
+
+def ex(value, end, trace0, span0, rid):
+    return dict(value=value, time=end, trace_id=seq(trace0, 16), span_id=seq(span0, 8), rid=rid)
+
+
+HIST_POINTS = {
+    "lmcache_blend.lookup_duration": dict(
+        count=7, sum=lookup_sum(), min=0.0, max=10000.5,
+        buckets=[2, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1],
+        exemplars=[ex(0.05, T0 + 1000, 0x01, 0xA1, "req-1"),
+                   ex(1.0, T0 + 3000, 0x21, 0xC1, "req-3"),
+                   ex(10000.5, T0 + 2000, 0x01, 0xB1, None)]),
+    "lmcache_blend.scatter_duration": dict(
+        count=1, sum=3.0, min=3.0, max=3.0,
+        buckets=[0, 0, 0, 0, 0, 0, 1] + [0] * 10,
+        exemplars=[ex(3.0, T0 + 4000, 0x31, 0xD1, "req-4")]),
+}
+EMPTY_POINT = dict(count=0, sum=0.0, min=None, max=None, buckets=[0] * 17, exemplars=[])
+
+
+def header_descriptions():
+    """name -> description, read from cbt/blend_metrics.h's X-macros."""
+    with open(os.path.join(HERE, "..", "include", "cbt", "blend_metrics.h"), encoding="utf-8") as f:
+        text = f.read().replace("\\\n", " ")
+    out = {}
+    for m in re.finditer(r'X\(\s*\w+\s*,\s*"([^"]+)"\s*,\s*("(?:[^"]*)"\s*,\s*)?"([^"]*)"\s*\)',
+                         text):
+        out[m.group(1)] = m.group(3)
+    return out
+
+
+def check_metrics_request(req, version):
+    check_eq(len(req.resource_metrics), 1, "resource_metrics")
+    rm = req.resource_metrics[0]
+    check(rm.HasField("resource"), "resource present")
+    check_attrs(rm.resource.attributes, RESOURCE, "resource")
+    check_eq(rm.schema_url, "", "resource schema_url")
+    check_eq(len(rm.scope_metrics), 1, "scope_metrics")
+    sm = rm.scope_metrics[0]
+    check_eq(sm.scope.name, "cbt", "scope name")
+    check_eq(sm.scope.version, version, "scope version")
+    check_eq(len(sm.metrics), len(COUNTERS) + len(HISTOGRAMS), "number of metrics")
+    descs = header_descriptions()
+    check_eq(len(descs), len(COUNTERS) + len(HISTOGRAMS), "descriptions found in the header")
+    cumulative = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    for i, (m, (name, unit)) in enumerate(zip(sm.metrics, COUNTERS)):
+        w = f"counter {i} ({name})"
+        check_eq(m.name, name, f"{w} name")
+        check_eq(m.unit, unit, f"{w} unit")
+        check_eq(m.description, descs.get(name), f"{w} description")
+        check_eq(m.WhichOneof("data"), "sum", f"{w} data")
+        check_eq(m.sum.aggregation_temporality, cumulative, f"{w} temporality")
+        check_eq(m.sum.is_monotonic, True, f"{w} is_monotonic")
+        check_eq(len(m.sum.data_points), 1, f"{w} data points")
+        p = m.sum.data_points[0]
+        check_eq(p.WhichOneof("value"), "as_int", f"{w} value type")
+        check_eq(p.as_int, counter_value(i, name), f"{w} value")
+        check_eq(p.start_time_unix_nano, T0, f"{w} start")
+        check_eq(p.time_unix_nano, M_SNAP, f"{w} time")
+        check_eq(len(p.attributes) + len(p.exemplars) + p.flags, 0, f"{w} extras")
+    for m, name in zip(sm.metrics[len(COUNTERS):], HISTOGRAMS):
+        w = f"histogram {name}"
+        want = HIST_POINTS.get(name, EMPTY_POINT)
+        check_eq(m.name, name, f"{w} name")
+        check_eq(m.unit, "ms", f"{w} unit")
+        check_eq(m.description, descs.get(name), f"{w} description")
+        check_eq(m.WhichOneof("data"), "histogram", f"{w} data")
+        check_eq(m.histogram.aggregation_temporality, cumulative, f"{w} temporality")
+        check_eq(len(m.histogram.data_points), 1, f"{w} data points")
+        p = m.histogram.data_points[0]
+        check_eq(p.start_time_unix_nano, T0, f"{w} start")
+        check_eq(p.time_unix_nano, M_SNAP, f"{w} time")
+        check_eq(p.count, want["count"], f"{w} count")
+        check(p.HasField("sum"), f"{w} sum present")
+        check_eq(p.sum, want["sum"], f"{w} sum")
+        check_eq(list(p.bucket_counts), want["buckets"], f"{w} bucket_counts")
+        check_eq(sum(p.bucket_counts), p.count, f"{w} buckets add up to count")
+        check_eq(list(p.explicit_bounds), BOUNDS, f"{w} explicit_bounds")
+        for k in ("min", "max"):
+            check_eq(p.HasField(k), want[k] is not None, f"{w} {k} present")
+            if want[k] is not None:
+                check_eq(getattr(p, k), want[k], f"{w} {k}")
+        check_eq(len(p.exemplars), len(want["exemplars"]), f"{w} exemplars")
+        for j, (e, x) in enumerate(zip(p.exemplars, want["exemplars"])):
+            v = f"{w} exemplar {j}"
+            check_eq(e.WhichOneof("value"), "as_double", f"{v} value type")
+            check_eq(e.as_double, x["value"], f"{v} value")
+            check_eq(e.time_unix_nano, x["time"], f"{v} time")
+            check_eq(e.trace_id, x["trace_id"], f"{v} trace_id")
+            check_eq(e.span_id, x["span_id"], f"{v} span_id")
+            check_attrs(e.filtered_attributes,
+                        [("request_id", S, x["rid"])] if x["rid"] else [], v)
+
+
+def metrics_ids_to_base64(doc):
+    for rm in doc.get("resourceMetrics", []):
+        for sm in rm.get("scopeMetrics", []):
+            for m in sm.get("metrics", []):
+                for p in m.get("histogram", {}).get("dataPoints", []):
+                    for e in p.get("exemplars", []):
+                        for key, digits in (("traceId", 32), ("spanId", 16)):
+                            if key not in e:
+                                continue
+                            v = e[key]
+                            if check(isinstance(v, str)
+                                     and re.fullmatch("[0-9a-f]{%d}" % digits, v),
+                                     f"JSON exemplar {key} {v!r} is not {digits} lowercase hex"):
+                                e[key] = base64.b64encode(bytes.fromhex(v)).decode()
+
+
+def main_metrics(binary):
+    version = cbt_version()
+    with tempfile.TemporaryDirectory(prefix="cbt-otlp-") as d:
+        pb_path, js_path = os.path.join(d, "metrics.pb"), os.path.join(d, "metrics.json")
+        r = subprocess.run([binary, "--emit", pb_path, js_path], capture_output=True, text=True,
+                           timeout=60)
+        if r.returncode != 0:
+            print(f"FAIL: {binary} --emit exited {r.returncode}: {r.stderr.strip()}")
+            return 1
+        with open(pb_path, "rb") as f:
+            data = f.read()
+        with open(js_path, "rb") as f:
+            js_text = f.read().decode("utf-8")
+
+    req = metrics_service_pb2.ExportMetricsServiceRequest()
+    try:
+        req.ParseFromString(data)
+    except Exception as e:
+        print(f"FAIL: the official decoder refused our protobuf: {e!r}")
+        return 1
+    check_metrics_request(req, version)
+    check(req.SerializeToString(deterministic=True) == data,
+          "protobuf bytes differ from the official serializer's for the same message")
+
+    doc = json.loads(js_text)
+    for m in doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]:
+        pts = m.get("sum", m.get("histogram", {})).get("dataPoints", [])
+        for p in pts:
+            for key in ("startTimeUnixNano", "timeUnixNano", "asInt", "count"):
+                if key in p:
+                    check(isinstance(p[key], str) and re.fullmatch(r"-?[0-9]+", p[key]),
+                          f"JSON {m['name']} {key} {p[key]!r} is not a decimal string")
+            for b in p.get("bucketCounts", []):
+                check(isinstance(b, str), f"JSON {m['name']} bucketCounts {b!r} is not a string")
+        t = m.get("sum", m.get("histogram", {})).get("aggregationTemporality")
+        check(t == 2, f"JSON {m['name']} aggregationTemporality {t!r} is not the integer 2")
+    metrics_ids_to_base64(doc)
+    from_json = metrics_service_pb2.ExportMetricsServiceRequest()
+    try:
+        json_format.Parse(json.dumps(doc), from_json)
+    except Exception as e:
+        print(f"FAIL: json_format.Parse refused our OTLP/JSON: {e!r}")
+        return 1
+    if not check(from_json == req, "the JSON and the protobuf decode to different messages"):
+        print("--- from protobuf:\n" + str(req) + "--- from JSON:\n" + str(from_json))
+
+    if errors:
+        for e in errors:
+            print("FAIL:", e)
+        return 1
+    import google.protobuf
+    import opentelemetry.proto.version as v
+    print(f"PASS: {len(req.resource_metrics[0].scope_metrics[0].metrics)} metrics, "
+          f"{len(data)} protobuf bytes and {len(js_text)} JSON bytes match "
+          f"(opentelemetry-proto {v.__version__}, protobuf {google.protobuf.__version__})")
+    return 0
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--metrics":
+        return main_metrics(sys.argv[2])
     if len(sys.argv) != 2:
-        print(f"usage: {sys.argv[0]} <test_otlp_encode binary>")
+        print(f"usage: {sys.argv[0]} [--metrics] <test_otlp_encode | test_otlp_metrics binary>")
         return 2
     version = cbt_version()
     with tempfile.TemporaryDirectory(prefix="cbt-otlp-") as d:

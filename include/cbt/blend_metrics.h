@@ -148,8 +148,8 @@ void cbt_blend_count(cbt_blend_metrics *m, cbt_blend_counter c, uint64_t n);
 
 /* Record a duration. When `from` is not NULL it becomes the exemplar of the
  * value's bucket (its trace and span ids, its request_id attribute, its end
- * time, or now when it is still open). NaN and negative values are counted
- * as 0 ms. */
+ * time, or now when it is still open). NaN, infinite and negative values are
+ * counted as 0 ms. */
 void cbt_blend_observe(cbt_blend_metrics *m, cbt_blend_hist h, double ms, const cbt_span *from);
 
 /* Copy everything into *out (time_ns = now). CBT_ERR_INVAL on NULL. */
