@@ -16,7 +16,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
-            "                [--spans FILE] [--seed S] [--trees K] [--slowest K]\n"
+            "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
             "                [--enable-tracing --otlp-endpoint URL]\n"
             "       cbt version\n"
             "\n"
@@ -30,6 +30,10 @@ static void usage(FILE *f)
             "  --seed S           workload seed (default 42)\n"
             "  --trees K          request trees to print (0..1000, default 3)\n"
             "  --slowest K        waterfalls of the slowest requests (0..1000, default 3)\n"
+            "  --cacheblend       the CacheBlend V3 workload instead: a scheduler, a worker\n"
+            "                     and a blend server (threads here, processes in production)\n"
+            "                     joining one trace through W3C traceparents; head sampling\n"
+            "                     from OTEL_TRACES_SAMPLER[_ARG] (CPU backend, work simulated)\n"
             "  --enable-tracing   also export spans over OTLP/HTTP; needs --otlp-endpoint\n"
             "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318\n"
             "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n");
@@ -106,6 +110,8 @@ static int cmd_demo(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--enable-tracing")) {
             tracing = 1;
+        } else if (!strcmp(a, "--cacheblend")) {
+            o.cacheblend = 1;
         } else if (!strcmp(a, "--cpu")) {
             o.backend = CBT_DEMO_CPU;
         } else if (!strcmp(a, "--gpu")) {
@@ -131,6 +137,10 @@ static int cmd_demo(int argc, char **argv)
         return 2;
     }
     o.otlp_endpoint = tracing ? endpoint : NULL;
+    if (o.cacheblend && o.backend == CBT_DEMO_GPU) {
+        fprintf(stderr, "cbt: --cacheblend runs on the CPU backend; drop --gpu\n");
+        return 2;
+    }
     if (o.concurrency > o.requests)
         o.concurrency = o.requests;
     o.progress = isatty(STDERR_FILENO) && o.requests >= 200;

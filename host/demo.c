@@ -4,12 +4,18 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cbt.h"
+#include "cbt/blend_metrics.h"
+#include "cbt/cb.h"
+#include "cbt/pspan.h"
 #include "cbt_kernels.h"
+#include "demo_cb.h"
 #include "demo_gpu.h"
 #include "nvtx.h"
 #include "otlp.h"
@@ -369,8 +375,200 @@ static double kernel_gbps(const cbt_span *spans, uint32_t n)
     return ns > 0 ? bytes / ns : 0.0;
 }
 
+/* ---- --cacheblend: three roles, one trace ------------------------------------------------ */
+
+typedef struct role_arg {
+    cbt_cb_role role;
+    int a, b;
+    const cbt_cb_role_opts *o;
+    int rc;
+    char err[256];
+} role_arg;
+
+static void *role_main(void *p)
+{
+    role_arg *ra = p;
+    ra->rc = cbt_cb_role_run(ra->role, ra->a, ra->b, ra->o, ra->err, sizeof ra->err);
+    if (ra->rc) { /* wake the others: their reads see the connection end */
+        shutdown(ra->a, SHUT_RDWR);
+        shutdown(ra->b, SHUT_RDWR);
+    }
+    return NULL;
+}
+
+static uint64_t cb_rng(uint64_t *x)
+{
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* The scheduler's script: prompts of 1..16 chunks, hits split into a prefix
+ * and a re-RoPE'd non-prefix part, and one request in three loading its KV in
+ * two cb.start_load_kv passes (vLLM's partial-then-full allocation). */
+static cbt_cb_request *cb_script(const cbt_demo_opts *o)
+{
+    cbt_cb_request *q = calloc(o->requests, sizeof *q);
+    uint64_t x = o->seed;
+    for (uint32_t i = 0; q && i < o->requests; i++) {
+        snprintf(q[i].rid, sizeof q[i].rid, "cb-%06u", i);
+        q[i].send_ctx = 1;
+        uint32_t chunks = 1 + (uint32_t)(cb_rng(&x) % 16);
+        q[i].prompt_tokens = chunks * 256;
+        uint32_t hit = (uint32_t)(cb_rng(&x) % (chunks + 1)) * 256;
+        q[i].prefix_hit = (uint32_t)(cb_rng(&x) % (hit / 256 + 1)) * 256;
+        q[i].non_prefix_hit = hit - q[i].prefix_hit;
+        q[i].load_passes = hit >= 512 && cb_rng(&x) % 3 == 0 ? 2 : 1;
+    }
+    return q;
+}
+
+static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
+{
+    cbt_sampler smp;
+    if (cbt_sampler_from_env(&smp, stderr) != CBT_OK)
+        fprintf(stderr, "cbt demo: using the sampler %s\n", cbt_sampler_name(smp.kind));
+    cbt_config cfg = cbt_config_default();
+    cbt_status st = cbt_init(&cfg);
+    if (st) {
+        fprintf(stderr, "cbt demo: cannot start the tracer: %s\n", cbt_strerror(st));
+        return 1;
+    }
+    cbt_memsink *mem = NULL;
+    cbt_sink msink;
+    cbt_subscriber cb;
+    void *otlp = NULL;
+    if ((st = cbt_memsink_create(o->requests * 24 + 16, &mem, &msink)) ||
+        (st = cbt_add_sink(&msink)) || (st = cbt_cb_subscriber_create(0, &cb)) ||
+        (st = cbt_add_subscriber(&cb))) {
+        fprintf(stderr, "cbt demo: %s\n", cbt_strerror(st));
+        cbt_shutdown();
+        cbt_memsink_release(mem);
+        return 1;
+    }
+    if (add_sinks(o, &otlp) != 0) {
+        cbt_shutdown();
+        cbt_memsink_release(mem);
+        return 1;
+    }
+#ifdef CBT_WITH_NVTX
+    cbt_nvtx_enable();
+#endif
+    cbt_cb_request *script = cb_script(o);
+    int ss[2] = {-1, -1}, ws[2] = {-1, -1}, sw[2] = {-1, -1};
+    int rc = 0;
+    if (!script || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ss) ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ws) ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sw)) {
+        fprintf(stderr, "cbt demo: cannot set up the three roles\n");
+        rc = 1;
+    }
+    cbt_cb_role_opts ro = {.requests = script, .n_requests = o->requests, .sampler = smp,
+                           .work_us = 100};
+    role_arg ra[3] = {{CBT_CB_ROLE_SCHEDULER, ss[0], sw[0], &ro, 0, ""},
+                      {CBT_CB_ROLE_WORKER, sw[1], ws[0], &ro, 0, ""},
+                      {CBT_CB_ROLE_SERVER, ss[1], ws[1], &ro, 0, ""}};
+    static const char *const names[3] = {"scheduler", "worker", "server"};
+    pthread_t th[3];
+    int started = 0;
+    for (; rc == 0 && started < 3; started++)
+        if (pthread_create(&th[started], NULL, role_main, &ra[started]) != 0) {
+            fprintf(stderr, "cbt demo: cannot start the %s thread\n", names[started]);
+            for (int i = 0; i < 2; i++) { /* unblock those already running */
+                shutdown(ss[i], SHUT_RDWR);
+                shutdown(ws[i], SHUT_RDWR);
+                shutdown(sw[i], SHUT_RDWR);
+            }
+            rc = 1;
+            break;
+        }
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        if (ra[i].rc) {
+            fprintf(stderr, "cbt demo: the %s failed: %s\n", names[i], ra[i].err);
+            rc = 1;
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        if (ss[i] >= 0) close(ss[i]);
+        if (ws[i] >= 0) close(ws[i]);
+        if (sw[i] >= 0) close(sw[i]);
+    }
+    free(script);
+    if (cbt_flush(5000) != CBT_OK)
+        fprintf(stderr, "cbt demo: flush timed out\n");
+    cbt_metrics m;
+    cbt_cb_stats cs;
+    cbt_pspan_stats ps;
+    cbt_blend_snapshot bs;
+    cbt_metrics_get(&m);
+    cbt_cb_stats_get(NULL, &cs);
+    cbt_pspan_stats_get(&ps);
+    cbt_blend_snapshot_take(cbt_blend_metrics_current(), &bs);
+#ifdef CBT_WITH_OTLP
+    cbt_otlp_stats os = {0};
+    if (otlp)
+        cbt_otlp_exporter_stats(otlp, &os);
+#endif
+    cbt_shutdown();
+
+    uint32_t n = cbt_memsink_count(mem);
+    cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
+    for (uint32_t i = 0; spans && i < n; i++)
+        cbt_memsink_get(mem, i, &spans[i]);
+    if (spans && o->slowest) {
+        fprintf(out, "The %u slowest CacheBlend requests, end to end:\n", o->slowest);
+        cbt_waterfall_print(out, spans, n, o->slowest, 40);
+    }
+    if (spans && o->trees) {
+        fprintf(out, "\nFirst %u request trees, one trace across scheduler, worker and server:\n",
+                o->trees);
+        cbt_tree_print(out, spans, n, o->trees);
+    }
+    uint64_t req_tok = bs.counters[CBT_BC_LOOKUP_REQUESTED_TOKENS];
+    fprintf(out,
+            "\nrequests %u (traced %llu, sampled out %llu; sampler %s) | spans %u "
+            "(plugin %llu, server %llu)\n"
+            "lmcache_blend: lookups %llu, hit rate %.3f (%llu/%llu tokens; prefix %llu, "
+            "re-RoPE'd %llu), retrieves %llu, scattered %llu tokens\n"
+            "events published %llu, dropped %llu | incomplete %llu\n",
+            o->requests, (unsigned long long)bs.counters[CBT_BC_LOOKUP_REQUESTS],
+            (unsigned long long)(o->requests - bs.counters[CBT_BC_LOOKUP_REQUESTS]),
+            cbt_sampler_name(smp.kind), n, (unsigned long long)ps.closed,
+            (unsigned long long)(cs.children_closed + cs.roots_closed + cs.point_events),
+            (unsigned long long)bs.counters[CBT_BC_LOOKUP_REQUESTS],
+            req_tok ? (double)bs.counters[CBT_BC_LOOKUP_HIT_TOKENS] / (double)req_tok : 0.0,
+            (unsigned long long)bs.counters[CBT_BC_LOOKUP_HIT_TOKENS],
+            (unsigned long long)req_tok,
+            (unsigned long long)bs.counters[CBT_BC_LOOKUP_PREFIX_HIT_TOKENS],
+            (unsigned long long)bs.counters[CBT_BC_LOOKUP_NON_PREFIX_HIT_TOKENS],
+            (unsigned long long)bs.counters[CBT_BC_RETRIEVE_REQUESTS],
+            (unsigned long long)bs.counters[CBT_BC_SCATTER_TOKENS],
+            (unsigned long long)m.published, (unsigned long long)m.dropped_full,
+            (unsigned long long)(cs.incomplete_at_shutdown + ps.incomplete_at_shutdown));
+    fprintf(out, "(the work is simulated: sleeps stand in for the lookup, L2 load, scatter and "
+                 "forward phases; spans, parents and context propagation are real)\n");
+    if (o->output)
+        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
+                o->output);
+    if (o->spans)
+        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
+#ifdef CBT_WITH_OTLP
+    if (otlp)
+        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped\n",
+                (unsigned long long)os.spans_exported, o->otlp_endpoint,
+                (unsigned long long)os.spans_dropped);
+#endif
+    free(spans);
+    cbt_memsink_release(mem);
+    return rc;
+}
+
 int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 {
+    if (o->cacheblend)
+        return run_cacheblend(o, out);
     int gpu = o->backend == CBT_DEMO_GPU || (o->backend == CBT_DEMO_AUTO && demo_gpu_present());
     if (gpu && !demo_gpu_present()) {
         fprintf(stderr, "cbt demo: --gpu: no CUDA device (or a build without CUDA); "

@@ -30,6 +30,7 @@ typedef struct cbt_demo_opts {
     cbt_demo_backend backend;
     const char *otlp_endpoint; /* with --enable-tracing: the collector */
     int progress;         /* draw a progress bar on stderr */
+    int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
 } cbt_demo_opts;
 
 cbt_demo_opts cbt_demo_defaults(void);

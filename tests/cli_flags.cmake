@@ -41,3 +41,17 @@ file(READ ${WORKDIR}/cli-trace.json trace)
 if(NOT trace MATCHES "\"traceEvents\"" OR NOT trace MATCHES "\"name\":\"request\"")
   message(FATAL_ERROR "cli-trace.json does not look like a trace file")
 endif()
+
+# --cacheblend: the three roles join one trace; the first tree shows the
+# server's cb.lookup under the scheduler's cb.lookup.rpc and the server's
+# cb.retrieve under the worker's cb.start_load_kv
+expect_exit(2 "--cacheblend runs on the CPU backend" demo --cacheblend --gpu)
+file(REMOVE ${WORKDIR}/cli-cb-spans.jsonl)
+expect_exit(0 "cb.lookup.rpc[^\n]*\n[^\n]*cb.lookup  [^\n]*\n(.|\n)*cb.start_load_kv[^\n]*\n[^\n]*cb.retrieve "
+            demo --cacheblend --requests 4 --trees 1 --slowest 0 --output cli-cb-trace.json
+            --spans cli-cb-spans.jsonl)
+file(STRINGS ${WORKDIR}/cli-cb-spans.jsonl cblines)
+list(LENGTH cblines n)
+if(n LESS 68)
+  message(FATAL_ERROR "cli-cb-spans.jsonl has ${n} lines, expected at least 68 (4 requests)")
+endif()

@@ -301,7 +301,7 @@ static void test_three_processes_one_trace(void **state)
     /* the server's timing sits inside its caller's: the RPC covers the lookup */
     assert_true(lookup->end <= rpc->end);
     assert_true(ret->end <= slk->end);
-    assert_true(sc->end - sc->start >= 300000);
+    assert_true(sc->end - sc->start >= 200000); /* the stream work: 2 x work_us (100 us) */
     assert_true(part->start >= chk->end && chk->start >= fr->end); /* stream order */
 
     /* ---- req-off: sampled out at the root, nothing anywhere ---- */
