@@ -7,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cbt/pspan.h"
 #include "gpu_testutil.h"
 #include "testutil.h"
 
@@ -97,6 +98,55 @@ static void gpu_pool_exhaustion_counts(void **state)
     tu_stop();
 }
 
+/* The worker's GPU phases as pspans on a CUDA stream (cbt/pspan.h): each is
+ * timed by the CUDA events around its kernel, nests under cb.model_forward
+ * (a CPU pspan), and the three follow each other in stream order. */
+static void gpu_pspans_timed_by_cuda_events(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    const char *rid = "gpu-pspan";
+    cbt_pspan fwd, ph[3];
+    static const cbt_name names[3] = {CBT_N_CB_FULL_RECOMP, CBT_N_CB_CHECK, CBT_N_CB_PARTIAL};
+    static const uint64_t spin_ns[3] = {8000000ull, 2000000ull, 6000000ull};
+    assert_int_equal(cbt_pspan_begin(&fwd, CBT_N_CB_MODEL_FORWARD, CBT_SPAN_KIND_INTERNAL, rid,
+                                     NULL, NULL, 0), CBT_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cbt_pspan_begin_on(&ph[i], s, names[i], CBT_SPAN_KIND_INTERNAL, rid,
+                                            &fwd.ctx, NULL, 0), CBT_OK);
+        assert_int_equal(cbt_test_launch_spin(g_cs, spin_ns[i]), 0);
+        assert_int_equal(cbt_pspan_end_on(&ph[i], NULL, 0), CBT_OK);
+    }
+    assert_int_equal(cbt_stream_sync(s), CBT_OK);
+    assert_int_equal(cbt_pspan_end(&fwd, NULL, 0), CBT_OK);
+    tu_flush();
+    const cbt_span *f = NULL, *sp[3] = {NULL, NULL, NULL};
+    for (uint32_t i = 0; i < tu_span_count(); i++) {
+        const cbt_span *x = tu_span(i);
+        if (memcmp(x->ctx.span_id, fwd.ctx.span_id, 8) == 0)
+            f = x;
+        for (int k = 0; k < 3; k++)
+            if (memcmp(x->ctx.span_id, ph[k].ctx.span_id, 8) == 0)
+                sp[k] = x;
+    }
+    assert_non_null(f);
+    for (int k = 0; k < 3; k++) {
+        assert_non_null(sp[k]);
+        assert_true(tu_is_child_of(sp[k], f));
+        uint64_t dur = sp[k]->end_ns - sp[k]->start_ns;
+        printf("%s on the GPU: %.3f ms (kernel spins %.1f ms)\n", cbt_name_str(names[k]),
+               (double)dur / 1e6, (double)spin_ns[k] / 1e6);
+        assert_true(dur + 500000ull >= spin_ns[k]);
+        assert_true(dur <= spin_ns[k] + 20000000ull);
+        if (k > 0)
+            assert_true(sp[k]->start_ns + 100000ull >= sp[k - 1]->end_ns);
+    }
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
 int main(void)
 {
     if (!tu_gpu_or_skip("test_gpu_stream"))
@@ -108,6 +158,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gpu_request_end_races_store),
         cmocka_unit_test(gpu_pool_exhaustion_counts),
+        cmocka_unit_test(gpu_pspans_timed_by_cuda_events),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cudaStreamDestroy(g_cs);
