@@ -198,8 +198,11 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
         return;
     if (!has_parent && e->session_len) /* a root: in its request's derived trace */
         cbt_trace_id_from_request(e->session, e->session_len, s->ctx.trace_id);
-    if (e->session_len)
+    if (e->session_len) {
         cbt_span_set_str(s, CBT_N_SESSION_ID, e->session, e->session_len);
+        /* the join key across processes (docs/distributed.md) */
+        cbt_span_set_str(s, CBT_N_REQUEST_ID, e->session, e->session_len);
+    }
     cbt_span_set_i64(s, CBT_N_LAUNCH_ID, e->launch_id);
     cbt_span_set_i64(s, CBT_N_N_CTAS, ctas);
     switch (e->op) {

@@ -599,6 +599,7 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     const cbt_span *k = tu_find("cb.scatter", "req-k", 0);
     assert_non_null(k);
     assert_true(parent_is(k, &up));
+    assert_ptr_equal(find_rid("cb.scatter", "req-k", 0), k); /* request_id, as every span */
     tu_pub(CBT_EV_CB_REQUEST_END, "req-k");
 
     cbt_span_ctx off = remote_ctx(6, 0);
