@@ -20,6 +20,7 @@
  * shutdown_timeout_ms, calls every subscriber's on_shutdown (which ends open
  * spans as incomplete) and flushes the sinks.
  */
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -175,8 +176,17 @@ void *cbt_harvester_main_(void *arg)
             uint64_t now = cbt_clock_unix_now();
             if (!stop_deadline)
                 stop_deadline = now + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
-            if (pending == 0 || now >= stop_deadline)
+            if (pending == 0)
                 break;
+            if (now >= stop_deadline) {
+                /* a stream that never completes (a hung kernel) must not
+                 * hold shutdown: its marks are dropped, and said so */
+                fprintf(stderr,
+                        "cbt: shutdown: %u stream mark(s) still pending after %u ms were "
+                        "dropped (their events and spans are lost)\n",
+                        pending, t->cfg.shutdown_timeout_ms);
+                break;
+            }
         }
         if (n == 0 || drained) {
             uint64_t now_t = cbt_clock_ticks();

@@ -4,6 +4,7 @@
  * Exits 77 (skipped) with the reason when no device is present. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -147,6 +148,32 @@ static void gpu_pspans_timed_by_cuda_events(void **state)
     tu_stop();
 }
 
+/* A kernel that outlives the shutdown bound: cbt_shutdown returns within
+ * shutdown_timeout_ms (plus slack) instead of waiting for the GPU, and says
+ * on stderr how many marks it dropped. */
+static void gpu_shutdown_with_pending_marks_is_bounded(void **state)
+{
+    (void)state;
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.shutdown_timeout_ms = 200;
+    tu_start(&c);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    tu_pub_on(s, CBT_EV_MP_STORE_START, "hung");
+    assert_int_equal(cbt_test_launch_spin(g_cs, 2000000000ull), 0); /* 2 s */
+    tu_pub_on(s, CBT_EV_MP_STORE_END, "hung");
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    tu_stop();
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    double ms = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    printf("shutdown with a 2 s kernel pending: %.1f ms (bound 200 ms)\n", ms);
+    assert_true(ms < 1500.0);
+    cbt_stream_destroy(s); /* the tracer is gone: nothing to detach from */
+    assert_int_equal(cudaStreamSynchronize(g_cs), cudaSuccess);
+}
+
 int main(void)
 {
     if (!tu_gpu_or_skip("test_gpu_stream"))
@@ -159,6 +186,7 @@ int main(void)
         cmocka_unit_test(gpu_request_end_races_store),
         cmocka_unit_test(gpu_pool_exhaustion_counts),
         cmocka_unit_test(gpu_pspans_timed_by_cuda_events),
+        cmocka_unit_test(gpu_shutdown_with_pending_marks_is_bounded),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     cudaStreamDestroy(g_cs);
