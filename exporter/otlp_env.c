@@ -375,15 +375,25 @@ static cbt_status set_signal_endpoint(FILE *log, const char *specific_var, const
     return CBT_OK;
 }
 
-static cbt_status set_endpoints(cbt_otlp_config *c, FILE *log)
+/* A bad traces URL (or base) is an error: there is no safe default. A bad
+ * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT only turns the metrics export off
+ * (*metrics_off), so it never stops the spans. */
+static cbt_status set_endpoints(cbt_otlp_config *c, FILE *log, int *metrics_off)
 {
     int base_reported = 0;
     cbt_status st = set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", TRACES_PATH,
                                         c->endpoint, sizeof c->endpoint, &base_reported);
     if (set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", METRICS_PATH,
                             c->metrics_endpoint, sizeof c->metrics_endpoint,
-                            &base_reported) != CBT_OK)
-        st = CBT_ERR_INVAL;
+                            &base_reported) != CBT_OK) {
+        if (env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) {
+            report(log, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+                   "unusable: the metrics export is off (spans are not affected)");
+            *metrics_off = 1;
+        } else {
+            st = CBT_ERR_INVAL; /* the base: the traces URL is bad too */
+        }
+    }
     return st;
 }
 
@@ -555,7 +565,8 @@ cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
     cbt_status st = CBT_OK;
     set_disabled(c, log);
     set_resource(c, log);
-    if (set_endpoints(c, log) != CBT_OK)
+    int metrics_off = 0;
+    if (set_endpoints(c, log, &metrics_off) != CBT_OK)
         st = CBT_ERR_INVAL;
     set_headers(c, log);
     set_timeout(c, log);
@@ -563,5 +574,7 @@ cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
     if (set_protocol(c, log) != CBT_OK)
         st = CBT_ERR_INVAL;
     set_metrics(c, log);
+    if (metrics_off)
+        c->metrics_disabled = 1; /* whatever OTEL_METRICS_EXPORTER said */
     return st;
 }

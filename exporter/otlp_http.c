@@ -126,6 +126,10 @@ struct cbt_otlp_exporter {
     int metrics_on;        /* cfg.blend set and metrics not disabled */
     uint64_t metrics_req;  /* bumped by each cbt_flush: export a snapshot now */
     uint64_t metrics_done; /* the last metrics_req the thread has served */
+    int in_metrics;        /* a metrics export is running on the exporter thread */
+    /* set (under lock, read anywhere) while a metrics export must give way:
+     * spans are waiting on a flush or a full batch, or shutdown began */
+    _Atomic int metrics_yield;
 
     pthread_t thread;
     int started;
@@ -480,7 +484,8 @@ static int gzip_into(const uint8_t *in, size_t n, cbt_buf *out)
 
 /* ---- one POST ----------------------------------------------------------------------- */
 
-typedef enum post_result { POST_OK, POST_RETRY, POST_FAIL, POST_ABORTED } post_result;
+/* POST_YIELDED: a metrics POST stopped because spans were waiting (not a failure) */
+typedef enum post_result { POST_OK, POST_RETRY, POST_FAIL, POST_ABORTED, POST_YIELDED } post_result;
 
 /* Retry-After as milliseconds from now; -1 when absent or unreadable. */
 static int64_t retry_after_ms(const char *v)
@@ -505,8 +510,8 @@ static int64_t retry_after_ms(const char *v)
 
 /* One POST of data[0..len) to `url` (the traces or the metrics endpoint) on
  * the one easy handle: connections are kept alive across both. */
-static post_result post(cbt_otlp_exporter *e, const char *url, const uint8_t *data, size_t len,
-                        long *http_code, CURLcode *curl_rc)
+static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, const uint8_t *data,
+                        size_t len, long *http_code, CURLcode *curl_rc)
 {
     e->resp_len = 0;
     e->retry_after[0] = '\0';
@@ -517,6 +522,10 @@ static post_result post(cbt_otlp_exporter *e, const char *url, const uint8_t *da
     if (at0 && now_ns() >= at0) { /* past the shutdown deadline: do not start */
         *curl_rc = CURLE_ABORTED_BY_CALLBACK;
         return POST_ABORTED;
+    }
+    if (yieldable && atomic_load_explicit(&e->metrics_yield, memory_order_acquire)) {
+        *curl_rc = CURLE_ABORTED_BY_CALLBACK;
+        return POST_YIELDED;
     }
     curl_easy_setopt(e->easy, CURLOPT_URL, url);
     curl_easy_setopt(e->easy, CURLOPT_POSTFIELDS, (const char *)data);
@@ -536,6 +545,10 @@ static post_result post(cbt_otlp_exporter *e, const char *url, const uint8_t *da
             aborted = 1;
             break;
         }
+        if (yieldable && atomic_load_explicit(&e->metrics_yield, memory_order_acquire)) {
+            aborted = 2; /* spans are waiting: this metrics POST gives way */
+            break;
+        }
         int wait_ms = POLL_SLICE_MS;
         if (at && (at - t) / 1000000u < (uint64_t)wait_ms)
             wait_ms = (int)((at - t) / 1000000u) + 1;
@@ -552,6 +565,8 @@ static post_result post(cbt_otlp_exporter *e, const char *url, const uint8_t *da
     }
     curl_multi_remove_handle(e->multi, e->easy); /* aborts a transfer still running */
     *curl_rc = rc;
+    if (aborted == 2)
+        return POST_YIELDED;
     if (rc == CURLE_OK) /* the request went out and a response came back */
         atomic_fetch_add_explicit(&e->bytes, len, memory_order_relaxed);
     if (rc == CURLE_ABORTED_BY_CALLBACK)
@@ -663,12 +678,13 @@ static uint64_t rejected_in_response(cbt_otlp_exporter *e, int metrics)
 
 /* Wait (lock not held on entry) until `until_ns` or the shutdown deadline.
  * Returns 0 when the wait would overrun the shutdown deadline. */
-static int backoff_wait(cbt_otlp_exporter *e, uint64_t until_ns)
+static int backoff_wait(cbt_otlp_exporter *e, uint64_t until_ns, int yieldable)
 {
     pthread_mutex_lock(&e->lock);
     for (;;) {
         uint64_t dl = e->stop_deadline_ns;
-        if (dl && until_ns > dl) {
+        if ((dl && until_ns > dl) ||
+            (yieldable && atomic_load_explicit(&e->metrics_yield, memory_order_acquire))) {
             pthread_mutex_unlock(&e->lock);
             return 0;
         }
@@ -687,13 +703,17 @@ typedef struct send_job {
     const char *what;       /* "a batch", "a metrics export" */
     char lost[64];          /* "12 spans dropped", "snapshot dropped" */
     uint32_t budget_ms;     /* retry budget from the first try */
+    int yieldable;          /* metrics: stop (POST_YIELDED, *yielded) when spans wait */
 } send_job;
 
 /* Optionally gzip, then POST data[0..len) until accepted (1), or refused for
  * good, out of retry budget or past the shutdown deadline (0). Counts
  * retries; logs every failure (rate-limited). Exporter thread. */
-static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t *data, size_t len)
+static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t *data, size_t len,
+                         int *yielded)
 {
+    if (yielded)
+        *yielded = 0;
     const cbt_otlp_config *c = &e->cfg;
     char key[64], what[CURL_ERROR_SIZE + 64];
     if (c->gzip) {
@@ -710,9 +730,14 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t 
     for (uint32_t attempt = 0;; attempt++) {
         long code;
         CURLcode rc;
-        post_result r = post(e, j->url, data, len, &code, &rc);
+        post_result r = post(e, j->url, j->yieldable, data, len, &code, &rc);
         if (r == POST_OK)
             return 1;
+        if (r == POST_YIELDED) {
+            if (yielded)
+                *yielded = 1;
+            return 0;
+        }
         if (code) {
             snprintf(key, sizeof key, "%shttp-%ld", j->key_prefix, code);
             snprintf(what, sizeof what, "HTTP %ld", code);
@@ -749,7 +774,12 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t 
             return 0;
         }
         elog(e, key, "export of %s failed (%s): retrying", j->what, what);
-        if (!backoff_wait(e, next)) {
+        if (!backoff_wait(e, next, j->yieldable)) {
+            if (j->yieldable && atomic_load_explicit(&e->metrics_yield, memory_order_acquire)) {
+                if (yielded)
+                    *yielded = 1;
+                return 0;
+            }
             snprintf(key, sizeof key, "%sshutdown-retry", j->key_prefix);
             elog(e, key, "shutdown deadline reached while retrying %s (%s): %s", j->what, what,
                  j->lost);
@@ -782,7 +812,7 @@ static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
     send_job j = {.url = c->endpoint, .key_prefix = "", .what = "a batch",
                   .budget_ms = c->retry_budget_ms};
     snprintf(j.lost, sizeof j.lost, "%zu spans dropped", n);
-    if (!send_retrying(e, &j, e->body.data, e->body.len)) {
+    if (!send_retrying(e, &j, e->body.data, e->body.len, NULL)) {
         drop(e, n);
         return;
     }
@@ -796,9 +826,12 @@ static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
 
 /* Snapshot cfg.blend, encode and send it (send_retrying). A failure loses
  * nothing the next export does not carry (the values are cumulative), so the
- * retry budget is at most one interval: a metrics outage never holds the
- * span batches behind it for longer than that. Exporter thread. */
-static void export_metrics(cbt_otlp_exporter *e)
+ * retry budget is at most one interval. Spans come first: a periodic or
+ * flush-requested export (yieldable) stops as soon as spans wait on a flush,
+ * a full batch or shutdown (metrics_yield), and returns 0 so the caller asks
+ * for it again after the spans; the final export at shutdown does not yield.
+ * Returns 1 when done (sent, or failed for good). Exporter thread. */
+static int export_metrics(cbt_otlp_exporter *e, int yieldable)
 {
     const cbt_otlp_config *c = &e->cfg;
     cbt_status st = cbt_blend_snapshot_take(c->blend, &e->snap);
@@ -812,20 +845,24 @@ static void export_metrics(cbt_otlp_exporter *e)
         elog(e, "metrics-encode", "encoding the metrics failed: %s (snapshot dropped)",
              cbt_strerror(st));
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
-        return;
+        return 1;
     }
     uint32_t budget = c->retry_budget_ms;
     if (c->metrics_interval_ms && c->metrics_interval_ms < budget)
         budget = c->metrics_interval_ms;
     send_job j = {.url = c->metrics_endpoint, .key_prefix = "metrics-",
-                  .what = "a metrics snapshot", .budget_ms = budget};
+                  .what = "a metrics snapshot", .budget_ms = budget, .yieldable = yieldable};
     snprintf(j.lost, sizeof j.lost, "snapshot dropped (the next export carries its values)");
-    if (!send_retrying(e, &j, e->body.data, e->body.len)) {
+    int yielded = 0;
+    if (!send_retrying(e, &j, e->body.data, e->body.len, &yielded)) {
+        if (yielded)
+            return 0;
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
-        return;
+        return 1;
     }
     (void)rejected_in_response(e, 1); /* logged; the export itself was accepted */
     atomic_fetch_add_explicit(&e->metrics_exports, 1, memory_order_relaxed);
+    return 1;
 }
 
 /* ---- the exporter thread ------------------------------------------------------------ */
@@ -855,23 +892,30 @@ static void *exporter_main(void *arg)
                 break;
             }
         }
-        /* metrics: on the interval, or a cbt_flush asked; never while
-         * stopping (the final export follows the loop) */
-        if (e->metrics_on && !e->stopping &&
-            (t >= next_metrics || e->metrics_done != e->metrics_req)) {
-            uint64_t req = e->metrics_req;
-            pthread_mutex_unlock(&e->lock);
-
-            export_metrics(e);
-
-            pthread_mutex_lock(&e->lock);
-            e->metrics_done = req;
-            if (next_metrics != UINT64_MAX)
-                next_metrics = now_ns() + metrics_ns;
-            continue;
-        }
         int due = n >= e->cfg.max_batch || e->stopping || e->head < e->flush_target ||
                   t >= next_export;
+        /* metrics: on the interval, or a cbt_flush asked; only when no span
+         * batch is due (spans first), never while stopping (the final export
+         * follows the loop) */
+        if (e->metrics_on && !e->stopping && !(n > 0 && due) &&
+            (t >= next_metrics || e->metrics_done != e->metrics_req)) {
+            uint64_t req = e->metrics_req;
+            e->in_metrics = 1;
+            atomic_store_explicit(&e->metrics_yield, 0, memory_order_release);
+            pthread_mutex_unlock(&e->lock);
+
+            int done = export_metrics(e, 1);
+
+            pthread_mutex_lock(&e->lock);
+            e->in_metrics = 0;
+            if (done) {
+                e->metrics_done = req;
+                if (next_metrics != UINT64_MAX)
+                    next_metrics = now_ns() + metrics_ns;
+            }
+            /* gave way to spans: the request stays open, served after them */
+            continue;
+        }
         if (n == 0 || !due) {
             uint64_t until = UINT64_MAX; /* schedule_delay_ms 0: on_span wakes us */
             if (delay_ns) {
@@ -902,7 +946,7 @@ static void *exporter_main(void *arg)
      * the shutdown deadline and aborts a transfer at it, so this stays within
      * shutdown_timeout_ms too (a refusal counts as a metrics failure) */
     if (e->metrics_on)
-        export_metrics(e);
+        (void)export_metrics(e, 0);
     return NULL;
 }
 
@@ -935,8 +979,11 @@ static cbt_status sink_on_span(void *ctx, const cbt_span *s)
     e->ring[e->tail % e->cap] = *s;
     e->tail++;
     e->warned_full = 0;
-    if (n + 1 == e->cfg.max_batch || (n == 0 && e->cfg.schedule_delay_ms == 0))
+    if (n + 1 == e->cfg.max_batch || (n == 0 && e->cfg.schedule_delay_ms == 0)) {
+        if (e->in_metrics && n + 1 >= e->cfg.max_batch)
+            atomic_store_explicit(&e->metrics_yield, 1, memory_order_release);
         pthread_cond_signal(&e->work_cv);
+    }
     pthread_mutex_unlock(&e->lock);
     atomic_fetch_add_explicit(&e->queued, 1, memory_order_relaxed);
     return CBT_OK;
@@ -962,6 +1009,8 @@ static cbt_status sink_flush(void *ctx)
         e->flush_target = target;
     if (e->metrics_on && !final)
         e->metrics_req++; /* a snapshot goes out soon; not waited for (destroy sends the last) */
+    if (e->in_metrics && e->head < target) /* spans first: the metrics POST gives way */
+        atomic_store_explicit(&e->metrics_yield, 1, memory_order_release);
     pthread_cond_broadcast(&e->work_cv);
     while (e->head < target && now_ns() < until)
         cv_wait_until(&e->done_cv, &e->lock, until);
@@ -1001,6 +1050,8 @@ static void sink_destroy(void *ctx)
             e->stop_deadline_ns = now_ns() + (uint64_t)e->cfg.shutdown_timeout_ms * 1000000ull;
             atomic_store_explicit(&e->abort_at_ns, e->stop_deadline_ns, memory_order_release);
         }
+        if (e->in_metrics) /* the spans get the shutdown budget first */
+            atomic_store_explicit(&e->metrics_yield, 1, memory_order_release);
         pthread_cond_broadcast(&e->work_cv);
         pthread_mutex_unlock(&e->lock);
         curl_multi_wakeup(e->multi);

@@ -230,6 +230,10 @@ static uint8_t *put_exemplar(uint8_t *w, const cbt_blend_exemplar *x, const ex_p
     return w;
 }
 
+/* as_int is signed 64-bit: a counter past INT64_MAX (2^63 tokens: never in
+ * practice) saturates rather than turning negative */
+static uint64_t as_int(uint64_t v) { return v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v; }
+
 static uint8_t *put_counter(uint8_t *w, const cbt_blend_snapshot *s, unsigned c,
                             const metric_plan *m)
 {
@@ -238,7 +242,7 @@ static uint8_t *put_counter(uint8_t *w, const cbt_blend_snapshot *s, unsigned c,
     w = put_ld_head(w, 7, m->data);  /* Metric.sum */
     w = put_ld_head(w, 1, m->point); /* Sum.data_points */
     w = put_times(w, s);
-    w = put_fx64(w, 6, s->counters[c]); /* NumberDataPoint.as_int (sfixed64) */
+    w = put_fx64(w, 6, as_int(s->counters[c])); /* NumberDataPoint.as_int (sfixed64) */
     *w++ = TAG(2, WT_VARINT);           /* Sum.aggregation_temporality */
     *w++ = TEMPORALITY_CUMULATIVE;
     *w++ = TAG(3, WT_VARINT);           /* Sum.is_monotonic */
@@ -373,7 +377,7 @@ static void j_counter(cbt_jbuf *b, const cbt_blend_snapshot *s, unsigned c)
     J(b, ",\"sum\":{\"dataPoints\":[");
     j_times(b, s);
     J(b, ",\"asInt\":");
-    j_u64_str(b, s->counters[c]);
+    j_u64_str(b, as_int(s->counters[c]));
     J(b, "}],\"aggregationTemporality\":2,\"isMonotonic\":true}}");
 }
 

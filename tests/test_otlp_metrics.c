@@ -1038,6 +1038,79 @@ static void collector_down(void **state)
         fail_msg("cbt_shutdown took %.3f s (bound %u ms + 1 s)", shut, c.shutdown_timeout_ms);
 }
 
+/* Spans received by `srv` on /v1/traces so far. */
+static size_t trace_spans_at(hl_server *srv)
+{
+    size_t spans = 0;
+    uint32_t n = hl_request_count(srv);
+    for (uint32_t i = 0; i < n; i++) {
+        hl_request r;
+        if (!hl_request_get(srv, i, &r))
+            continue;
+        if (strcmp(r.path, "/v1/traces") == 0) {
+            Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest *q =
+                opentelemetry__proto__collector__trace__v1__export_trace_service_request__unpack(
+                    NULL, r.body_len, r.body);
+            assert_non_null(q);
+            for (size_t a = 0; a < q->n_resource_spans; a++)
+                for (size_t b = 0; b < q->resource_spans[a]->n_scope_spans; b++)
+                    spans += q->resource_spans[a]->scope_spans[b]->n_spans;
+            opentelemetry__proto__collector__trace__v1__export_trace_service_request__free_unpacked(
+                q, NULL);
+        }
+        hl_request_free(&r);
+    }
+    return spans;
+}
+
+/* Spans first: a metrics collector that accepts and never answers must not
+ * hold the span batches behind its POSTs. A flush with spans waiting returns
+ * as soon as they are sent, and at shutdown every queued span goes out within
+ * the bound although a metrics POST was hanging. */
+static void stalled_metrics_never_hold_spans(void **state)
+{
+    (void)state;
+    hl_server *stall = hl_start();
+    assert_non_null(stall);
+    hl_step st = {.action = HL_STALL, .times = 100000};
+    hl_script(stall, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c, 50);
+    hl_url(stall, "/v1/metrics", c.metrics_endpoint, sizeof c.metrics_endpoint);
+    c.timeout_ms = 2000;
+    c.shutdown_timeout_ms = 1500;
+    cbt_otlp_exporter *e = start(&c);
+    assert_true(hl_wait_requests(stall, 1, 5000)); /* a metrics POST is hanging now */
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 5; i++) {
+            char sid[32];
+            snprintf(sid, sizeof sid, "stall-%d-%d", round, i);
+            tu_pub(CBT_EV_MP_REQUEST_START, sid);
+            tu_pub(CBT_EV_MP_REQUEST_END, sid);
+        }
+        double t0 = mono_s();
+        tu_flush(); /* asserts the flush succeeded: the spans went out */
+        double took = mono_s() - t0;
+        if (took > 1.0)
+            fail_msg("a flush with a hung metrics POST took %.3f s", took);
+        assert_int_equal(stats_of(e).spans_exported, (uint64_t)(5 * (round + 1)));
+        sleep_ms(80); /* let the next metrics export start and hang */
+    }
+    for (int i = 0; i < 100; i++) {
+        char sid[32];
+        snprintf(sid, sizeof sid, "stall-last-%d", i);
+        tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        tu_pub(CBT_EV_MP_REQUEST_END, sid);
+    }
+    double t0 = mono_s();
+    tu_stop();
+    double shut = mono_s() - t0;
+    if (shut > (c.shutdown_timeout_ms + 1000) / 1000.0)
+        fail_msg("cbt_shutdown took %.3f s (bound %u ms + 1 s)", shut, c.shutdown_timeout_ms);
+    assert_int_equal(trace_spans_at(g_srv), 115);
+    hl_stop(stall);
+}
+
 /* ---- the environment ------------------------------------------------------------------------- */
 
 static const char *const k_vars[] = {
@@ -1123,10 +1196,15 @@ static void env_table(void **state)
     assert_string_equal(c.metrics_endpoint, "http://m:9090/custom");
     assert_string_equal(c.endpoint, "http://col:4318/v1/traces");
     free(log);
-    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "m:9090"}},
-                 .want = CBT_ERR_INVAL, .log_has = {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}),
+    /* a bad metrics URL turns the metrics off, reported; the spans still go,
+     * even when OTEL_METRICS_EXPORTER asks for otlp */
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "m:9090"},
+                         {"OTEL_METRICS_EXPORTER", "otlp"}},
+                 .want = CBT_OK, .log_has = {"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "metrics export is off"}),
             &c, &log);
     assert_string_equal(c.metrics_endpoint, "http://localhost:4318/v1/metrics");
+    assert_int_equal(c.metrics_disabled, 1);
+    assert_string_equal(c.endpoint, "http://localhost:4318/v1/traces");
     free(log);
     /* a bad base: refused, reported once for both signals */
     run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_ENDPOINT", "col:4318"}}, .want = CBT_ERR_INVAL,
@@ -1289,6 +1367,7 @@ int main(int argc, char **argv)
         T(partial_success_accepted),
         T(sdk_disabled_sends_nothing),
         T(collector_down),
+        T(stalled_metrics_never_hold_spans),
         cmocka_unit_test(env_table),
         T(env_none_sends_nothing),
         T(bad_configs_refused),
