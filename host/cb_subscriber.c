@@ -76,6 +76,8 @@ typedef struct cb_session {
     cbt_span_ctx anchor_reg; /* what register_anchor put under "cb.request" */
     bool anchor_registered;
     uint32_t op_dropped_out; /* bit per op: a sampled-out START of it is still open */
+    cbt_span_ctx op_out_ctx[OP_COUNT_]; /* its not-sampled context, registered under the
+                                           op's logical name so its kernels are dropped */
     int64_t last_fp_hits, last_storage_hits, last_stale; /* from sub-span ENDs, for metrics */
     uint32_t pending; /* GPU ops: CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END */
     uint32_t dropped_starts[OP_COUNT_];
@@ -213,6 +215,15 @@ static const cbt_span_ctx *ctx_of(const cbt_event *ev)
     return tr && memcmp(tr->parent.trace_id, zero, 16) != 0 ? &tr->parent : NULL;
 }
 
+/* Forget the not-sampled markers of sampled-out operations still open. */
+static void clear_op_markers(cbt_tracer *t, cb_session *s, const cbt_skey *k)
+{
+    for (int op = 0; op < OP_COUNT_; op++)
+        if ((s->op_dropped_out >> op) & 1u && k_op_logical[op])
+            cbt_registry_remove_k_(t, k, k_op_logical[op], &s->op_out_ctx[op]);
+    s->op_dropped_out = 0;
+}
+
 /* Register the context children and kernel spans of the session nest under,
  * for a root that is elided or sampled out: kernel_spans.c finds it under
  * "cb.request" (a sampled-out one by its clear flag, and drops the kernel
@@ -245,7 +256,7 @@ static void open_root(cb_state *st, cbt_tracer *t, cb_session *s, const cbt_even
     s->root = NULL;
     s->sampled_out = false;
     s->anchor_registered = false;
-    s->op_dropped_out = 0;
+    clear_op_markers(t, s, &st->key);
     memset(&s->anchor, 0, sizeof s->anchor);
     if (ctx && !(ctx->trace_flags & 1u)) {
         s->open = true;
@@ -373,10 +384,22 @@ static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int
     if ((ctx && !(ctx->trace_flags & 1u)) || parent_out) {
         /* this operation's caller sampled it out (or its parent operation
          * was): no span, its sub-operations neither, and its END is
-         * swallowed like that of a dropped START */
+         * swallowed like that of a dropped START. Its kernel launches find
+         * the not-sampled context under the op's logical name and are
+         * dropped too (kernel_spans.c). */
         INC(sampled_out);
         s->dropped_starts[op]++;
         s->op_dropped_out |= 1u << op;
+        cbt_span_ctx out = ctx && !(ctx->trace_flags & 1u) ? *ctx
+                                                           : s->op_out_ctx[k_op_parents[op][0]];
+        out.trace_flags &= (uint8_t)~1u;
+        if (!has_span_id(&out))
+            memcpy(out.span_id, out.trace_id + 8, 8);
+        if (!has_span_id(&out))
+            out.span_id[7] = 1;
+        s->op_out_ctx[op] = out;
+        if (k_op_logical[op])
+            cbt_registry_put_k_(t, &st->key, k_op_logical[op], &out);
         return CBT_OK;
     }
     if (s->n_children >= CBT_CB_CHILDREN_MAX) {
@@ -532,8 +555,11 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     if (found < 0) {
         if (s->dropped_starts[op] > 0) {
             /* its START was dropped (counted then): the op still finished */
-            if (--s->dropped_starts[op] == 0)
+            if (--s->dropped_starts[op] == 0 && (s->op_dropped_out >> op) & 1u) {
                 s->op_dropped_out &= ~(1u << op);
+                if (k_op_logical[op])
+                    cbt_registry_remove_k_(t, &st->key, k_op_logical[op], &s->op_out_ctx[op]);
+            }
             feed_metrics(t, s, op, NULL, ev);
             if (op == OP_RETRIEVE && s->pending > 0)
                 s->pending--;
@@ -714,6 +740,7 @@ static void cb_on_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
             s->root->flags |= CBT_SPANF_INCOMPLETE;
             INC(incomplete_at_shutdown);
         }
+        clear_op_markers(t, s, &k);
         close_root(st, t, s, &k, s->end_seen ? s->end_ts : now_ns); /* also unregisters an anchor */
     }
     /* every session is gone now: forget them in one step */

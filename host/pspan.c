@@ -20,6 +20,9 @@
 #include "internal.h"
 
 #define CBT_PSPAN_OPEN_MAX 4096
+/* an open pspan older than this when the table is full is taken to have lost
+ * its END (a dropped publish) and is evicted; a younger one is live work */
+#define CBT_PSPAN_STALE_NS (60ull * 1000000000ull)
 
 /* ---- ids on the caller's thread ------------------------------------------------ */
 
@@ -240,6 +243,7 @@ cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta)
 
 typedef struct ps_state {
     cbt_strtab open; /* key: the 8 span-id bytes; value: cbt_span * */
+    uint64_t no_evict_before_ns; /* a full table has nothing stale before this time */
     struct {
         _Atomic uint64_t opened, closed, unmatched_end, duplicate_begin, table_full, malformed;
         _Atomic uint64_t evicted;
@@ -249,8 +253,13 @@ typedef struct ps_state {
 
 #define INC(field) atomic_fetch_add_explicit(&st->c.field, 1, memory_order_relaxed)
 
-static void evict_oldest(ps_state *st, cbt_tracer *t)
+/* The table is full at time `now`: end the oldest open pspan incomplete if it
+ * is stale (CBT_PSPAN_STALE_NS), so a BEGIN can take its slot. Scans the table
+ * at most once per stale period while nothing is stale. */
+static void evict_stale(ps_state *st, cbt_tracer *t, uint64_t now)
 {
+    if (now < st->no_evict_before_ns)
+        return;
     cbt_span **oldest = NULL;
     for (uint32_t i = 0; i <= st->open.mask; i++) {
         cbt_span **sl = cbt_strtab_slot(&st->open, i);
@@ -259,6 +268,10 @@ static void evict_oldest(ps_state *st, cbt_tracer *t)
     }
     if (!oldest)
         return;
+    if (now < (*oldest)->start_ns + CBT_PSPAN_STALE_NS) {
+        st->no_evict_before_ns = (*oldest)->start_ns + CBT_PSPAN_STALE_NS;
+        return;
+    }
     cbt_span *sp = *oldest;
     cbt_strtab_remove(&st->open, oldest);
     sp->flags |= CBT_SPANF_INCOMPLETE;
@@ -280,9 +293,9 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
     }
     cbt_span **slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
     if (!slot) {
-        /* full: the oldest open pspan most likely lost its END (a dropped
-         * publish); end it incomplete and take its place */
-        evict_oldest(st, t);
+        /* full: an open pspan a minute old most likely lost its END (a
+         * dropped publish); end it incomplete and take its place */
+        evict_stale(st, t, ev->ts);
         slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
     }
     if (!slot) {

@@ -316,8 +316,9 @@ static void test_pspan_bad_arguments(void **state)
 }
 
 /* A refused END value leaves the pspan open (the caller ends it again); a
- * kind out of range is refused; when the open table fills (ENDs that were
- * dropped), the oldest open pspan is ended incomplete to make room. */
+ * kind out of range is refused; when the open table fills, a pspan open for
+ * over a minute (its END lost) is ended incomplete to make room, live ones
+ * never are: a BEGIN that finds only live work is refused and counted. */
 static void test_pspan_end_retry_kind_and_eviction(void **state)
 {
     (void)state;
@@ -335,11 +336,20 @@ static void test_pspan_end_retry_kind_and_eviction(void **state)
     const cbt_span *sp = need_rid("cb.partial", "r", 0);
     assert_false(sp->flags & CBT_SPANF_INCOMPLETE);
 
-    /* 4096 open pspans fill the table; the next BEGIN evicts the oldest */
-    cbt_pspan first;
-    assert_int_equal(cbt_pspan_begin(&first, CBT_N_CB_EXECUTE, CBT_SPAN_KIND_INTERNAL, "old",
-                                     NULL, NULL, 0), CBT_OK);
-    for (int i = 0; i < 4096; i++) {
+    /* a pspan whose END was lost two minutes ago, then 4095 live ones fill
+     * the table; the next BEGIN evicts the stale one, the one after that
+     * finds only live work and is refused */
+    cbt_event old;
+    uint8_t old_id[8] = {0x0d, 1, 2, 3, 4, 5, 6, 7};
+    cbt_event_init(&old, CBT_EV_SPAN_BEGIN, "old");
+    cbt_event_trace_set(&old, NULL, old_id);
+    old.trace.name = CBT_N_CB_EXECUTE;
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    old.ts = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec - 120000000000ull;
+    old.flags |= CBT_EVF_EXPLICIT_TS;
+    assert_int_equal(cbt_publish(&old), CBT_OK);
+    for (int i = 0; i < 4097; i++) {
         cbt_pspan q;
         assert_int_equal(cbt_pspan_begin(&q, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "many", NULL,
                                          NULL, 0), CBT_OK);
@@ -350,10 +360,11 @@ static void test_pspan_end_retry_kind_and_eviction(void **state)
     cbt_pspan_stats ps;
     assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
     assert_int_equal(ps.evicted, 1);
-    assert_int_equal(ps.table_full, 0);
-    const cbt_span *old = need_rid("cb.execute", "old", 0);
-    assert_true(old->flags & CBT_SPANF_INCOMPLETE);
-    assert_memory_equal(old->ctx.span_id, first.ctx.span_id, 8);
+    assert_int_equal(ps.table_full, 1);
+    const cbt_span *ev = need_rid("cb.execute", "old", 0);
+    assert_true(ev->flags & CBT_SPANF_INCOMPLETE);
+    assert_memory_equal(ev->ctx.span_id, old_id, 8);
+    assert_int_equal(tu_count("cb.check", NULL), 0); /* no live pspan was cut short */
     tu_stop();
 }
 
@@ -568,6 +579,9 @@ static void k_cta(void *a_, uint32_t cta, uint32_t n_ctas)
  * to have joined its ring records. */
 static void launch_scatter(const char *rid)
 {
+    cbt_ring_stats before;
+    assert_int_equal(cbt_ring_stats_get(&before), CBT_OK);
+    uint64_t want = before.kernel_spans + before.sampled_out + 1;
     cbt_stream *st;
     assert_int_equal(cbt_stream_cpu_create(0, &st), CBT_OK);
     cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 2);
@@ -579,7 +593,7 @@ static void launch_scatter(const char *rid)
     for (int i = 0; i < 500; i++) {
         cbt_ring_stats rs;
         tu_flush();
-        if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans + rs.sampled_out >= 1)
+        if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans + rs.sampled_out >= want)
             break;
         struct timespec d = {0, 1000000};
         nanosleep(&d, NULL);
@@ -611,6 +625,21 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     cbt_ring_stats rs;
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     assert_int_equal(rs.sampled_out, 1);
+
+    /* a sampled-in request whose retrieve's caller sampled it out: the
+     * retrieve's kernels go with it, not under cb.request */
+    tu_pub(CBT_EV_CB_REQUEST_START, "req-k-op");
+    cbt_span_ctx rout = remote_ctx(7, 0);
+    pub_ctx(CBT_EV_CB_RETRIEVE_START, "req-k-op", &rout);
+    launch_scatter("req-k-op");
+    tu_pub(CBT_EV_CB_RETRIEVE_END, "req-k-op");
+    tu_pub(CBT_EV_CB_REQUEST_END, "req-k-op");
+    tu_flush();
+    assert_non_null(tu_find("cb.request", "req-k-op", 0));
+    assert_int_equal(tu_count("cb.scatter", "req-k-op"), 0);
+    assert_int_equal(tu_count("cb.retrieve", "req-k-op"), 0);
+    assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
+    assert_int_equal(rs.sampled_out, 2);
     assert_int_equal(cbt_registry_count(cbt_tracer_get()), 0); /* anchors unregistered */
     tu_stop();
 }

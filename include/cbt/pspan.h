@@ -94,8 +94,8 @@ cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
  * span's status ERROR). CBT_ERR_INVAL when s was not open (or was begun on a
  * stream: use _end_on). A refused value (CBT_ERR_META_TOO_LONG, INVAL for
  * n_meta) leaves the span open so the caller can end it again; a dropped END
- * (CBT_ERR_FULL) closes it here and the recorded span is ended incomplete
- * later. Closing a sampled-out span is CBT_OK and publishes nothing. */
+ * (CBT_ERR_FULL) closes it here; the recorded span is ended incomplete at
+ * shutdown, or sooner when the open table is full and it is a minute old. Closing a sampled-out span is CBT_OK and publishes nothing. */
 cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
 
 /* The same, timed by `st`: the begin and end happen when the stream reaches
@@ -114,9 +114,10 @@ typedef struct cbt_pspan_stats {
     uint64_t opened, closed;
     uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
     uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
-    uint64_t table_full;             /* BEGIN dropped: the open table (4096) stayed full */
-    uint64_t evicted;                /* open pspans ended incomplete (at their start) to make
-                                        room: most likely their END was dropped */
+    uint64_t table_full;             /* BEGIN dropped: 4096 pspans open, none stale */
+    uint64_t evicted;                /* open pspans over a minute old, ended incomplete (at
+                                        their start) to make room: their END was most likely
+                                        dropped */
     uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
     uint64_t incomplete_at_shutdown;
 } cbt_pspan_stats;
