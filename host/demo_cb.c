@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@ typedef struct role {
     char *err;
     size_t errcap;
     uint32_t work_us;
+    int peer_timeout_ms;
     cbt_stream *stream;
 } role;
 
@@ -73,7 +75,10 @@ static int send_line(role *r, conn *c, const char *fmt, ...)
         return fail(r, "message too long");
     line[n++] = '\n';
     for (int off = 0; off < n;) {
-        ssize_t w = write(c->fd, line + off, (size_t)(n - off));
+        /* MSG_NOSIGNAL: a peer that closed is an error return, not SIGPIPE */
+        ssize_t w = send(c->fd, line + off, (size_t)(n - off), MSG_NOSIGNAL);
+        if (w < 0 && errno == ENOTSOCK)
+            w = write(c->fd, line + off, (size_t)(n - off));
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
@@ -117,6 +122,14 @@ static int fill(role *r, conn *c)
 static int recv_line(role *r, conn *c, char out[LINE_MAX_ + 1])
 {
     while (!take_line(c, out)) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        int pr = poll(&p, 1, r->peer_timeout_ms);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            return fail(r, "poll fd %d: %s", c->fd, strerror(errno));
+        if (pr == 0)
+            return fail(r, "no answer on fd %d for %d ms", c->fd, r->peer_timeout_ms);
         int f = fill(r, c);
         if (f < 0)
             return -1;
@@ -426,13 +439,17 @@ static int run_server(role *r, conn *peers)
     int quit[2] = {0, 0};
     char line[LINE_MAX_ + 1];
     while (!quit[0] || !quit[1]) {
-        struct pollfd p[2] = {{.fd = peers[0].fd, .events = POLLIN},
-                              {.fd = peers[1].fd, .events = POLLIN}};
-        int pr = poll(p, 2, 60000);
+        /* a peer that said QUIT is not polled any more (-1): its closing
+         * must not wake this loop forever */
+        struct pollfd p[2] = {{.fd = quit[0] ? -1 : peers[0].fd, .events = POLLIN},
+                              {.fd = quit[1] ? -1 : peers[1].fd, .events = POLLIN}};
+        int pr = poll(p, 2, r->peer_timeout_ms);
         if (pr < 0 && errno == EINTR)
             continue;
-        if (pr <= 0)
-            return fail(r, pr == 0 ? "no message for 60 s" : "poll: %s", strerror(errno));
+        if (pr < 0)
+            return fail(r, "poll: %s", strerror(errno));
+        if (pr == 0)
+            return fail(r, "no message for %d ms", r->peer_timeout_ms);
         for (int i = 0; i < 2; i++) {
             if (quit[i] || !(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
                 continue;
@@ -458,6 +475,8 @@ int cbt_cb_role_run(cbt_cb_role role_kind, int a, int b, const cbt_cb_role_opts 
     if (!o || a < 0 || b < 0)
         return fail(&r, "bad arguments");
     r.work_us = o->work_us ? o->work_us : 100;
+    r.peer_timeout_ms = o->peer_timeout_ms && o->peer_timeout_ms < INT32_MAX
+                            ? (int)o->peer_timeout_ms : 60000;
     if ((role_kind == CBT_CB_ROLE_WORKER || role_kind == CBT_CB_ROLE_SERVER) &&
         cbt_stream_cpu_create(256, &r.stream) != CBT_OK)
         return fail(&r, "cannot create a CPU stream");

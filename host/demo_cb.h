@@ -51,6 +51,7 @@ typedef struct cbt_cb_role_opts {
     uint32_t n_requests;
     cbt_sampler sampler;   /* the root's head sampler (the others follow the flag) */
     uint32_t work_us;      /* scale of the simulated work; 0 = 100 */
+    uint32_t peer_timeout_ms; /* a peer silent this long is an error; 0 = 60000 */
 } cbt_cb_role_opts;
 
 /* Run `role` until QUIT, over the connections `a` and `b`:
@@ -58,8 +59,10 @@ typedef struct cbt_cb_role_opts {
  *   worker:    a = the scheduler, b = the server
  *   server:    a = the scheduler, b = the worker
  * cbt must be initialised (the server also needs the CB subscriber, cbt/cb.h).
- * Returns 0, or -1 with a message in err (a peer closed, a malformed line, a
- * cbt call failed). Does not close the descriptors. */
+ * Returns 0, or -1 with a message in err (a peer closed or went silent for
+ * peer_timeout_ms, a malformed line, a cbt call failed); never raises
+ * SIGPIPE (sockets are written with MSG_NOSIGNAL). Does not close the
+ * descriptors. */
 int cbt_cb_role_run(cbt_cb_role role, int a, int b, const cbt_cb_role_opts *o, char *err,
                     size_t errcap);
 

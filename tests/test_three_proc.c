@@ -36,7 +36,9 @@
 #include <cmocka.h>
 
 #include "cbt/context.h"
+#include "demo_cb.h"
 #include "http_loopback.h"
+#include "testutil.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 
 extern char **environ;
@@ -339,11 +341,104 @@ static void test_three_processes_one_trace(void **state)
             g_req[i], NULL);
 }
 
+/* ---- the roles on bad peers (host/demo_cb.c, in this process) ---------------------------- */
+
+static double thread_cpu_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* A peer that closed: the role returns an error, with SIGPIPE at its default
+ * (fatal) disposition — it must never be raised. */
+static void role_peer_closed_is_an_error(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    void (*old)(int) = signal(SIGPIPE, SIG_DFL);
+    int a[2], b[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    close(a[1]); /* the "server" is gone */
+    cbt_cb_request q = {.rid = "r1", .send_ctx = 1, .prompt_tokens = 256, .load_passes = 1};
+    cbt_cb_role_opts o = {.requests = &q, .n_requests = 1, .sampler = cbt_sampler_default(),
+                          .peer_timeout_ms = 2000};
+    char err[256];
+    assert_int_equal(cbt_cb_role_run(CBT_CB_ROLE_SCHEDULER, a[0], b[0], &o, err, sizeof err), -1);
+    print_message("scheduler with its server gone: %s\n", err);
+    assert_true(strlen(err) > 0);
+    signal(SIGPIPE, old);
+    close(a[0]);
+    close(b[0]);
+    close(b[1]);
+    tu_stop();
+}
+
+/* The server after one peer said QUIT and closed while the other stays
+ * silent: it waits without spinning, and gives up after peer_timeout_ms. */
+static void server_waits_quietly_then_times_out(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    int a[2], b[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+    assert_int_equal(write(a[1], "QUIT\n", 5), 5);
+    close(a[1]);
+    cbt_cb_role_opts o = {.sampler = cbt_sampler_default(), .peer_timeout_ms = 400};
+    char err[256];
+    double c0 = thread_cpu_s();
+    assert_int_equal(cbt_cb_role_run(CBT_CB_ROLE_SERVER, a[0], b[0], &o, err, sizeof err), -1);
+    double cpu = thread_cpu_s() - c0;
+    print_message("server: %s (%.3f s of CPU)\n", err, cpu);
+    assert_non_null(strstr(err, "no message"));
+    assert_true(cpu < 0.2);
+    close(a[0]);
+    close(b[0]);
+    close(b[1]);
+    tu_stop();
+}
+
+/* Malformed lines from a peer: a clean error, never a crash. */
+static void server_refuses_malformed_lines(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "LOOKUP r\n",                                  /* too few fields */
+        "LOOKUP r - 100 200 300\n",                    /* hits exceed the prompt */
+        "LOOKUP r - 1x 0 0\n",                         /* not a number */
+        "RETRIEVE r - 99999999999 1\n",                /* out of range */
+        "FROB r\n",                                    /* unknown verb */
+        "\n",                                          /* empty */
+    };
+    tu_start(NULL);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int a[2], b[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, a), 0);
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, b), 0);
+        assert_true(write(a[1], bad[i], strlen(bad[i])) == (ssize_t)strlen(bad[i]));
+        cbt_cb_role_opts o = {.sampler = cbt_sampler_default(), .peer_timeout_ms = 2000};
+        char err[256] = "";
+        assert_int_equal(cbt_cb_role_run(CBT_CB_ROLE_SERVER, a[0], b[0], &o, err, sizeof err),
+                         -1);
+        assert_true(strlen(err) > 0);
+        close(a[0]);
+        close(a[1]);
+        close(b[0]);
+        close(b[1]);
+    }
+    tu_stop();
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_processes_one_trace),
+        cmocka_unit_test_teardown(role_peer_closed_is_an_error, tu_teardown),
+        cmocka_unit_test_teardown(server_waits_quietly_then_times_out, tu_teardown),
+        cmocka_unit_test_teardown(server_refuses_malformed_lines, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
