@@ -767,14 +767,7 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         free(st);
         return rc;
     }
-    memset(out, 0, sizeof *out);
-    out->version = CBT_SUBSCRIBER_VERSION;
-    out->size = sizeof *out;
-    out->name = "cb";
-    out->ctx = st;
-    out->on_event = cb_on_event;
-    out->on_shutdown = cb_on_shutdown;
-    out->destroy = cb_destroy;
+    cbt_subscriber_init(out, "cb", st, cb_on_event, cb_on_shutdown, cb_destroy);
     static const cbt_event_type wanted[] = {
         CBT_EV_CB_REQUEST_START,           CBT_EV_CB_REQUEST_END,
         CBT_EV_CB_LOOKUP_START,            CBT_EV_CB_LOOKUP_END,
@@ -805,16 +798,11 @@ cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
             return CBT_ERR_INVAL;
         st = sub->ctx;
     } else {
-        cbt_tracer *t = cbt_tracer_get();
-        if (!t)
-            return CBT_ERR_NOT_INITIALIZED;
-        pthread_mutex_lock(&t->lock);
-        for (uint32_t i = 0; i < t->n_subs && !st; i++)
-            if (is_cb(&t->subs[i]))
-                st = t->subs[i].ctx;
-        pthread_mutex_unlock(&t->lock);
-        if (!st)
-            return CBT_ERR_NOT_FOUND;
+        void *ctx = NULL;
+        cbt_status rc = cbt_find_subscriber_ctx_(cb_on_event, &ctx);
+        if (rc)
+            return rc;
+        st = ctx;
     }
 #define R(f) atomic_load_explicit(&st->c.f, memory_order_relaxed)
     out->roots_opened = R(roots_opened);

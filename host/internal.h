@@ -41,6 +41,12 @@ uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
 void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
 void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
 
+/* The ctx of the process-wide tracer's first subscriber whose on_event is
+ * `fn`: how a subscriber's stats getter finds its own state (tracer.c).
+ * CBT_ERR_NOT_INITIALIZED without a tracer, CBT_ERR_NOT_FOUND when none. */
+cbt_status cbt_find_subscriber_ctx_(cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                    void **ctx_out);
+
 /* ---- the pspan subscriber (pspan.c), installed by cbt_init ---- */
 cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out);
 

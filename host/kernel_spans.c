@@ -421,12 +421,7 @@ cbt_status cbt_kspans_init_(cbt_tracer *t)
         return CBT_ERR_NOMEM;
     t->kspans = k;
     cbt_subscriber sub;
-    memset(&sub, 0, sizeof sub);
-    sub.version = CBT_SUBSCRIBER_VERSION;
-    sub.size = sizeof sub;
-    sub.name = "kernel-spans";
-    sub.ctx = k;
-    sub.on_event = on_launch_event;
+    cbt_subscriber_init(&sub, "kernel-spans", k, on_launch_event, NULL, NULL);
     cbt_subscriber_want(&sub, CBT_EV_KERNEL_LAUNCH);
     if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
         return CBT_ERR_FULL;

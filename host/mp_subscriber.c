@@ -355,14 +355,7 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         free(st);
         return rc;
     }
-    memset(out, 0, sizeof *out);
-    out->version = CBT_SUBSCRIBER_VERSION;
-    out->size = sizeof *out;
-    out->name = "mp";
-    out->ctx = st;
-    out->on_event = mp_on_event;
-    out->on_shutdown = mp_on_shutdown;
-    out->destroy = mp_destroy;
+    cbt_subscriber_init(out, "mp", st, mp_on_event, mp_on_shutdown, mp_destroy);
     static const cbt_event_type wanted[] = {
         CBT_EV_MP_REQUEST_START,        CBT_EV_MP_REQUEST_END,       CBT_EV_MP_LOOKUP_PREFETCH_START,
         CBT_EV_MP_LOOKUP_PREFETCH_END,  CBT_EV_MP_STORE_SUBMITTED,   CBT_EV_MP_STORE_START,
@@ -381,22 +374,16 @@ cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
     if (!out)
         return CBT_ERR_INVAL;
     const mp_state *st = NULL;
-    cbt_tracer *t = NULL;
     if (sub) {
         if (!is_mp(sub))
             return CBT_ERR_INVAL;
         st = sub->ctx;
     } else {
-        t = cbt_tracer_get();
-        if (!t)
-            return CBT_ERR_NOT_INITIALIZED;
-        pthread_mutex_lock(&t->lock);
-        for (uint32_t i = 0; i < t->n_subs && !st; i++)
-            if (is_mp(&t->subs[i]))
-                st = t->subs[i].ctx;
-        pthread_mutex_unlock(&t->lock);
-        if (!st)
-            return CBT_ERR_NOT_FOUND;
+        void *ctx = NULL;
+        cbt_status rc = cbt_find_subscriber_ctx_(mp_on_event, &ctx);
+        if (rc)
+            return rc;
+        st = ctx;
     }
 #define R(f) atomic_load_explicit(&st->c.f, memory_order_relaxed)
     out->roots_opened = R(roots_opened);

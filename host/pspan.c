@@ -385,14 +385,7 @@ cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out)
         free(st);
         return rc;
     }
-    memset(out, 0, sizeof *out);
-    out->version = CBT_SUBSCRIBER_VERSION;
-    out->size = sizeof *out;
-    out->name = "pspan";
-    out->ctx = st;
-    out->on_event = ps_on_event;
-    out->on_shutdown = ps_on_shutdown;
-    out->destroy = ps_destroy;
+    cbt_subscriber_init(out, "pspan", st, ps_on_event, ps_on_shutdown, ps_destroy);
     cbt_subscriber_want(out, CBT_EV_SPAN_BEGIN);
     cbt_subscriber_want(out, CBT_EV_SPAN_END);
     return CBT_OK;
@@ -402,17 +395,11 @@ cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
-    cbt_tracer *t = cbt_tracer_get();
-    if (!t)
-        return CBT_ERR_NOT_INITIALIZED;
-    const ps_state *st = NULL;
-    pthread_mutex_lock(&t->lock);
-    for (uint32_t i = 0; i < t->n_subs && !st; i++)
-        if (t->subs[i].on_event == ps_on_event)
-            st = t->subs[i].ctx;
-    pthread_mutex_unlock(&t->lock);
-    if (!st)
-        return CBT_ERR_NOT_FOUND;
+    void *ctx = NULL;
+    cbt_status rc = cbt_find_subscriber_ctx_(ps_on_event, &ctx);
+    if (rc)
+        return rc;
+    const ps_state *st = ctx;
 #define R(f) atomic_load_explicit(&st->c.f, memory_order_relaxed)
     out->opened = R(opened);
     out->closed = R(closed);

@@ -421,3 +421,19 @@ int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32
     pthread_mutex_unlock(&g_life_lock);
     return done;
 }
+
+cbt_status cbt_find_subscriber_ctx_(cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                    void **ctx_out)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    void *found = NULL;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->n_subs && !found; i++)
+        if (t->subs[i].on_event == fn)
+            found = t->subs[i].ctx;
+    pthread_mutex_unlock(&t->lock);
+    *ctx_out = found;
+    return found ? CBT_OK : CBT_ERR_NOT_FOUND;
+}

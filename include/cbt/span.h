@@ -225,6 +225,20 @@ typedef struct cbt_subscriber {
 } cbt_subscriber;
 #define CBT_SUBSCRIBER_VERSION 1u
 
+/* Fill *s: version and size set, the mask empty (add types with
+ * cbt_subscriber_want), the callbacks and ctx as given (on_shutdown and
+ * destroy may be NULL). */
+static inline void cbt_subscriber_init(cbt_subscriber *s, const char *name, void *ctx,
+                                       cbt_status (*on_event)(void *, cbt_tracer *,
+                                                              const cbt_event *),
+                                       void (*on_shutdown)(void *, cbt_tracer *, uint64_t),
+                                       void (*destroy)(void *))
+{
+    *s = (cbt_subscriber){.version = CBT_SUBSCRIBER_VERSION, .size = sizeof *s, .name = name,
+                          .ctx = ctx, .on_event = on_event, .on_shutdown = on_shutdown,
+                          .destroy = destroy};
+}
+
 /* Helpers for cbt_subscriber.mask. */
 static inline void cbt_subscriber_want(cbt_subscriber *s, cbt_event_type type)
 {
