@@ -98,12 +98,24 @@ static void session_maybe_free(mp_state *st, mp_session *s)
     }
 }
 
+/* The root, at start_ns. When the opening event carries a trace context
+ * (cbt_event_trace_set: the caller's traceparent, extracted), the root joins
+ * that trace: a remote child of its span, or a root of a trace-id-only
+ * context (Option B); the sampled flag travels with it. Skipping sampled-out
+ * requests is the publisher's test (docs/distributed.md). */
 static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_event *ev,
                       uint64_t start_ns)
 {
     s->root = cbt_span_start(t, CBT_N_REQUEST, CBT_SPAN_KIND_SERVER, NULL, start_ns);
     if (!s->root)
         return;
+    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    static const uint8_t zero[16];
+    if (tr && memcmp(tr->parent.trace_id, zero, 16) != 0) {
+        memcpy(s->root->ctx.trace_id, tr->parent.trace_id, 16);
+        memcpy(s->root->parent_span_id, tr->parent.span_id, 8);
+        s->root->ctx.trace_flags = tr->parent.trace_flags;
+    }
     cbt_span_set_str(s->root, CBT_N_SESSION_ID, ev->session, ev->session_len);
     cbt_registry_put_k_(t, &st->key, CBT_N_REQUEST, &s->root->ctx);
     INC(roots_opened);

@@ -644,6 +644,49 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     tu_stop();
 }
 
+/* The MP path joins a caller's trace too: its `request` root is a remote
+ * child of the caller's span (or a root of a trace-id-only context), also
+ * when the root opens lazily at a store; with no context it starts a fresh
+ * trace as before. */
+static void test_mp_root_joins_the_callers_trace(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_span_ctx up = remote_ctx(11, 1);
+    pub_ctx(CBT_EV_MP_REQUEST_START, "mp-a", &up);
+    tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, "mp-a");
+    tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_END, "mp-a");
+    tu_pub(CBT_EV_MP_REQUEST_END, "mp-a");
+    /* a store-only request: the root opens lazily at the store's START */
+    cbt_trace_context tc;
+    assert_int_equal(cbt_context_begin(NULL, NULL, "mp-b", 4, NULL, &tc, NULL), CBT_OK);
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, "mp-b");
+    pub_ctx(CBT_EV_MP_STORE_START, "mp-b", &tc.ctx);
+    tu_pub(CBT_EV_MP_STORE_END, "mp-b");
+    tu_pub(CBT_EV_MP_REQUEST_END, "mp-b");
+    tu_pub(CBT_EV_MP_REQUEST_START, "mp-c");
+    tu_pub(CBT_EV_MP_REQUEST_END, "mp-c");
+    tu_flush();
+    const cbt_span *a = tu_find("request", "mp-a", 0);
+    assert_non_null(a);
+    assert_true(parent_is(a, &up));
+    const cbt_span *la = tu_find("mp.lookup_prefetch", "mp-a", 0);
+    assert_non_null(la);
+    assert_true(tu_is_child_of(la, a));
+    const cbt_span *b = tu_find("request", "mp-b", 0);
+    assert_non_null(b);
+    assert_true(tu_is_root(b));
+    uint8_t want[16];
+    cbt_trace_id_from_request("mp-b", 4, want);
+    assert_memory_equal(b->ctx.trace_id, want, 16);
+    assert_true(tu_is_child_of(tu_find("mp.store", "mp-b", 0), b));
+    const cbt_span *c = tu_find("request", "mp-c", 0);
+    assert_non_null(c);
+    assert_true(tu_is_root(c));
+    assert_memory_not_equal(c->ctx.trace_id, up.trace_id, 16);
+    tu_stop();
+}
+
 /* ---- lmcache_blend.* fed by the subscriber --------------------------------------- */
 
 static void test_blend_metrics_from_spans(void **state)
@@ -774,6 +817,7 @@ int main(void)
         cmocka_unit_test_teardown(test_cb_empty_context_is_none, tu_teardown),
         cmocka_unit_test_teardown(test_cb_sampled_out_operation_takes_its_subtree, tu_teardown),
         cmocka_unit_test_teardown(test_cb_kernel_spans_follow_the_context, tu_teardown),
+        cmocka_unit_test_teardown(test_mp_root_joins_the_callers_trace, tu_teardown),
         cmocka_unit_test_teardown(test_blend_metrics_from_spans, tu_teardown),
         cmocka_unit_test(test_blend_metrics_buckets),
     };

@@ -16,6 +16,12 @@
  * START/END pair on (session, operation, event.pair), first-in first-out, so
  * two concurrent stores of one request (tensor-parallel workers sharing the
  * id, on different streams) never cross.
+ * The event that opens the root may carry the caller's trace context
+ * (cbt_event_trace_set, cbt/event.h): the root then joins that trace — a
+ * remote child of the caller's span, or a root of a trace-id-only (Option B)
+ * context — so an MP request shows inside the vLLM request that made it
+ * (docs/distributed.md). Without one the root starts a fresh trace, as
+ * before.
  */
 #ifndef CBT_MP_H
 #define CBT_MP_H
