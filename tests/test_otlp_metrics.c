@@ -38,6 +38,7 @@
 #include "testutil.h"
 
 #include "http_loopback.h"
+#include "otlp_env_case.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "otlp.h"
@@ -1113,58 +1114,6 @@ static void stalled_metrics_never_hold_spans(void **state)
 
 /* ---- the environment ------------------------------------------------------------------------- */
 
-static const char *const k_vars[] = {
-    "OTEL_SDK_DISABLED", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_METRIC_EXPORT_INTERVAL", "OTEL_METRICS_EXPORTER",
-    "OTEL_EXPORTER_OTLP_METRICS_HEADERS", "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_COMPRESSION",
-};
-
-static void clear_env(void)
-{
-    for (size_t i = 0; i < sizeof k_vars / sizeof k_vars[0]; i++)
-        unsetenv(k_vars[i]);
-}
-
-typedef struct env_case {
-    const char *set[3][2];
-    cbt_status want;
-    const char *log_has[3];
-    const char *log_lacks[2];
-    int log_empty;
-} env_case;
-
-static void run_env(const env_case *ec, cbt_otlp_config *c, char **log_out)
-{
-    clear_env();
-    for (int i = 0; i < 3 && ec->set[i][0]; i++)
-        setenv(ec->set[i][0], ec->set[i][1], 1);
-    cbt_otlp_config_default(c);
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *log = open_memstream(&buf, &len);
-    assert_non_null(log);
-    cbt_status st = cbt_otlp_config_from_env(c, log);
-    fclose(log);
-    clear_env();
-    const char *what = ec->set[0][0] ? ec->set[0][0] : "(none)";
-    if (st != ec->want)
-        fail_msg("env case %s: status %s, expected %s (log: %s)", what, cbt_strerror(st),
-                 cbt_strerror(ec->want), buf);
-    for (int i = 0; i < 3 && ec->log_has[i]; i++)
-        if (!strstr(buf, ec->log_has[i]))
-            fail_msg("env case %s: log lacks \"%s\": %s", what, ec->log_has[i], buf);
-    for (int i = 0; i < 2 && ec->log_lacks[i]; i++)
-        if (strstr(buf, ec->log_lacks[i]))
-            fail_msg("env case %s: log shows \"%s\": %s", what, ec->log_lacks[i], buf);
-    if (ec->log_empty && len)
-        fail_msg("env case %s: unexpected log: %s", what, buf);
-    *log_out = buf;
-}
-
-#define ENV(...) ((env_case){__VA_ARGS__})
 
 static void env_table(void **state)
 {
