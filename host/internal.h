@@ -42,7 +42,8 @@ void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
 void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
 
 /* The ctx of the process-wide tracer's first subscriber whose on_event is
- * `fn`: how a subscriber's stats getter finds its own state (tracer.c).
+ * `fn` and whose ctx is not NULL: how a subscriber's stats getter finds its
+ * own state (tracer.c).
  * CBT_ERR_NOT_INITIALIZED without a tracer, CBT_ERR_NOT_FOUND when none. */
 cbt_status cbt_find_subscriber_ctx_(cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
                                     void **ctx_out);
@@ -96,7 +97,7 @@ struct cbt_tracer {
     /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
     _Atomic uint64_t dispatched, subscriber_errors, sink_errors;
     _Atomic uint64_t lag_last_ns, lag_max_ns;
-    _Atomic uint64_t spans_started, spans_ended, spans_dropped;
+    _Atomic uint64_t spans_started, spans_ended, spans_dropped, spans_unsampled;
     _Atomic uint64_t registry_full;
     _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 

@@ -101,8 +101,9 @@ static void session_maybe_free(mp_state *st, mp_session *s)
 /* The root, at start_ns. When the opening event carries a trace context
  * (cbt_event_trace_set: the caller's traceparent, extracted), the root joins
  * that trace: a remote child of its span, or a root of a trace-id-only
- * context (Option B); the sampled flag travels with it. Skipping sampled-out
- * requests is the publisher's test (docs/distributed.md). */
+ * context (Option B); the sampled flag travels with it, so a sampled-out
+ * request's spans are built but recorded nowhere (cbt_span_end). A publisher
+ * that skips such requests (one flag test) pays nothing at all. */
 static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_event *ev,
                       uint64_t start_ns)
 {
@@ -114,8 +115,11 @@ static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_even
     if (tr && memcmp(tr->parent.trace_id, zero, 16) != 0) {
         memcpy(s->root->ctx.trace_id, tr->parent.trace_id, 16);
         memcpy(s->root->parent_span_id, tr->parent.span_id, 8);
+        /* not sampled: the root and everything under it end unrecorded */
         s->root->ctx.trace_flags = tr->parent.trace_flags;
     }
+    if (tr && memcmp(tr->span_id, zero, 8) != 0)
+        memcpy(s->root->ctx.span_id, tr->span_id, 8); /* the id the caller chose */
     cbt_span_set_str(s->root, CBT_N_SESSION_ID, ev->session, ev->session_len);
     cbt_registry_put_k_(t, &st->key, CBT_N_REQUEST, &s->root->ctx);
     INC(roots_opened);

@@ -198,10 +198,17 @@ void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
     if (!t || !s)
         return;
     s->end_ns = end_ns < s->start_ns ? s->start_ns : end_ns;
-    for (uint32_t i = 0; i < t->n_sinks; i++) {
-        cbt_sink *k = &t->sinks[i];
-        if (k->on_span && k->on_span(k->ctx, s) != CBT_OK)
-            atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+    if (s->ctx.trace_flags & 1u) {
+        for (uint32_t i = 0; i < t->n_sinks; i++) {
+            cbt_sink *k = &t->sinks[i];
+            if (k->on_span && k->on_span(k->ctx, s) != CBT_OK)
+                atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+        }
+    } else {
+        /* its trace was sampled out (a not-sampled context it joined, or a
+         * parent that did): recorded nowhere, as OpenTelemetry's
+         * non-recording spans */
+        atomic_fetch_add_explicit(&t->spans_unsampled, 1, memory_order_relaxed);
     }
     atomic_fetch_add_explicit(&t->spans_ended, 1, memory_order_relaxed);
     t->span_free[t->n_span_free++] = s->pool_index_;

@@ -373,6 +373,7 @@ cbt_status cbt_metrics_get(cbt_metrics *out)
     out->spans_started = R(t->spans_started);
     out->spans_ended = R(t->spans_ended);
     out->spans_dropped = R(t->spans_dropped);
+    out->spans_unsampled = R(t->spans_unsampled);
     out->spans_open = out->spans_started - out->spans_ended;
     out->registry_full = R(t->registry_full);
     out->harvester_busy_ns = R(t->busy_ns);

@@ -113,6 +113,7 @@ typedef struct cbt_metrics {
     uint64_t spans_open;
     uint64_t registry_full;     /* registry puts refused */
     uint64_t harvester_busy_ns; /* harvester time spent dispatching (not polling idle) */
+    uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
 } cbt_metrics;
 
 cbt_status cbt_metrics_get(cbt_metrics *out);

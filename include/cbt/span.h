@@ -15,6 +15,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "cbt/event.h"
 #include "cbt/names.h"
 #include "cbt/status.h"
@@ -116,7 +117,10 @@ const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key);
 const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a);
 
 /* End the span at `end_ns` (clamped to start_ns if earlier), hand it to every
- * sink, and return it to the pool: `s` is invalid afterwards. */
+ * sink — unless its trace is sampled out (trace_flags bit 0 clear: a
+ * not-sampled context it joined, or a parent that did), then to none, counted
+ * in cbt_metrics.spans_unsampled — and return it to the pool: `s` is invalid
+ * afterwards. */
 void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns);
 
 /* True when the context names a span (non-zero ids). */
@@ -234,9 +238,14 @@ static inline void cbt_subscriber_init(cbt_subscriber *s, const char *name, void
                                        void (*on_shutdown)(void *, cbt_tracer *, uint64_t),
                                        void (*destroy)(void *))
 {
-    *s = (cbt_subscriber){.version = CBT_SUBSCRIBER_VERSION, .size = sizeof *s, .name = name,
-                          .ctx = ctx, .on_event = on_event, .on_shutdown = on_shutdown,
-                          .destroy = destroy};
+    memset(s, 0, sizeof *s); /* plain assignments: the header also serves C++ */
+    s->version = CBT_SUBSCRIBER_VERSION;
+    s->size = (uint32_t)sizeof *s;
+    s->name = name;
+    s->ctx = ctx;
+    s->on_event = on_event;
+    s->on_shutdown = on_shutdown;
+    s->destroy = destroy;
 }
 
 /* Helpers for cbt_subscriber.mask. */
