@@ -138,7 +138,10 @@ static bool ended_recently(const cb_state *st)
 
 static void session_maybe_free(cb_state *st, cb_session *s)
 {
-    if (s->end_seen && !s->open && s->n_children == 0 && s->pending == 0) {
+    /* a sampled-out operation still open keeps the session (and its
+     * registry marker) until its END, as an open child does */
+    if (s->end_seen && !s->open && s->n_children == 0 && s->pending == 0 &&
+        s->op_dropped_out == 0) {
         remember_ended(st, s);
         cbt_strtab_remove(&st->sessions, s);
     }

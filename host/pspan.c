@@ -295,7 +295,7 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
     if (!slot) {
         /* full: an open pspan a minute old most likely lost its END (a
          * dropped publish); end it incomplete and take its place */
-        evict_stale(st, t, ev->ts);
+        evict_stale(st, t, cbt_clock_unix_now()); /* the harvester's clock, not the event's */
         slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
     }
     if (!slot) {
@@ -311,6 +311,10 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
         cbt_span_set_str(sp, CBT_N_REQUEST_ID, ev->session, ev->session_len);
     cbt_span_set_from_event(sp, ev);
     *slot = sp;
+    /* a pspan stamped in the past (an explicit time) may be stale sooner
+     * than the bound the last scan computed */
+    if (sp->start_ns + CBT_PSPAN_STALE_NS < st->no_evict_before_ns)
+        st->no_evict_before_ns = sp->start_ns + CBT_PSPAN_STALE_NS;
     INC(opened);
     return CBT_OK;
 }

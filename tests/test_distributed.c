@@ -361,6 +361,20 @@ static void test_pspan_end_retry_kind_and_eviction(void **state)
     assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
     assert_int_equal(ps.evicted, 1);
     assert_int_equal(ps.table_full, 1);
+    /* a BEGIN stamped in the future does not make live pspans look stale:
+     * staleness is judged on the harvester's clock */
+    cbt_event fut;
+    uint8_t fut_id[8] = {0x0f, 1, 2, 3, 4, 5, 6, 7};
+    cbt_event_init(&fut, CBT_EV_SPAN_BEGIN, "future");
+    cbt_event_trace_set(&fut, NULL, fut_id);
+    fut.trace.name = CBT_N_CB_EXECUTE;
+    fut.ts = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec + 3600000000000ull;
+    fut.flags |= CBT_EVF_EXPLICIT_TS;
+    assert_int_equal(cbt_publish(&fut), CBT_OK);
+    tu_flush();
+    assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
+    assert_int_equal(ps.evicted, 1);
+    assert_int_equal(ps.table_full, 2);
     const cbt_span *ev = need_rid("cb.execute", "old", 0);
     assert_true(ev->flags & CBT_SPANF_INCOMPLETE);
     assert_memory_equal(ev->ctx.span_id, old_id, 8);
@@ -640,6 +654,22 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     assert_int_equal(tu_count("cb.retrieve", "req-k-op"), 0);
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     assert_int_equal(rs.sampled_out, 2);
+
+    /* a sampled-out retrieve still open when the request ends keeps the
+     * session and its marker until its END, then both go */
+    tu_pub(CBT_EV_CB_REQUEST_START, "req-k-late");
+    pub_ctx(CBT_EV_CB_RETRIEVE_START, "req-k-late", &rout);
+    tu_pub(CBT_EV_CB_REQUEST_END, "req-k-late");
+    tu_flush();
+    cbt_cb_stats cs;
+    assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
+    assert_int_equal(cs.sessions_open, 1);
+    assert_int_equal(cbt_registry_count(cbt_tracer_get()), 1);
+    tu_pub(CBT_EV_CB_RETRIEVE_END, "req-k-late");
+    tu_flush();
+    assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
+    assert_int_equal(cs.sessions_open, 0);
+    assert_int_equal(cs.unmatched_end, 0);
     assert_int_equal(cbt_registry_count(cbt_tracer_get()), 0); /* anchors unregistered */
     tu_stop();
 }
@@ -684,6 +714,32 @@ static void test_mp_root_joins_the_callers_trace(void **state)
     assert_non_null(c);
     assert_true(tu_is_root(c));
     assert_memory_not_equal(c->ctx.trace_id, up.trace_id, 16);
+
+    /* a publisher that forgot to skip a sampled-out request: its spans are
+     * built but recorded nowhere (non-recording, as in OpenTelemetry) */
+    cbt_metrics m0, m1;
+    assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
+    cbt_span_ctx off = remote_ctx(12, 0);
+    pub_ctx(CBT_EV_MP_REQUEST_START, "mp-off", &off);
+    tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_START, "mp-off");
+    tu_pub(CBT_EV_MP_LOOKUP_PREFETCH_END, "mp-off");
+    tu_pub(CBT_EV_MP_REQUEST_END, "mp-off");
+    /* and a chosen span id is the root's */
+    cbt_event e;
+    uint8_t id[8] = {0x5a, 1, 2, 3, 4, 5, 6, 7};
+    cbt_event_init(&e, CBT_EV_MP_REQUEST_START, "mp-id");
+    cbt_event_trace_set(&e, &up, id);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    tu_pub(CBT_EV_MP_REQUEST_END, "mp-id");
+    tu_flush();
+    assert_int_equal(tu_count("request", "mp-off"), 0);
+    assert_int_equal(tu_count("mp.lookup_prefetch", "mp-off"), 0);
+    assert_int_equal(cbt_metrics_get(&m1), CBT_OK);
+    assert_int_equal(m1.spans_unsampled - m0.spans_unsampled, 2);
+    const cbt_span *d = tu_find("request", "mp-id", 0);
+    assert_non_null(d);
+    assert_memory_equal(d->ctx.span_id, id, 8);
+    assert_true(parent_is(d, &up));
     tu_stop();
 }
 

@@ -114,7 +114,7 @@ typedef struct cbt_pspan_stats {
     uint64_t opened, closed;
     uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
     uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
-    uint64_t table_full;             /* BEGIN dropped: 4096 pspans open, none stale */
+    uint64_t table_full;             /* BEGIN dropped: 4096 pspans open, none over a minute */
     uint64_t evicted;                /* open pspans over a minute old, ended incomplete (at
                                         their start) to make room: their END was most likely
                                         dropped */
