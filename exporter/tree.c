@@ -23,8 +23,8 @@ static void print_attrs(FILE *f, const cbt_span *s)
 {
     for (uint16_t i = 0; i < s->n_attrs; i++) {
         const cbt_attr *a = &s->attrs[i];
-        if (a->key == CBT_N_SESSION_ID && has_parent(s))
-            continue; /* children repeat the root's session id */
+        if ((a->key == CBT_N_SESSION_ID || a->key == CBT_N_REQUEST_ID) && has_parent(s))
+            continue; /* children repeat the root's session / request id */
         fprintf(f, " %s=", cbt_name_str(a->key));
         switch (a->type) {
         case CBT_META_I64: fprintf(f, "%lld", (long long)a->v.i64); break;
