@@ -203,19 +203,25 @@ static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
     copy_root_attrs(root, ev);
 }
 
-static bool has_span_id(const cbt_span_ctx *c)
-{
-    static const uint8_t zero[8];
-    return memcmp(c->span_id, zero, 8) != 0;
-}
+static bool has_span_id(const cbt_span_ctx *c) { return !cbt_bytes_zero_(c->span_id, 8); }
 
 /* The event's context, when it names a trace; a trace block whose parent is
  * all zero (cbt_event_trace_set(ev, NULL, id)) carries no context at all. */
 static const cbt_span_ctx *ctx_of(const cbt_event *ev)
 {
-    static const uint8_t zero[16];
     const cbt_event_trace *tr = cbt_event_trace_of(ev);
-    return tr && memcmp(tr->parent.trace_id, zero, 16) != 0 ? &tr->parent : NULL;
+    return tr && !cbt_bytes_zero_(tr->parent.trace_id, 16) ? &tr->parent : NULL;
+}
+
+/* `c` made a valid registry entry: a trace id without a span id gets a
+ * marker span id (never exported; the entry only has to be valid). */
+static cbt_span_ctx with_marker_id(cbt_span_ctx c)
+{
+    if (!has_span_id(&c))
+        memcpy(c.span_id, c.trace_id + 8, 8);
+    if (!has_span_id(&c))
+        c.span_id[7] = 1;
+    return c;
 }
 
 /* Forget the not-sampled markers of sampled-out operations still open. */
@@ -234,14 +240,9 @@ static void clear_op_markers(cbt_tracer *t, cb_session *s, const cbt_skey *k)
  * has to be valid, it is never exported. */
 static void register_anchor(cb_state *st, cbt_tracer *t, cb_session *s)
 {
-    cbt_span_ctx c = s->anchor;
-    if (!has_span_id(&c))
-        memcpy(c.span_id, c.trace_id + 8, 8);
-    if (!has_span_id(&c))
-        c.span_id[7] = 1;
-    s->anchor_reg = c;
+    s->anchor_reg = with_marker_id(s->anchor);
     s->anchor_registered = true;
-    cbt_registry_put_k_(t, &st->key, CBT_N_CB_REQUEST, &c);
+    cbt_registry_put_k_(t, &st->key, CBT_N_CB_REQUEST, &s->anchor_reg);
 }
 
 /* CB_REQUEST_START. The context it carries (cbt/event.h) decides the root:
@@ -396,10 +397,7 @@ static cbt_status on_start(cb_state *st, cbt_tracer *t, const cbt_event *ev, int
         cbt_span_ctx out = ctx && !(ctx->trace_flags & 1u) ? *ctx
                                                            : s->op_out_ctx[k_op_parents[op][0]];
         out.trace_flags &= (uint8_t)~1u;
-        if (!has_span_id(&out))
-            memcpy(out.span_id, out.trace_id + 8, 8);
-        if (!has_span_id(&out))
-            out.span_id[7] = 1;
+        out = with_marker_id(out);
         s->op_out_ctx[op] = out;
         if (k_op_logical[op])
             cbt_registry_put_k_(t, &st->key, k_op_logical[op], &out);

@@ -13,6 +13,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bus.h"
@@ -40,6 +42,21 @@ void cbt_ids_seed(cbt_ids *g);
 uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
 void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
 void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
+
+/* True when the n bytes at p are all zero (an absent W3C id). */
+static inline bool cbt_bytes_zero_(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* cbt_span_start_for_event (span.h), starting at start_ns instead of ev->ts:
+ * for a root opened late, at an earlier time (the MP path's lazy root). */
+cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                       const cbt_span_ctx *local_parent, const cbt_event *ev,
+                                       uint64_t start_ns);
 
 /* The ctx of the process-wide tracer's first subscriber whose on_event is
  * `fn` and whose ctx is not NULL: how a subscriber's stats getter finds its

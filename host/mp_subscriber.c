@@ -107,19 +107,12 @@ static void session_maybe_free(mp_state *st, mp_session *s)
 static void open_root(mp_state *st, cbt_tracer *t, mp_session *s, const cbt_event *ev,
                       uint64_t start_ns)
 {
-    s->root = cbt_span_start(t, CBT_N_REQUEST, CBT_SPAN_KIND_SERVER, NULL, start_ns);
+    /* the same rules as every event-opened span (span.c); a not-sampled
+     * context makes the root and everything under it end unrecorded */
+    s->root = cbt_span_start_for_event_at_(t, CBT_N_REQUEST, CBT_SPAN_KIND_SERVER, NULL, ev,
+                                           start_ns);
     if (!s->root)
         return;
-    const cbt_event_trace *tr = cbt_event_trace_of(ev);
-    static const uint8_t zero[16];
-    if (tr && memcmp(tr->parent.trace_id, zero, 16) != 0) {
-        memcpy(s->root->ctx.trace_id, tr->parent.trace_id, 16);
-        memcpy(s->root->parent_span_id, tr->parent.span_id, 8);
-        /* not sampled: the root and everything under it end unrecorded */
-        s->root->ctx.trace_flags = tr->parent.trace_flags;
-    }
-    if (tr && memcmp(tr->span_id, zero, 8) != 0)
-        memcpy(s->root->ctx.span_id, tr->span_id, 8); /* the id the caller chose */
     cbt_span_set_str(s->root, CBT_N_SESSION_ID, ev->session, ev->session_len);
     cbt_registry_put_k_(t, &st->key, CBT_N_REQUEST, &s->root->ctx);
     INC(roots_opened);

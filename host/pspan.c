@@ -70,14 +70,6 @@ void cbt_pspan_new_id(uint8_t out[8])
 
 /* ---- publishing ------------------------------------------------------------------ */
 
-static bool zero_bytes(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return false;
-    return true;
-}
-
 static cbt_status add_meta(cbt_event *ev, const cbt_meta *meta, uint32_t n_meta)
 {
     for (uint32_t i = 0; i < n_meta; i++) {
@@ -137,7 +129,7 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
 
     /* the span's context: the parent's trace and sampled bit, or Option B */
     cbt_span_ctx p = {0};
-    if (parent && !zero_bytes(parent->trace_id, 16)) {
+    if (parent && !cbt_bytes_zero_(parent->trace_id, 16)) {
         p = *parent;
     } else {
         cbt_trace_id_from_request(s->request_id, rl, p.trace_id);
@@ -149,7 +141,7 @@ static cbt_status begin(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_ki
     s->sampled = (p.trace_flags & CBT_TRACE_FLAG_SAMPLED) != 0;
     if (!s->sampled) {
         /* nothing is recorded; keep a valid id so the decision can travel */
-        if (!zero_bytes(p.span_id, 8))
+        if (!cbt_bytes_zero_(p.span_id, 8))
             memcpy(s->ctx.span_id, p.span_id, 8);
         else
             cbt_pspan_new_id(s->ctx.span_id);
@@ -282,7 +274,7 @@ static void evict_stale(ps_state *st, cbt_tracer *t, uint64_t now)
 static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
 {
     const cbt_event_trace *tr = cbt_event_trace_of(ev);
-    if (!tr || zero_bytes(tr->span_id, 8) || tr->name == 0) {
+    if (!tr || cbt_bytes_zero_(tr->span_id, 8) || tr->name == 0) {
         INC(malformed);
         return CBT_ERR_INVAL;
     }

@@ -214,36 +214,35 @@ void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
     t->span_free[t->n_span_free++] = s->pool_index_;
 }
 
-static bool ids_zero(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (p[i])
-            return false;
-    return true;
-}
-
 cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
                                    const cbt_span_ctx *local_parent, const cbt_event *ev)
+{
+    return ev ? cbt_span_start_for_event_at_(t, name, kind, local_parent, ev, ev->ts) : NULL;
+}
+
+cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                       const cbt_span_ctx *local_parent, const cbt_event *ev,
+                                       uint64_t start_ns)
 {
     if (!ev)
         return NULL;
     const cbt_event_trace *tr = cbt_event_trace_of(ev);
     const cbt_span_ctx *parent = local_parent;
     bool adopt = false;
-    if (tr && !ids_zero(tr->parent.trace_id, 16)) {
-        if (!ids_zero(tr->parent.span_id, 8))
+    if (tr && !cbt_bytes_zero_(tr->parent.trace_id, 16)) {
+        if (!cbt_bytes_zero_(tr->parent.span_id, 8))
             parent = &tr->parent;
         else if (!cbt_span_ctx_valid(local_parent))
             adopt = true;
     }
-    cbt_span *s = cbt_span_start(t, name, kind, parent, ev->ts);
+    cbt_span *s = cbt_span_start(t, name, kind, parent, start_ns);
     if (!s)
         return NULL;
     if (adopt) {
         memcpy(s->ctx.trace_id, tr->parent.trace_id, 16);
         s->ctx.trace_flags = tr->parent.trace_flags;
     }
-    if (tr && !ids_zero(tr->span_id, 8))
+    if (tr && !cbt_bytes_zero_(tr->span_id, 8))
         memcpy(s->ctx.span_id, tr->span_id, 8);
     return s;
 }
