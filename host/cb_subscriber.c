@@ -787,24 +787,15 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
     return CBT_OK;
 }
 
-static bool is_cb(const cbt_subscriber *s) { return s && s->on_event == cb_on_event; }
-
 cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
-    const cb_state *st = NULL;
-    if (sub) {
-        if (!is_cb(sub))
-            return CBT_ERR_INVAL;
-        st = sub->ctx;
-    } else {
-        void *ctx = NULL;
-        cbt_status rc = cbt_find_subscriber_ctx_(cb_on_event, &ctx);
-        if (rc)
-            return rc;
-        st = ctx;
-    }
+    void *ctx = NULL;
+    cbt_status rc = cbt_find_subscriber_ctx_(sub, cb_on_event, &ctx);
+    if (rc)
+        return rc;
+    const cb_state *st = ctx;
 #define R(f) atomic_load_explicit(&st->c.f, memory_order_relaxed)
     out->roots_opened = R(roots_opened);
     out->roots_closed = R(roots_closed);

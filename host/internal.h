@@ -58,11 +58,14 @@ cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_ki
                                        const cbt_span_ctx *local_parent, const cbt_event *ev,
                                        uint64_t start_ns);
 
-/* The ctx of the process-wide tracer's first subscriber whose on_event is
- * `fn` and whose ctx is not NULL: how a subscriber's stats getter finds its
- * own state (tracer.c).
- * CBT_ERR_NOT_INITIALIZED without a tracer, CBT_ERR_NOT_FOUND when none. */
-cbt_status cbt_find_subscriber_ctx_(cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+/* How a subscriber's stats getter finds its own state (tracer.c): `sub`'s
+ * ctx when given (CBT_ERR_INVAL unless its on_event is `fn` and its ctx is
+ * set), else that of
+ * the process-wide tracer's first subscriber whose on_event is `fn` and
+ * whose ctx is not NULL (CBT_ERR_NOT_INITIALIZED without a tracer,
+ * CBT_ERR_NOT_FOUND when none). */
+cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
+                                    cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
                                     void **ctx_out);
 
 /* ---- the pspan subscriber (pspan.c), installed by cbt_init ---- */

@@ -376,24 +376,15 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
     return CBT_OK;
 }
 
-static bool is_mp(const cbt_subscriber *s) { return s && s->on_event == mp_on_event; }
-
 cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
-    const mp_state *st = NULL;
-    if (sub) {
-        if (!is_mp(sub))
-            return CBT_ERR_INVAL;
-        st = sub->ctx;
-    } else {
-        void *ctx = NULL;
-        cbt_status rc = cbt_find_subscriber_ctx_(mp_on_event, &ctx);
-        if (rc)
-            return rc;
-        st = ctx;
-    }
+    void *ctx = NULL;
+    cbt_status rc = cbt_find_subscriber_ctx_(sub, mp_on_event, &ctx);
+    if (rc)
+        return rc;
+    const mp_state *st = ctx;
 #define R(f) atomic_load_explicit(&st->c.f, memory_order_relaxed)
     out->roots_opened = R(roots_opened);
     out->roots_lazy = R(roots_lazy);

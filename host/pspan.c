@@ -392,7 +392,7 @@ cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
     if (!out)
         return CBT_ERR_INVAL;
     void *ctx = NULL;
-    cbt_status rc = cbt_find_subscriber_ctx_(ps_on_event, &ctx);
+    cbt_status rc = cbt_find_subscriber_ctx_(NULL, ps_on_event, &ctx);
     if (rc)
         return rc;
     const ps_state *st = ctx;

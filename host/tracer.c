@@ -423,9 +423,16 @@ int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32
     return done;
 }
 
-cbt_status cbt_find_subscriber_ctx_(cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
+                                    cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
                                     void **ctx_out)
 {
+    if (sub) {
+        if (sub->on_event != fn || !sub->ctx) /* not ours, or a hand-made copy */
+            return CBT_ERR_INVAL;
+        *ctx_out = sub->ctx;
+        return CBT_OK;
+    }
     cbt_tracer *t = cbt_tracer_get();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
