@@ -19,7 +19,7 @@
 
 #include "bench_util.h"
 #include "cbt.h"
-#include "otlp.h"
+#include "cbt/otlp.h"
 
 static void make_span(cbt_span *s, uint32_t i)
 {

@@ -16,8 +16,8 @@
 #include <time.h>
 
 #include "bench_util.h"
-#include "cbt_kernel.h"
-#include "ring.h"
+#include "cbt/kernel_span.h"
+#include "internal/ring.h"
 
 static _Atomic int g_stop;
 

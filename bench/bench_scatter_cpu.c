@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "bench_util.h"
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 
 #define LAYERS 32u
 #define HEADS 8u

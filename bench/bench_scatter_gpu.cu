@@ -44,7 +44,7 @@
 #include <cstring>
 #include <vector>
 
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
-/* exporter/nvtx.c — owns cbt's NVTX ranges for Nsight Systems (nvtx.h).
+/* exporter/nvtx.c — owns cbt's NVTX ranges for Nsight Systems (cbt/nvtx.h).
  *
- * A publish hook (internal.h: cbt_tracer.publish_hook) sees every event on
+ * A publish hook (host/internal/publish_hook.h) sees every event on
  * the publishing thread, at the moment of cbt_publish / cbt_publish_on_stream,
  * before it is enqueued. A START event opens a range in domain "cbt"
  * (nvtxDomainRangeStartEx), the matching END closes it (nvtxDomainRangeEnd,
@@ -46,14 +46,15 @@
  * publishing into a tracer that was shut down — and makes a new one. The
  * last state is reachable from g_state until exit.
  */
-#include "nvtx.h"
+#include "cbt/nvtx.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "internal/hash.h"
+#include "internal/publish_hook.h"
 
 /* NVTX's inline implementation is not held to the project's warnings. */
 #define NVTX_AS_SYSTEM_HEADER 1
@@ -405,23 +406,27 @@ cbt_status cbt_nvtx_enable(void)
         return CBT_ERR_NOT_INITIALIZED;
     pthread_mutex_lock(&g_enable_lock);
     cbt_status st = CBT_OK;
-    if ((g_state && g_state->gen == t->gen) || t->publish_hook) {
+    uint64_t gen = cbt_tracer_generation_(t);
+    if (g_state && g_state->gen == gen) {
         st = CBT_ERR_ALREADY;
         goto out;
     }
     st = nvtx_globals_init();
     if (st)
         goto out;
-    nvtx_state *s = state_new(t->gen);
+    nvtx_state *s = state_new(gen);
     if (!s) {
         st = CBT_ERR_NOMEM;
+        goto out;
+    }
+    st = cbt_publish_hook_install_(t, nvtx_hook, s);
+    if (st) {
+        state_free(s);
         goto out;
     }
     /* the previous tracer is gone: nobody publishes into its hook any more */
     state_free(g_state);
     g_state = s;
-    t->publish_hook_ctx = s;
-    t->publish_hook = nvtx_hook;
 out:
     pthread_mutex_unlock(&g_enable_lock);
     return st;

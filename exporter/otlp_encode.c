@@ -61,7 +61,7 @@
  * not start a valid sequence becomes U+FFFD (cbt_utf8_seq_len decides, as
  * for the JSON-lines sink).
  */
-#include "otlp.h"
+#include "cbt/otlp.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -72,7 +72,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "json.h"
+#include "internal/json.h"
 #include "otlp_wire.h"
 
 #ifdef CBT_WITH_CUDA

@@ -40,7 +40,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "otlp.h"
+#include "cbt/otlp.h"
 #include "otlp_private.h"
 
 #define TRACES_PATH "v1/traces"

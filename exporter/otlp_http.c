@@ -87,7 +87,7 @@
 
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
-#include "otlp.h"
+#include "cbt/otlp.h"
 #include "otlp_private.h"
 
 #define BACKOFF_BASE_MS 100u

@@ -47,7 +47,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "otlp.h"
+#include "cbt/otlp.h"
 #include "otlp_wire.h"
 
 /* AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE */

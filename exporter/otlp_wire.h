@@ -14,8 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json.h"
-#include "otlp.h"
+#include "internal/json.h"
+#include "cbt/otlp.h"
 
 /* ---- protobuf wire primitives ------------------------------------------------------- */
 

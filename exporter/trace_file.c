@@ -13,7 +13,7 @@
  * Harvester thread only; bounded: the trace -> lane table has TF_LANES
  * entries, later traces share lane "other".
  */
-#include "trace_file.h"
+#include "cbt/trace_file.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cbt_ring.h"
-#include "json.h"
+#include "cbt/ring.h"
+#include "internal/json.h"
 
 #define TF_LANES 8192
 #define TF_TAIL "\n]}\n"

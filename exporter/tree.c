@@ -1,5 +1,5 @@
 /* exporter/tree.c — owns printing span trees (see tree.h). */
-#include "tree.h"
+#include "cbt/tree.h"
 
 #include <stdlib.h>
 #include <string.h>

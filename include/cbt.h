@@ -6,10 +6,10 @@
  * when the request's pending GPU work has finished (see docs/spans.md).
  *
  * The flow, one file per stage (docs/architecture.md):
- *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/bus.c, host/stream_*.c
- *   harvester thread                         dispatch in order   host/harvester.c
- *   subscribers (MP, user)                   events -> spans     host/mp_subscriber.c
- *   sinks                                    spans -> files/...  host/sink_*.c, exporter/
+ *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/core/bus.c, host/streams/stream_*.c
+ *   harvester thread                         dispatch in order   host/core/harvester.c
+ *   subscribers (MP, user)                   events -> spans     host/builders/mp_subscriber.c
+ *   sinks                                    spans -> files/...  host/spans/sink_*.c, exporter/
  *
  * Costs: cbt_publish() is a timestamp (rdtsc) and a copy into the calling
  * thread's own bounded lane (a single-producer ring: no lock, no CAS); it
@@ -27,6 +27,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include "cbt/build_config.h"
 #include "cbt/event.h"
 #include "cbt/names.h"
 #include "cbt/span.h"
@@ -38,8 +39,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define CBT_VERSION_STRING "0.1.0"
 
 typedef struct cbt_config {
     uint32_t version; /* CBT_CONFIG_VERSION */

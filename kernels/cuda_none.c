@@ -1,6 +1,6 @@
 /* kernels/cuda_none.c — the CUDA entry points of a build without CUDA: each
  * reports CBT_ERR_UNSUPPORTED (the C references still work). */
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 
 cbt_status cbt_scatter_cuda(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatter_dir dir,
                             cbt_kspan span, uint32_t n_ctas, void *stream)

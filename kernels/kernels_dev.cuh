@@ -12,8 +12,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include "cbt_kernel.h"
-#include "cbt_kernels.h"
+#include "cbt/kernel_span.h"
+#include "cbt/kv_kernels.h"
 
 namespace cbtk {
 

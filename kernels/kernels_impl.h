@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,5 +1,5 @@
 /* kernels/ref_cta.h — private to the C references: run a stretch of work as
- * emulated CTA `index` of `n` (host/cpu_kernel.c), so the CBT_KERNEL_SPAN
+ * emulated CTA `index` of `n` (instr/kernel_span_cpu.c), so the CBT_KERNEL_SPAN
  * macros stamp the ring as that CTA, and give the calling thread back the
  * emulated CTA it was in before (a CPU launcher may be running the
  * reference). With CBT_DISABLE the macros are compiled out and so is this. */
@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 
 #if defined(CBT_DISABLE)
 typedef struct cbt_ref_outer {

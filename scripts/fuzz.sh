@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/fuzz.sh — build and run the W3C traceparent libFuzzer target
-# (tests/fuzz_traceparent.c) against host/context.c, with ASan + UBSan, for a
+# (tests/fuzz_traceparent.c) against host/trace/context.c, with ASan + UBSan, for a
 # bounded time. Exits non-zero when the fuzzer finds a crash or an invariant
 # violation; prints "SKIP: ..." and exits 0 when clang or libFuzzer is missing.
 #
@@ -32,7 +32,7 @@ fi
 bin="$work/fuzz_traceparent"
 "$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Iinclude -Ihost \
-  tests/fuzz_traceparent.c host/context.c host/status.c -lm -o "$bin"
+  tests/fuzz_traceparent.c host/trace/context.c host/core/status.c -lm -o "$bin"
 
 corpus="$work/corpus"
 mkdir -p "$corpus"

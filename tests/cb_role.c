@@ -1,6 +1,6 @@
 /* tests/cb_role.c — one process of a CacheBlend request, for
  * tests/test_three_proc.c: the vLLM scheduler, the vLLM worker or the LMCache
- * blend server (host/demo_cb.c does the work), each with its own tracer
+ * blend server (host/cli/demo_cb.c does the work), each with its own tracer
  * exporting OTLP/HTTP to the test's loopback collector (service.name = the
  * process, as the seed's tree names owners), on the CPU backend.
  *
@@ -18,8 +18,8 @@
 
 #include "cbt.h"
 #include "cbt/cb.h"
-#include "demo_cb.h"
-#include "otlp.h"
+#include "cli/demo_cb.h"
+#include "cbt/otlp.h"
 
 static int start_tracer(const char *base, const char *service, int server)
 {

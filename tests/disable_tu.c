@@ -1,7 +1,7 @@
 /* tests/disable_tu.c — compiled with CBT_DISABLE: every event and publish call
  * in this translation unit must compile to nothing. */
 #include "cbt.h"
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 
 int disabled_publish_many(int n, cbt_stream *s);
 int disabled_enabled(void);

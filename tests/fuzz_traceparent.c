@@ -1,5 +1,5 @@
 /* tests/fuzz_traceparent.c — libFuzzer target for W3C trace-context
- * extraction (host/context.c). Built and run by scripts/fuzz.sh.
+ * extraction (host/trace/context.c). Built and run by scripts/fuzz.sh.
  *
  * Invariants checked on arbitrary bytes:
  *   - cbt_traceparent_parse never crashes; it returns CBT_OK or

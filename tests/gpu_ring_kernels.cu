@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 
 __global__ void ring_test_kernel(cbt_kspan span, unsigned long long spin_ns, unsigned int tokens,
                                  unsigned int shifted)

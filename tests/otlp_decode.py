@@ -95,8 +95,11 @@ SPANS = [
 
 
 def cbt_version():
-    with open(os.path.join(HERE, "..", "include", "cbt.h"), encoding="utf-8") as f:
-        m = re.search(r'#define CBT_VERSION_STRING "([^"]*)"', f.read())
+    """The version the build gave CBT_VERSION_STRING: project(cbt VERSION ...)."""
+    with open(os.path.join(HERE, "..", "CMakeLists.txt"), encoding="utf-8") as f:
+        m = re.search(r'project\(cbt VERSION ([0-9.]+)', f.read())
+    if not m:
+        sys.exit("otlp_decode.py: no 'project(cbt VERSION ...)' in CMakeLists.txt")
     return m.group(1)
 
 

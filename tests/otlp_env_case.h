@@ -6,7 +6,7 @@
 #ifndef CBT_TESTS_OTLP_ENV_CASE_H
 #define CBT_TESTS_OTLP_ENV_CASE_H
 
-#include "otlp.h"
+#include "cbt/otlp.h"
 
 /* One environment: up to 4 NAME=VALUE pairs and what must follow. */
 typedef struct env_case {

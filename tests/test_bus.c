@@ -1,4 +1,4 @@
-/* tests/test_bus.c — the publish queue (host/bus.h) driven directly: capacity
+/* tests/test_bus.c — the publish queue (host/internal/bus.h) driven directly: capacity
  * rules, full-queue drops, FIFO with metadata intact, wrap-around, and many
  * producers against one consumer. */
 #include <pthread.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bus.h"
+#include "internal/bus.h"
 #include "testutil.h"
 
 static cbt_name k_prod, k_seq, k_f, k_b, k_s, k_x;

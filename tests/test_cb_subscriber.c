@@ -1,5 +1,5 @@
 /* tests/test_cb_subscriber.c — the CacheBlend V3 server-side subscriber
- * (host/cb_subscriber.c, cbt/cb.h) against the cacheblend-v3-observability
+ * (host/builders/cb_subscriber.c, cbt/cb.h) against the cacheblend-v3-observability
  * seed (§2, §2.1, §3) and the CB path of the request-event-span seed: the
  * cb.request root, the lookup and retrieve subtrees, the V3 close rule, the
  * hit-rate attributes, the point events and shutdown.

@@ -2,7 +2,7 @@
  * and a tracer disabled by configuration makes every call a no-op. */
 #include "testutil.h"
 
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 
 int disabled_publish_many(int n, cbt_stream *s);
 int disabled_enabled(void);

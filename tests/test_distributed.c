@@ -16,7 +16,7 @@
 #include "cbt/cb.h"
 #include "cbt/context.h"
 #include "cbt/kernel.h"
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 #include "cbt/pspan.h"
 #include "cbt/stream.h"
 

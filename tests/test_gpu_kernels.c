@@ -1,4 +1,4 @@
-/* tests/test_gpu_kernels.c — the CUDA kernels of kernels/cbt_kernels.h
+/* tests/test_gpu_kernels.c — the CUDA kernels of cbt/kv_kernels.h
  * against their C references, on a real GPU: random inputs (seed printed;
  * CBT_TEST_SEED overrides), outputs poisoned on both sides first, every dtype,
  * both scatter directions, the guards, odd geometry and unaligned pointers
@@ -16,7 +16,7 @@
 #include "gpu_testutil.h"
 #include "testutil.h"
 
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 #include "kernels_impl.h"
 
 #define POISON 0xA5

@@ -1,5 +1,5 @@
 /* tests/test_kernels_ref.c — the C references of the KV-movement kernels
- * (kernels/cbt_kernels.h) against formulas written here from the spec, on
+ * (cbt/kv_kernels.h) against formulas written here from the spec, on
  * random data (seed printed; CBT_TEST_SEED overrides) with outputs poisoned
  * first, so an element the reference forgot to write, or wrote where it must
  * not, fails. Also the fp16/bf16 conversions the references round with, the
@@ -12,7 +12,7 @@
 
 #include "testutil.h"
 
-#include "cbt_kernels.h"
+#include "cbt/kv_kernels.h"
 #include "kernels_impl.h"
 
 #define POISON 0xA5u

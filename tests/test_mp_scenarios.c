@@ -1,4 +1,4 @@
-/* tests/test_mp_scenarios.c — the MP subscriber (host/mp_subscriber.c) against
+/* tests/test_mp_scenarios.c — the MP subscriber (host/builders/mp_subscriber.c) against
  * the request-event-span seed: the root "request" span, its mp.* children, the
  * deferred close, hit-rate attributes, the registry, the seed's seven request
  * scenarios and its "Example 1" (an l1.read subscriber nesting under request).

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "nvtx.h"
+#include "cbt/nvtx.h"
 #include "nvtx_inject.h"
 #include "cbt/pspan.h"
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
-#include "otlp.h"
+#include "cbt/otlp.h"
 #include "testutil.h"
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest pb_req;

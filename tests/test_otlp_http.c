@@ -20,7 +20,7 @@
 #include "http_loopback.h"
 #include "otlp_env_case.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
-#include "otlp.h"
+#include "cbt/otlp.h"
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest pb_request;
 typedef Opentelemetry__Proto__Trace__V1__Span pb_span;

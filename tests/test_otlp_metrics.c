@@ -41,7 +41,7 @@
 #include "otlp_env_case.h"
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
-#include "otlp.h"
+#include "cbt/otlp.h"
 
 typedef Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest pb_mreq;
 typedef Opentelemetry__Proto__Metrics__V1__Metric pb_metric;

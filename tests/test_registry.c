@@ -1,11 +1,11 @@
-/* tests/test_registry.c — the (session, tag) hash table (host/strtab.h)
+/* tests/test_registry.c — the (session, tag) hash table (host/internal/strtab.h)
  * against a reference model, and the public span registry (cbt/span.h) from
  * a subscriber on the harvester thread. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strtab.h"
+#include "internal/strtab.h"
 #include "testutil.h"
 
 /* ---- strtab vs a reference model ------------------------------------------ */

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "cbt_kernel.h"
-#include "clock.h"
-#include "devclock.h"
-#include "internal.h"
-#include "ring.h"
+#include "cbt/kernel_span.h"
+#include "internal/clock.h"
+#include "internal/devclock.h"
+#include "internal/tracer.h"
+#include "internal/ring.h"
 #include "testutil.h"
 
 static cbt_ring *new_ring(uint32_t cap)

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "internal/tracer.h"
 #include "testutil.h"
 
 static cbt_event_type g_ev;      /* the probe event the subscriber acts on */

@@ -36,7 +36,7 @@
 #include <cmocka.h>
 
 #include "cbt/context.h"
-#include "demo_cb.h"
+#include "cli/demo_cb.h"
 #include "http_loopback.h"
 #include "testutil.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
@@ -341,7 +341,7 @@ static void test_three_processes_one_trace(void **state)
             g_req[i], NULL);
 }
 
-/* ---- the roles on bad peers (host/demo_cb.c, in this process) ---------------------------- */
+/* ---- the roles on bad peers (host/cli/demo_cb.c, in this process) ---------------------------- */
 
 static double thread_cpu_s(void)
 {

@@ -8,9 +8,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cbt_kernel.h"
+#include "cbt/kernel_span.h"
 #include "testutil.h"
-#include "trace_file.h"
+#include "cbt/trace_file.h"
 
 /* python3 prints: <#X events in pid 1 or 2> <#X events in pid 3> <#distinct
  * span ids> <has session arg in a root> */

@@ -11,7 +11,7 @@
  *
  * One set per tracer: cbt_init() creates it, cbt_shutdown() frees it after
  * the sinks (so an exporter's last export at shutdown still reads it). The
- * OTLP exporter (exporter/otlp.h) sends it to /v1/metrics as cumulative
+ * OTLP exporter (cbt/otlp.h) sends it to /v1/metrics as cumulative
  * monotonic sums and explicit-bucket histograms in milliseconds.
  *
  * Thread safety: updates (harvester thread) and snapshots (any thread) take

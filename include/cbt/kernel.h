@@ -7,7 +7,7 @@
  *   my_kernel<<<n_ctas, 256, 0, cuda_stream>>>(span, ...);
  *
  * The kernel stamps %globaltimer and its token count into the device ring
- * with the CBT_KERNEL_SPAN macros (instr/cbt_kernel.h). The harvester thread
+ * with the CBT_KERNEL_SPAN macros (cbt/kernel_span.h). The harvester thread
  * reads the ring while kernels run, joins each record to its launch by the
  * launch id, maps GPU nanoseconds to unix nanoseconds with a clock
  * calibration it maintains, and ends a span named after the operation
@@ -27,7 +27,7 @@
 #include "cbt/names.h"
 #include "cbt/status.h"
 #include "cbt/stream.h"
-#include "cbt_ring.h"
+#include "cbt/ring.h"
 
 #ifdef __cplusplus
 extern "C" {

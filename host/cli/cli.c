@@ -1,0 +1,169 @@
+/* host/cli/cli.c — owns the `cbt` command line: parse, validate, dispatch.
+ *
+ * Exit codes: 0 success, 1 runtime failure, 2 usage error (unknown or
+ * malformed flag, missing value), with the problem named on stderr.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cbt.h"
+#include "demo.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
+            "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
+            "                [--enable-tracing --otlp-endpoint URL]\n"
+            "       cbt version\n"
+            "\n"
+            "  demo     run a synthetic LMCache-style workload (lookup_prefetch, L2 load,\n"
+            "           scatter with re-RoPE, store) and show where each request's time went\n"
+            "  --requests N       requests to run (1..1000000, default 8)\n"
+            "  --concurrency C    worker threads, one stream each (1..256, default 4)\n"
+            "  --cpu | --gpu      backend (default: the GPU when present, else the CPU)\n"
+            "  --output FILE      trace file for ui.perfetto.dev (default cbt-trace.json)\n"
+            "  --spans FILE       JSON-lines span file (default cbt-spans.jsonl)\n"
+            "  --seed S           workload seed (default 42)\n"
+            "  --trees K          request trees to print (0..1000, default 3)\n"
+            "  --slowest K        waterfalls of the slowest requests (0..1000, default 3)\n"
+            "  --cacheblend       the CacheBlend V3 workload instead: a scheduler, a worker\n"
+            "                     and a blend server (threads here, processes in production)\n"
+            "                     joining one trace through W3C traceparents; head sampling\n"
+            "                     from OTEL_TRACES_SAMPLER[_ARG] (CPU backend, work simulated)\n"
+            "  --enable-tracing   also export spans over OTLP/HTTP; needs --otlp-endpoint\n"
+            "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318\n"
+            "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n");
+}
+
+static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+    if (!s) {
+        fprintf(stderr, "cbt: %s needs a value\n", flag);
+        return -1;
+    }
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) {
+        fprintf(stderr, "cbt: %s: '%s' is not an integer in [%llu, %llu]\n", flag, s,
+                (unsigned long long)lo, (unsigned long long)hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int cmd_demo(int argc, char **argv)
+{
+    cbt_demo_opts o = cbt_demo_defaults();
+    const char *endpoint = NULL;
+    int tracing = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t v;
+        if (!strcmp(a, "--requests")) {
+            if (parse_u64(a, val, 1, 1000000, &v))
+                return 2;
+            o.requests = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--concurrency")) {
+            if (parse_u64(a, val, 1, 256, &v))
+                return 2;
+            o.concurrency = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            if (parse_u64(a, val, 0, UINT64_MAX, &v))
+                return 2;
+            o.seed = v;
+            i++;
+        } else if (!strcmp(a, "--trees")) {
+            if (parse_u64(a, val, 0, 1000, &v))
+                return 2;
+            o.trees = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--slowest")) {
+            if (parse_u64(a, val, 0, 1000, &v))
+                return 2;
+            o.slowest = (uint32_t)v;
+            i++;
+        } else if (!strcmp(a, "--output") || !strcmp(a, "--spans")) {
+            if (!val || !*val || val[0] == '-') {
+                fprintf(stderr, "cbt: %s needs a file name\n", a);
+                return 2;
+            }
+            if (!strcmp(a, "--output"))
+                o.output = val;
+            else
+                o.spans = val;
+            i++;
+        } else if (!strcmp(a, "--otlp-endpoint")) {
+            if (!val || (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)) {
+                fprintf(stderr, "cbt: --otlp-endpoint needs an http:// or https:// URL\n");
+                return 2;
+            }
+            endpoint = val;
+            i++;
+        } else if (!strcmp(a, "--enable-tracing")) {
+            tracing = 1;
+        } else if (!strcmp(a, "--cacheblend")) {
+            o.cacheblend = 1;
+        } else if (!strcmp(a, "--cpu")) {
+            o.backend = CBT_DEMO_CPU;
+        } else if (!strcmp(a, "--gpu")) {
+            o.backend = CBT_DEMO_GPU;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "cbt: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (tracing && !endpoint) {
+        /* as the LMCache server does: there is no local fallback for OTLP */
+        fprintf(stderr, "cbt: --enable-tracing requires --otlp-endpoint: tracing exports spans to\n"
+                        "     an OpenTelemetry collector and there is no local fallback for it\n"
+                        "     (the trace file, --output, needs no backend)\n");
+        return 2;
+    }
+    if (endpoint && !tracing) {
+        fprintf(stderr, "cbt: --otlp-endpoint is given without --enable-tracing\n");
+        return 2;
+    }
+    o.otlp_endpoint = tracing ? endpoint : NULL;
+    if (o.cacheblend && o.backend == CBT_DEMO_GPU) {
+        fprintf(stderr, "cbt: --cacheblend runs on the CPU backend; drop --gpu\n");
+        return 2;
+    }
+    if (o.concurrency > o.requests)
+        o.concurrency = o.requests;
+    o.progress = isatty(STDERR_FILENO) && o.requests >= 200;
+    return cbt_demo_run(&o, stdout);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "demo"))
+        return cmd_demo(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "version")) {
+        printf("cbt %s\n", CBT_VERSION_STRING);
+        return 0;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "cbt: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,42 @@
+/* host/cli/demo.h — owns `cbt demo`: a synthetic LMCache-style MP workload.
+ *
+ * Each request runs lookup_prefetch with a mix of hits and misses, then a
+ * retrieve (on hits) and a store on its worker's stream, and ends its session
+ * right after enqueuing, so REQUEST_END races the stream work as in the
+ * seed's scenarios 5 and 6. Until the device path lands, the stream is the
+ * CPU backend and the "kernels" are host copies of the same byte counts.
+ */
+#ifndef CBT_HOST_DEMO_H
+#define CBT_HOST_DEMO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+typedef enum cbt_demo_backend {
+    CBT_DEMO_AUTO = 0, /* the GPU when one is present, else the CPU backend */
+    CBT_DEMO_CPU = 1,
+    CBT_DEMO_GPU = 2,
+} cbt_demo_backend;
+
+typedef struct cbt_demo_opts {
+    uint32_t requests;    /* total requests */
+    uint32_t concurrency; /* worker threads, each with its own stream */
+    uint64_t seed;
+    const char *output;   /* trace file (Chrome trace-event JSON) */
+    const char *spans;    /* JSON-lines span file */
+    uint32_t trees;       /* request trees to print */
+    uint32_t slowest;     /* waterfalls of the slowest requests to print */
+    cbt_demo_backend backend;
+    const char *otlp_endpoint; /* with --enable-tracing: the collector */
+    int progress;         /* draw a progress bar on stderr */
+    int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
+} cbt_demo_opts;
+
+cbt_demo_opts cbt_demo_defaults(void);
+
+/* Run the workload and print totals and trees to `out`. Returns a process
+ * exit code (0 success, 1 runtime failure). */
+int cbt_demo_run(const cbt_demo_opts *o, FILE *out);
+
+#endif /* CBT_HOST_DEMO_H */

@@ -1,0 +1,170 @@
+/* host/core/lane.c — owns a thread's lane and how an event gets into it:
+ * the whole publish hot path, from cbt_publish (cbt.h, inline) to the
+ * committed slot, is in this file (C order: each step below its callee).
+ *
+ *   cbt_publish(ev)                 cbt.h: one load of the active tracer
+ *   -> cbt_tracer_publish           check the type, run the publish hook, stamp
+ *   -> cbt_tracer_push_             find the thread's lane (thread-local)
+ *   -> lane_push                    claim the lane's next position, no CAS
+ *   -> cbt_bus_fill_commit_         copy, sequence word last (internal/bus.h)
+ *
+ * Each publishing thread gets a lane of its own the first time it publishes
+ * under a tracer: a single-producer ring (the cbt_bus layout of
+ * internal/bus.h), so the hot path needs no CAS and touches no line another
+ * producer writes. A thread that finds cbt_config.max_lanes taken (or
+ * lane_capacity 0) publishes into the tracer's shared many-producer bus
+ * instead (host/core/bus.c). The harvester merges all of them in stamp order
+ * (host/core/harvester.c).
+ *
+ * Lanes belong to the tracer, not the threads: cbt_init() makes max_lanes of
+ * them (their pages are touched only when used), a thread takes a free one
+ * on its first publish, and the harvester puts it back once the thread has
+ * exited (a pthread key destructor marks it orphaned) and it is drained. So
+ * the publishing path never allocates. The thread keeps only a thread-local
+ * (tracer generation, lane) pair; a generation that no longer matches the
+ * running tracer sends it back through lane_attach.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "internal/tracer.h"
+
+typedef struct lane_tls {
+    uint64_t gen;   /* generation of the tracer the lane belongs to; 0 = none */
+    cbt_lane *lane; /* NULL with a matching gen: use the shared bus */
+} lane_tls;
+
+/* Push into a lane: the lane's thread is its only producer, so no CAS; it
+ * owns `tail` and keeps a cached copy of `head`, reading the consumer's line
+ * only when the lane looks full. The same commit protocol and the same
+ * CBT_ERR_FULL (dropped and counted) as the shared bus's cbt_bus_push. */
+static inline cbt_status lane_push(cbt_lane *l, const cbt_event *ev, uint64_t ticks,
+                                   struct cbt_stream *stream, void *mark)
+{
+    cbt_bus *b = &l->bus;
+    uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed); /* ours alone */
+    if (pos - b->cached_head > b->mask) {
+        /* acquire: pairs with the release in cbt_bus_release */
+        b->cached_head = atomic_load_explicit(&b->head, memory_order_acquire);
+        if (pos - b->cached_head > b->mask) {
+            atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
+            return CBT_ERR_FULL;
+        }
+    }
+    atomic_store_explicit(&b->tail, pos + 1, memory_order_relaxed);
+    cbt_bus_fill_commit_(b, pos, ev, ticks, stream, mark);
+    return CBT_OK;
+}
+
+static _Thread_local lane_tls tls;
+static pthread_key_t g_key;
+static pthread_once_t g_key_once = PTHREAD_ONCE_INIT;
+
+/* Thread exit: tell the tracer that owns our lane that no more pushes come. */
+static void lane_thread_exit(void *arg)
+{
+    lane_tls *l = arg;
+    if (l->lane)
+        cbt_lane_orphan_(l->gen, l->lane);
+    l->lane = NULL;
+    l->gen = 0;
+}
+
+static void key_init(void) { pthread_key_create(&g_key, lane_thread_exit); }
+
+static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                              struct cbt_stream *s, void *mark)
+{
+    cbt_lane *l = NULL;
+    pthread_once(&g_key_once, key_init);
+    pthread_mutex_lock(&t->lock);
+    if (t->n_free_lanes) {
+        l = t->free_lanes[--t->n_free_lanes];
+        /* a reused lane keeps its positions: the new producer continues them */
+        l->bus.cached_head = atomic_load_explicit(&l->bus.head, memory_order_acquire);
+        atomic_store_explicit(&l->orphaned, 0, memory_order_relaxed);
+        t->lanes[t->n_lanes++] = l;
+    }
+    pthread_mutex_unlock(&t->lock);
+    tls.gen = t->gen;
+    tls.lane = l;
+    pthread_setspecific(g_key, &tls);
+    if (l)
+        return lane_push(l, ev, ticks, s, mark);
+    return cbt_bus_push(&t->bus, ev, ticks, s, mark);
+}
+
+cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                            struct cbt_stream *s, void *mark)
+{
+    if (__builtin_expect(tls.gen == t->gen, 1)) {
+        cbt_lane *l = tls.lane;
+        if (__builtin_expect(l != NULL, 1))
+            return lane_push(l, ev, ticks, s, mark);
+        return cbt_bus_push(&t->bus, ev, ticks, s, mark);
+    }
+    return lane_attach(t, ev, ticks, s, mark);
+}
+
+/* The publish hot path: check, stamp, push into this thread's lane. */
+cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
+{
+    /* built-in types need no table lookup; registered ones ask event.c */
+    bool builtin = ev && (uint16_t)(ev->type - 1) < CBT_EV_BUILTIN_COUNT_ - 1;
+    if (__builtin_expect(!builtin, 0) && (!ev || !cbt_event_type_valid(ev->type))) {
+        atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
+        return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
+    }
+    if (__builtin_expect(t->publish_hook != NULL, 0)) {
+        cbt_event e;
+        cbt_event_copy_used_(&e, ev);
+        t->publish_hook(t->publish_hook_ctx, &e, 0);
+        return cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);
+    }
+    /* stamped even with CBT_EVF_EXPLICIT_TS: the stamp orders dispatch */
+    return cbt_tracer_push_(t, ev, cbt_clock_ticks_ordered(), NULL, NULL);
+}
+
+cbt_status cbt_lanes_init_(cbt_tracer *t)
+{
+    uint32_t n = t->cfg.lane_capacity ? t->cfg.max_lanes : 0;
+    if (n == 0)
+        return CBT_OK;
+    t->lane_pool = calloc(n, sizeof *t->lane_pool);
+    if (!t->lane_pool)
+        return CBT_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        cbt_status st = cbt_bus_init(&t->lane_pool[i].bus, t->cfg.lane_capacity);
+        if (st)
+            return st; /* cbt_lanes_free_ releases what was made */
+        t->lane_pool[i].gen = t->gen;
+        t->free_lanes[t->n_free_lanes++] = &t->lane_pool[i];
+        t->n_pool = i + 1;
+    }
+    return CBT_OK;
+}
+
+void cbt_lanes_reap_(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_lanes;) {
+        cbt_lane *l = t->lanes[i];
+        /* acquire: pairs with the release in cbt_lane_orphan_, after which the
+         * lane's thread pushes nothing more */
+        if (atomic_load_explicit(&l->orphaned, memory_order_acquire) &&
+            l->bus.next == cbt_bus_accepted(&l->bus)) {
+            t->lanes[i] = t->lanes[--t->n_lanes];
+            t->free_lanes[t->n_free_lanes++] = l;
+        } else {
+            i++;
+        }
+    }
+}
+
+void cbt_lanes_free_(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_pool; i++)
+        cbt_bus_destroy(&t->lane_pool[i].bus);
+    free(t->lane_pool);
+    t->lane_pool = NULL;
+    t->n_pool = t->n_lanes = t->n_free_lanes = 0;
+}

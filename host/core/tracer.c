@@ -1,0 +1,460 @@
+/* host/core/tracer.c — owns the process-wide tracer: configuration, lifecycle,
+ * publishing, subscriber/sink lists, flush, self-metrics.
+ *
+ * The only process-wide state of cbt besides the name tables is
+ * cbt_active_tracer_, written by cbt_init/cbt_shutdown and read (acquire) by
+ * every publish.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cbt/blend_metrics.h"
+#include "internal/tracer.h"
+#include "internal/ring.h"
+
+_Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
+
+/* cbt_init/cbt_shutdown are serialised by this lock; publishers never take it. */
+static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
+static cbt_tracer *g_owned; /* the tracer cbt_init created (== active when enabled) */
+static uint64_t g_next_gen = 1; /* tracer generations, under g_life_lock */
+
+cbt_config cbt_config_default(void)
+{
+    cbt_config c;
+    memset(&c, 0, sizeof c);
+    c.version = CBT_CONFIG_VERSION;
+    c.size = sizeof c;
+    c.enabled = true;
+    c.mp_subscriber = true;
+    c.queue_capacity = 16384;
+    c.lane_capacity = 4096;
+    c.max_lanes = 64;
+    c.span_pool = 8192;
+    c.registry_capacity = 16384;
+    c.max_sessions = 4096;
+    c.poll_interval_us = 200;
+    c.shutdown_timeout_ms = 2000;
+    c.jsonl_path = NULL;
+    c.ring_capacity = 1u << 16;
+    c.cuda_ring_capacity = 1u << 16;
+    c.ring_placement = CBT_RING_MAPPED;
+    return c;
+}
+
+static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
+
+static cbt_status check_config(const cbt_config *c)
+{
+    if (c->version != CBT_CONFIG_VERSION || c->size != sizeof *c) {
+        fprintf(stderr, "cbt: config: version/size mismatch (use cbt_config_default())\n");
+        return CBT_ERR_INVAL;
+    }
+    if (!pow2(c->queue_capacity) || c->queue_capacity > (1u << 24)) {
+        fprintf(stderr, "cbt: config: queue_capacity %u must be a power of two in [2, 2^24]\n",
+                c->queue_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->lane_capacity != 0 && (!pow2(c->lane_capacity) || c->lane_capacity > (1u << 20))) {
+        fprintf(stderr, "cbt: config: lane_capacity %u must be 0 or a power of two in [2, 2^20]\n",
+                c->lane_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_lanes > CBT_MAX_LANES ||
+        (uint64_t)c->max_lanes * c->lane_capacity * sizeof(cbt_bus_slot) > (1ull << 32)) {
+        fprintf(stderr, "cbt: config: max_lanes %u must be at most %u, with at most 4 GiB of lanes\n",
+                c->max_lanes, CBT_MAX_LANES);
+        return CBT_ERR_INVAL;
+    }
+    if ((c->ring_capacity && (!pow2(c->ring_capacity) || c->ring_capacity > (1u << 24))) ||
+        (c->cuda_ring_capacity &&
+         (!pow2(c->cuda_ring_capacity) || c->cuda_ring_capacity > (1u << 24)))) {
+        fprintf(stderr, "cbt: config: ring capacities %u / %u must be 0 or powers of two "
+                        "in [2, 2^24]\n",
+                c->ring_capacity, c->cuda_ring_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->ring_placement != CBT_RING_MAPPED && c->ring_placement != CBT_RING_DEVICE) {
+        fprintf(stderr, "cbt: config: ring_placement %u is not a cbt_ring_placement\n",
+                c->ring_placement);
+        return CBT_ERR_INVAL;
+    }
+    if (c->span_pool == 0 || c->span_pool > 65535) {
+        fprintf(stderr, "cbt: config: span_pool %u must be in [1, 65535]\n", c->span_pool);
+        return CBT_ERR_INVAL;
+    }
+    if (!pow2(c->registry_capacity) || c->registry_capacity > (1u << 24)) {
+        fprintf(stderr, "cbt: config: registry_capacity %u must be a power of two in [2, 2^24]\n",
+                c->registry_capacity);
+        return CBT_ERR_INVAL;
+    }
+    if (c->max_sessions == 0 || c->max_sessions > (1u << 22)) {
+        fprintf(stderr, "cbt: config: max_sessions %u must be in [1, 2^22]\n", c->max_sessions);
+        return CBT_ERR_INVAL;
+    }
+    if (c->poll_interval_us == 0 || c->poll_interval_us > 1000000) {
+        fprintf(stderr, "cbt: config: poll_interval_us %u must be in [1, 1000000]\n",
+                c->poll_interval_us);
+        return CBT_ERR_INVAL;
+    }
+    return CBT_OK;
+}
+
+static void tracer_free(cbt_tracer *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_subs; i++)
+        if (t->subs[i].destroy)
+            t->subs[i].destroy(t->subs[i].ctx);
+    for (uint32_t i = 0; i < t->n_sinks; i++)
+        if (t->sinks[i].destroy)
+            t->sinks[i].destroy(t->sinks[i].ctx);
+    cbt_lanes_free_(t);
+    cbt_kspans_free_(t);
+    cbt_ring_destroy(t->host_ring);
+    cbt_ring_destroy(t->cuda_ring);
+    cbt_strtab_free(&t->reg);
+    cbt_spans_free_(t);
+    cbt_blend_metrics_free(t->blend); /* after the sinks: exporters read it last */
+    cbt_bus_destroy(&t->bus);
+    pthread_cond_destroy(&t->flush_cv);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static cbt_status add_subscriber_locked(cbt_tracer *t, const cbt_subscriber *sub)
+{
+    if (!sub || sub->version != CBT_SUBSCRIBER_VERSION || sub->size != sizeof *sub ||
+        !sub->on_event)
+        return CBT_ERR_INVAL;
+    if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
+        return CBT_ERR_FULL;
+    t->subs[t->n_subs++] = *sub;
+    return CBT_OK;
+}
+
+static cbt_status add_sink_locked(cbt_tracer *t, const cbt_sink *sink)
+{
+    if (!sink || sink->version != CBT_SINK_VERSION || sink->size != sizeof *sink ||
+        !sink->on_span)
+        return CBT_ERR_INVAL;
+    if (t->n_sinks >= CBT_MAX_SINKS)
+        return CBT_ERR_FULL;
+    t->sinks[t->n_sinks++] = *sink;
+    return CBT_OK;
+}
+
+cbt_status cbt_init(const cbt_config *cfg)
+{
+    cbt_config c = cfg ? *cfg : cbt_config_default();
+    cbt_status st = check_config(&c);
+    if (st)
+        return st;
+    pthread_mutex_lock(&g_life_lock);
+    if (g_owned) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_ALREADY;
+    }
+    if (!c.enabled) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_OK;
+    }
+    cbt_tracer *t = calloc(1, sizeof *t);
+    if (!t) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_NOMEM;
+    }
+    t->cfg = c;
+    t->gen = g_next_gen++;
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_cond_init(&t->flush_cv, NULL);
+    if ((st = cbt_bus_init(&t->bus, c.queue_capacity)) ||
+        (st = cbt_lanes_init_(t)) || (st = cbt_spans_init_(t, c.span_pool)) ||
+        (st = cbt_blend_metrics_create(&t->blend)) ||
+        (st = cbt_strtab_init(&t->reg, c.registry_capacity, c.registry_capacity - 1,
+                              sizeof(cbt_span_ctx)))) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
+    }
+    cbt_ids_seed(&t->ids);
+    cbt_clock_map_init(&t->clock, 10);
+    atomic_init(&t->next_launch_id, 1);
+    if ((st = cbt_kspans_init_(t)) ||
+        (c.ring_capacity &&
+         (st = cbt_ring_create_host(c.ring_capacity, t->clock.ns_per_tick, &t->host_ring)))) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
+    }
+    if (c.cuda_ring_capacity) {
+        st = cbt_ring_create_cuda(c.cuda_ring_capacity, (cbt_ring_placement)c.ring_placement,
+                                  t->clock.ns_per_tick, &t->cuda_ring);
+        if (st != CBT_OK && st != CBT_ERR_NO_DEVICE && st != CBT_ERR_UNSUPPORTED)
+            fprintf(stderr, "cbt: no device ring (%s); kernel spans stay on the CPU backend\n",
+                    cbt_strerror(st));
+        st = CBT_OK;
+    }
+    {
+        cbt_subscriber ps; /* spans opened by the process itself (cbt/pspan.h) */
+        if ((st = cbt_pspan_subscriber_create_(&ps)) || (st = add_subscriber_locked(t, &ps))) {
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+    }
+    if (c.mp_subscriber) {
+        cbt_subscriber mp;
+        if ((st = cbt_mp_subscriber_create(c.max_sessions, &mp)) ||
+            (st = add_subscriber_locked(t, &mp))) {
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+    }
+    if (c.jsonl_path) {
+        cbt_sink js;
+        if ((st = cbt_jsonl_sink_create(c.jsonl_path, &js))) {
+            fprintf(stderr, "cbt: cannot open span file '%s': %s\n", c.jsonl_path, strerror(errno));
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+        add_sink_locked(t, &js);
+    }
+    if (pthread_create(&t->harvester, NULL, cbt_harvester_main_, t) != 0) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_ERR_THREAD;
+    }
+    t->started = 1;
+    g_owned = t;
+    /* release: publishes the fully built tracer; pairs with the acquire in
+     * cbt_publish / cbt_enabled */
+    atomic_store_explicit(&cbt_active_tracer_, t, memory_order_release);
+    pthread_mutex_unlock(&g_life_lock);
+    return CBT_OK;
+}
+
+cbt_status cbt_shutdown(void)
+{
+    pthread_mutex_lock(&g_life_lock);
+    cbt_tracer *t = g_owned;
+    if (!t) {
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_OK;
+    }
+    atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_release);
+    atomic_store_explicit(&t->stop, 1, memory_order_release);
+    if (t->started)
+        pthread_join(t->harvester, NULL);
+    g_owned = NULL;
+    tracer_free(t);
+    pthread_mutex_unlock(&g_life_lock);
+    return CBT_OK;
+}
+
+cbt_tracer *cbt_tracer_get(void)
+{
+    return atomic_load_explicit(&cbt_active_tracer_, memory_order_acquire);
+}
+
+uint64_t cbt_tracer_generation_(const cbt_tracer *t) { return t->gen; }
+
+cbt_status cbt_publish_hook_install_(cbt_tracer *t, cbt_publish_hook fn, void *ctx)
+{
+    if (!t || !fn)
+        return CBT_ERR_INVAL;
+    if (t->publish_hook)
+        return CBT_ERR_ALREADY;
+    t->publish_hook_ctx = ctx;
+    t->publish_hook = fn;
+    return CBT_OK;
+}
+
+cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = add_subscriber_locked(t, sub);
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_add_sink(const cbt_sink *sink)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = add_sink_locked(t, sink);
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_flush(uint32_t timeout_ms)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += timeout_ms / 1000;
+    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&t->lock);
+    /* everything this thread published (and every stream it synced) was
+     * stamped before now; the harvester completes the flush after a round
+     * that began later and left nothing stamped before its start */
+    t->flush_ticks = cbt_clock_ticks_ordered();
+    uint64_t mine = ++t->flush_req;
+    cbt_status st = CBT_OK;
+    while (t->flush_done < mine) {
+        if (pthread_cond_timedwait(&t->flush_cv, &t->lock, &dl) == ETIMEDOUT) {
+            st = t->flush_done >= mine ? CBT_OK : CBT_ERR_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+cbt_status cbt_publish_checked(const cbt_event *ev)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_OK;
+    return cbt_tracer_publish(t, ev);
+}
+
+void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane)
+{
+    /* g_life_lock keeps the tracer (and so the lane) alive while we look */
+    pthread_mutex_lock(&g_life_lock);
+    if (g_owned && g_owned->gen == gen)
+        atomic_store_explicit(&lane->orphaned, 1, memory_order_release);
+    pthread_mutex_unlock(&g_life_lock);
+}
+
+void cbt_count_session_too_long_(void)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (t)
+        atomic_fetch_add_explicit(&t->session_too_long, 1, memory_order_relaxed);
+}
+
+cbt_status cbt_metrics_get(cbt_metrics *out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    memset(out, 0, sizeof *out);
+    out->version = 1;
+    out->size = sizeof *out;
+#define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
+    pthread_mutex_lock(&t->lock);
+    out->published = cbt_bus_accepted(&t->bus);
+    out->dropped_full = R(t->bus.dropped);
+    out->queue_depth = cbt_bus_depth(&t->bus);
+    for (uint32_t i = 0; i < t->n_pool; i++) {
+        out->published += cbt_bus_accepted(&t->lane_pool[i].bus);
+        out->dropped_full += R(t->lane_pool[i].bus.dropped);
+        out->queue_depth += cbt_bus_depth(&t->lane_pool[i].bus);
+    }
+    out->lanes = t->n_lanes;
+    pthread_mutex_unlock(&t->lock);
+    out->rejected = R(t->rejected);
+    out->session_too_long = R(t->session_too_long);
+    out->dispatched = R(t->dispatched);
+    out->subscriber_errors = R(t->subscriber_errors);
+    out->sink_errors = R(t->sink_errors);
+    out->queue_capacity = t->bus.mask + 1;
+    out->pending_stream_marks = R(t->pending_marks);
+    out->lag_last_ns = R(t->lag_last_ns);
+    out->lag_max_ns = R(t->lag_max_ns);
+    out->spans_started = R(t->spans_started);
+    out->spans_ended = R(t->spans_ended);
+    out->spans_dropped = R(t->spans_dropped);
+    out->spans_unsampled = R(t->spans_unsampled);
+    out->spans_open = out->spans_started - out->spans_ended;
+    out->registry_full = R(t->registry_full);
+    out->harvester_busy_ns = R(t->busy_ns);
+#undef R
+    return CBT_OK;
+}
+
+cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s)
+{
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = CBT_OK;
+    if (t->n_streams >= CBT_MAX_CUDA_STREAMS)
+        st = CBT_ERR_FULL;
+    else
+        t->streams[t->n_streams++] = s;
+    pthread_mutex_unlock(&t->lock);
+    return st;
+}
+
+int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32_t *in_flight)
+{
+    pthread_mutex_lock(&g_life_lock);
+    cbt_tracer *t = g_owned;
+    if (!t || t->gen != gen) {
+        /* that tracer is gone, and its lanes with every mark of ours */
+        pthread_mutex_unlock(&g_life_lock);
+        return 1;
+    }
+    uint64_t deadline = cbt_clock_unix_now() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    while (atomic_load_explicit(in_flight, memory_order_acquire) != 0 &&
+           cbt_clock_unix_now() < deadline) {
+        struct timespec d = {0, 100000};
+        nanosleep(&d, NULL);
+    }
+    int done = atomic_load_explicit(in_flight, memory_order_acquire) == 0;
+    if (done) {
+        pthread_mutex_lock(&t->lock);
+        for (uint32_t i = 0; i < t->n_streams; i++) {
+            if (t->streams[i] == s) {
+                t->streams[i] = t->streams[--t->n_streams];
+                break;
+            }
+        }
+        pthread_mutex_unlock(&t->lock);
+    }
+    pthread_mutex_unlock(&g_life_lock);
+    return done;
+}
+
+cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
+                                    cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                    void **ctx_out)
+{
+    if (sub) {
+        if (sub->on_event != fn || !sub->ctx) /* not ours, or a hand-made copy */
+            return CBT_ERR_INVAL;
+        *ctx_out = sub->ctx;
+        return CBT_OK;
+    }
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    void *found = NULL;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < t->n_subs && !found; i++)
+        if (t->subs[i].on_event == fn)
+            found = t->subs[i].ctx;
+    pthread_mutex_unlock(&t->lock);
+    *ctx_out = found;
+    return found ? CBT_OK : CBT_ERR_NOT_FOUND;
+}

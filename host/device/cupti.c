@@ -1,0 +1,456 @@
+/* host/device/cupti.c — owns cbt's CUPTI subscription: kernel activity records in,
+ * `gpu.kernel` spans out (cbt/cupti.h).
+ *
+ * CUPTI's thread hands us filled activity buffers (a fixed pool of BUF_COUNT
+ * buffers of BUF_SIZE bytes; when all are in flight CUPTI drops records and
+ * counts them, which we add to `dropped`). The completion callback copies the
+ * fields we use out of each kernel and external-correlation record into a
+ * bounded queue under `g.mu` and returns the buffer to the pool; it never
+ * touches the tracer.
+ *
+ * The harvester (cbt_cupti_poll_, under t->lock, each round) drains the
+ * queue: external-correlation records fill a map CUPTI correlation id ->
+ * cbt launch id; a kernel record is joined through it to the parent its cbt
+ * launch resolved (cbt_kspans_recent_), and ended as a span. A kernel whose
+ * mapping or launch is not known yet waits (bounded) a little; past that it
+ * becomes a span of its own trace.
+ *
+ * Process-wide state: CUPTI itself is a process-wide subscription, so it
+ * outlives a tracer; records arriving while no tracer polls fill the queue
+ * and are then counted dropped.
+ */
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt/cupti.h"
+#include "internal/tracer.h"
+
+/* CUDA 13's kernel record (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL). */
+typedef CUpti_ActivityKernel10 cbt_cupti_kernel_rec;
+
+#define BUF_SIZE (1u << 20)
+#define BUF_COUNT 8u
+#define BUF_ALIGN 8u
+#define Q_MAX 4096u
+#define KNAME_MAX 128u
+#define CORR_SLOTS 8192u
+#define HOLD_MAX 1024u
+#define HOLD_UNMAPPED_NS 20000000ull /* a kernel with no external id yet: wait this long */
+#define HOLD_UNKNOWN_NS 200000000ull /* an external id whose launch is not known yet */
+#define CAL_SAMPLES 16
+
+enum { REC_KERNEL = 1, REC_EXTCORR = 2 };
+
+typedef struct krec {
+    uint8_t kind;
+    uint16_t regs;
+    uint32_t corr;
+    uint64_t ext;
+    uint64_t start, end; /* CUPTI ns */
+    uint32_t device, stream;
+    int32_t grid[3], block[3];
+    int32_t smem_static, smem_dyn;
+    char name[KNAME_MAX];
+} krec;
+
+typedef struct held {
+    krec r;
+    uint64_t since; /* unix ns */
+} held;
+
+static struct {
+    pthread_mutex_t en_mu; /* enable / disable */
+    pthread_mutex_t mu;    /* buffer pool and queue (CUPTI threads, harvester) */
+    _Atomic int enabled;
+    uint8_t *free_bufs[BUF_COUNT];
+    uint32_t n_free;
+    int allocated;
+    krec *q;
+    uint32_t q_head, q_n;
+    /* calibration: CUPTI ns c0 was read between host ticks lo and hi */
+    uint64_t c0, tick0;
+    _Atomic uint64_t records, spans, dropped, unjoined, clock_checks;
+    _Atomic int64_t clock_delta;
+} g = {.en_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* harvester only */
+static struct {
+    struct {
+        uint32_t corr;
+        uint32_t launch_id;
+    } map[CORR_SLOTS];
+    held hold[HOLD_MAX];
+    uint32_t n_hold;
+    krec batch[256];
+} h;
+
+static cbt_name k_name, k_grid[3], k_block[3], k_stream, k_regs, k_smem_s, k_smem_d, k_corr;
+static _Thread_local int tls_pushed;
+static atomic_flag said_unavailable = ATOMIC_FLAG_INIT;
+
+/* ---- CUPTI's threads -------------------------------------------------------------- */
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    pthread_mutex_lock(&g.mu);
+    if (g.n_free) {
+        *buffer = g.free_bufs[--g.n_free];
+        *size = BUF_SIZE;
+    } else {
+        *buffer = NULL; /* CUPTI drops and counts */
+        *size = 0;
+    }
+    pthread_mutex_unlock(&g.mu);
+    *max_records = 0;
+}
+
+static void push(const krec *r)
+{
+    if (g.q_n >= Q_MAX) {
+        atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
+        return;
+    }
+    g.q[(g.q_head + g.q_n) % Q_MAX] = *r;
+    g.q_n++;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&g.mu);
+    while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        krec r;
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const cbt_cupti_kernel_rec *k = (const cbt_cupti_kernel_rec *)(const void *)rec;
+            memset(&r, 0, sizeof r);
+            r.kind = REC_KERNEL;
+            r.regs = k->registersPerThread;
+            r.corr = k->correlationId;
+            r.start = k->start;
+            r.end = k->end;
+            r.device = k->deviceId;
+            r.stream = k->streamId;
+            r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
+            r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
+            r.smem_static = k->staticSharedMemory;
+            r.smem_dyn = k->dynamicSharedMemory;
+            if (k->name) {
+                size_t n = strlen(k->name);
+                if (n > KNAME_MAX - 1)
+                    n = KNAME_MAX - 1;
+                memcpy(r.name, k->name, n);
+            }
+            atomic_fetch_add_explicit(&g.records, 1, memory_order_relaxed);
+            push(&r);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
+            const CUpti_ActivityExternalCorrelation *x =
+                (const CUpti_ActivityExternalCorrelation *)(const void *)rec;
+            if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+                continue;
+            memset(&r, 0, sizeof r);
+            r.kind = REC_EXTCORR;
+            r.corr = x->correlationId;
+            r.ext = x->externalId;
+            push(&r);
+        }
+    }
+    if (buffer)
+        g.free_bufs[g.n_free++] = buffer;
+    pthread_mutex_unlock(&g.mu);
+    size_t dropped = 0;
+    if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped)
+        atomic_fetch_add_explicit(&g.dropped, dropped, memory_order_relaxed);
+}
+
+/* ---- the user's threads -------------------------------------------------------------- */
+
+static cbt_status unavailable(CUptiResult r)
+{
+    const char *s = NULL;
+    if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || !s)
+        s = "unknown CUPTI error";
+    if (!atomic_flag_test_and_set(&said_unavailable))
+        fprintf(stderr, "cbt: CUPTI unavailable (%s); carrying on without kernel activity\n", s);
+    return CBT_ERR_UNSUPPORTED;
+}
+
+static void intern_names(void)
+{
+    static const char *grid[3] = {"grid_x", "grid_y", "grid_z"};
+    static const char *block[3] = {"block_x", "block_y", "block_z"};
+    (void)cbt_intern("kernel.name", &k_name);
+    for (int i = 0; i < 3; i++) {
+        (void)cbt_intern(grid[i], &k_grid[i]);
+        (void)cbt_intern(block[i], &k_block[i]);
+    }
+    (void)cbt_intern("stream", &k_stream);
+    (void)cbt_intern("registers_per_thread", &k_regs);
+    (void)cbt_intern("static_shared_memory", &k_smem_s);
+    (void)cbt_intern("dynamic_shared_memory", &k_smem_d);
+    (void)cbt_intern("correlation_id", &k_corr);
+}
+
+static int alloc_pool(void)
+{
+    if (g.allocated)
+        return 1;
+    g.q = calloc(Q_MAX, sizeof *g.q);
+    if (!g.q)
+        return 0;
+    for (uint32_t i = 0; i < BUF_COUNT; i++) {
+        uint8_t *b = aligned_alloc(BUF_ALIGN, BUF_SIZE);
+        if (!b) {
+            for (uint32_t j = 0; j < g.n_free; j++)
+                free(g.free_bufs[j]);
+            g.n_free = 0;
+            free(g.q);
+            g.q = NULL;
+            return 0;
+        }
+        g.free_bufs[g.n_free++] = b;
+    }
+    g.allocated = 1; /* kept for the life of the process: CUPTI may hold them */
+    return 1;
+}
+
+/* CUPTI ns <-> host ticks: the tightest of CAL_SAMPLES brackets. */
+static void calibrate(void)
+{
+    uint64_t best = UINT64_MAX;
+    for (int i = 0; i < CAL_SAMPLES; i++) {
+        uint64_t c = 0;
+        uint64_t lo = cbt_clock_ticks_ordered();
+        CUptiResult r = cuptiGetTimestamp(&c);
+        uint64_t hi = cbt_clock_ticks_ordered();
+        if (r != CUPTI_SUCCESS || hi < lo)
+            continue;
+        if (hi - lo < best) {
+            best = hi - lo;
+            g.c0 = c;
+            g.tick0 = lo + (hi - lo) / 2;
+        }
+    }
+}
+
+cbt_status cbt_cupti_enable(void)
+{
+    if (!cbt_tracer_get())
+        return CBT_ERR_NOT_INITIALIZED;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+        return CBT_ERR_NO_DEVICE;
+    pthread_mutex_lock(&g.en_mu);
+    cbt_status st = CBT_OK;
+    CUptiResult r;
+    if (atomic_load(&g.enabled)) {
+        st = CBT_ERR_ALREADY;
+        goto out;
+    }
+    pthread_mutex_lock(&g.mu);
+    int ok = alloc_pool();
+    pthread_mutex_unlock(&g.mu);
+    if (!ok) {
+        st = CBT_ERR_NOMEM;
+        goto out;
+    }
+    intern_names();
+    calibrate(); /* before any record can reach the harvester (published through g.mu) */
+    if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
+        st = unavailable(r);
+        goto out;
+    }
+    if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) {
+        st = unavailable(r);
+        goto out;
+    }
+    if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) != CUPTI_SUCCESS) {
+        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        st = unavailable(r);
+        goto out;
+    }
+    atomic_store(&g.enabled, 1);
+out:
+    pthread_mutex_unlock(&g.en_mu);
+    return st;
+}
+
+cbt_status cbt_cupti_disable(void)
+{
+    pthread_mutex_lock(&g.en_mu);
+    cbt_status st = CBT_OK;
+    if (!atomic_load(&g.enabled)) {
+        st = CBT_ERR_NOT_FOUND;
+    } else {
+        (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        atomic_store(&g.enabled, 0);
+    }
+    pthread_mutex_unlock(&g.en_mu);
+    return st;
+}
+
+cbt_status cbt_cupti_flush(void)
+{
+    if (!atomic_load_explicit(&g.enabled, memory_order_acquire))
+        return CBT_ERR_NOT_FOUND;
+    return cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS ? CBT_OK
+                                                                                 : CBT_ERR_UNSUPPORTED;
+}
+
+cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id)
+{
+    if (launch_id == 0 || !atomic_load_explicit(&g.enabled, memory_order_relaxed))
+        return CBT_OK;
+    if (tls_pushed)
+        return CBT_ERR_ALREADY;
+    if (cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0,
+                                               launch_id) != CUPTI_SUCCESS)
+        return CBT_ERR_UNSUPPORTED;
+    tls_pushed = 1;
+    return CBT_OK;
+}
+
+cbt_status cbt_cupti_launch_scope_end(void)
+{
+    if (!tls_pushed)
+        return CBT_OK;
+    uint64_t last = 0;
+    tls_pushed = 0;
+    return cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last) ==
+                   CUPTI_SUCCESS
+               ? CBT_OK
+               : CBT_ERR_UNSUPPORTED;
+}
+
+cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    memset(out, 0, sizeof *out);
+    out->records = atomic_load_explicit(&g.records, memory_order_relaxed);
+    out->spans = atomic_load_explicit(&g.spans, memory_order_relaxed);
+    out->dropped = atomic_load_explicit(&g.dropped, memory_order_relaxed);
+    out->unjoined = atomic_load_explicit(&g.unjoined, memory_order_relaxed);
+    out->clock_checks = atomic_load_explicit(&g.clock_checks, memory_order_relaxed);
+    out->clock_delta_ns = atomic_load_explicit(&g.clock_delta, memory_order_relaxed);
+    out->enabled = atomic_load_explicit(&g.enabled, memory_order_relaxed);
+    return CBT_OK;
+}
+
+/* ---- harvester ------------------------------------------------------------------------ */
+
+static uint64_t cupti_to_unix(cbt_tracer *t, uint64_t c)
+{
+    double dticks = (double)(int64_t)(c - g.c0) / t->clock.ns_per_tick;
+    int64_t ticks = (int64_t)g.tick0 + (int64_t)dticks;
+    return cbt_clock_to_unix(&t->clock, ticks > 0 ? (uint64_t)ticks : 0);
+}
+
+static void emit(cbt_tracer *t, const krec *r, uint32_t launch_id, const cbt_span_ctx *parent,
+                 uint64_t ring_start)
+{
+    uint64_t start = cupti_to_unix(t, r->start), end = cupti_to_unix(t, r->end);
+    if (ring_start) {
+        atomic_store_explicit(&g.clock_delta, (int64_t)(start - ring_start), memory_order_relaxed);
+        atomic_fetch_add_explicit(&g.clock_checks, 1, memory_order_relaxed);
+    }
+    cbt_span *s = cbt_span_start(t, CBT_N_GPU_KERNEL, CBT_SPAN_KIND_INTERNAL,
+                                 parent && cbt_span_ctx_valid(parent) ? parent : NULL, start);
+    if (!s)
+        return;
+    cbt_span_set_str(s, k_name, r->name, strlen(r->name));
+    for (int i = 0; i < 3; i++) {
+        cbt_span_set_i64(s, k_grid[i], r->grid[i]);
+        cbt_span_set_i64(s, k_block[i], r->block[i]);
+    }
+    cbt_span_set_i64(s, k_stream, r->stream);
+    cbt_span_set_i64(s, k_regs, r->regs);
+    cbt_span_set_i64(s, k_smem_s, r->smem_static);
+    cbt_span_set_i64(s, k_smem_d, r->smem_dyn);
+    cbt_span_set_i64(s, CBT_N_DEVICE, r->device);
+    cbt_span_set_i64(s, k_corr, r->corr);
+    if (launch_id)
+        cbt_span_set_i64(s, CBT_N_LAUNCH_ID, launch_id);
+    cbt_span_end(t, s, end >= start ? end : start);
+    atomic_fetch_add_explicit(&g.spans, 1, memory_order_relaxed);
+}
+
+/* 1 when the record was turned into a span; 0 to wait (now == 0: never give up). */
+static int try_kernel(cbt_tracer *t, const krec *r, uint64_t since, uint64_t now)
+{
+    uint32_t slot = r->corr % CORR_SLOTS;
+    uint32_t id = h.map[slot].corr == r->corr ? h.map[slot].launch_id : 0;
+    uint64_t waited = now > since ? now - since : 0;
+    if (!id) {
+        if (waited < HOLD_UNMAPPED_NS)
+            return 0;
+        emit(t, r, 0, NULL, 0);
+        return 1;
+    }
+    cbt_span_ctx parent;
+    uint64_t ring_start = 0;
+    if (cbt_kspans_recent_(t, id, &parent, &ring_start)) {
+        emit(t, r, id, &parent, ring_start);
+        return 1;
+    }
+    if (waited < HOLD_UNKNOWN_NS)
+        return 0;
+    atomic_fetch_add_explicit(&g.unjoined, 1, memory_order_relaxed);
+    emit(t, r, id, NULL, 0);
+    return 1;
+}
+
+static void hold(cbt_tracer *t, const krec *r, uint64_t now)
+{
+    if (h.n_hold >= HOLD_MAX) { /* full: the oldest goes out as it is */
+        const krec *o = &h.hold[0].r;
+        try_kernel(t, o, 0, UINT64_MAX);
+        h.hold[0] = h.hold[--h.n_hold];
+    }
+    h.hold[h.n_hold].r = *r;
+    h.hold[h.n_hold].since = now;
+    h.n_hold++;
+}
+
+void cbt_cupti_poll_(cbt_tracer *t)
+{
+    uint64_t now = cbt_clock_unix_now();
+    for (int pass = 0; pass < 16; pass++) {
+        uint32_t n = 0;
+        pthread_mutex_lock(&g.mu);
+        while (g.q && n < 256 && g.q_n) {
+            h.batch[n++] = g.q[g.q_head];
+            g.q_head = (g.q_head + 1) % Q_MAX;
+            g.q_n--;
+        }
+        pthread_mutex_unlock(&g.mu);
+        if (!n)
+            break;
+        /* correlations first: a batch often holds a kernel and its mapping */
+        for (uint32_t i = 0; i < n; i++)
+            if (h.batch[i].kind == REC_EXTCORR) {
+                uint32_t slot = h.batch[i].corr % CORR_SLOTS;
+                h.map[slot].corr = h.batch[i].corr;
+                h.map[slot].launch_id = (uint32_t)h.batch[i].ext;
+            }
+        for (uint32_t i = 0; i < n; i++)
+            if (h.batch[i].kind == REC_KERNEL && !try_kernel(t, &h.batch[i], now, now))
+                hold(t, &h.batch[i], now);
+    }
+    for (uint32_t i = 0; i < h.n_hold;) {
+        if (try_kernel(t, &h.hold[i].r, h.hold[i].since, now)) {
+            h.hold[i] = h.hold[--h.n_hold];
+            continue;
+        }
+        i++;
+    }
+}

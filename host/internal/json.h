@@ -1,0 +1,33 @@
+/* host/internal/json.h — owns cbt's small JSON writer: a bounded buffer, escaping, UTF-8 repair.
+ *
+ * Used by the JSON-lines span sink and the trace-file writers. Writes never
+ * overrun: once the buffer is full, `need` keeps counting the bytes a complete
+ * write would take, so callers can retry with a larger buffer.
+ */
+#ifndef CBT_HOST_JSON_H
+#define CBT_HOST_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cbt_jbuf {
+    char *p;
+    size_t cap;
+    size_t need; /* bytes a complete write takes (may exceed cap) */
+} cbt_jbuf;
+
+void cbt_jbuf_raw(cbt_jbuf *b, const char *s, size_t n);
+void cbt_jbuf_cstr(cbt_jbuf *b, const char *s);
+void cbt_jbuf_fmt(cbt_jbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A JSON string: quotes, escapes, and U+FFFD for each invalid UTF-8 sequence. */
+void cbt_jbuf_str(cbt_jbuf *b, const char *s, size_t n);
+/* Lowercase hex of n bytes, quoted. */
+void cbt_jbuf_hex(cbt_jbuf *b, const uint8_t *p, size_t n);
+/* A double that always reads back as a double: 1.0 not 1; NaN/Inf as strings. */
+void cbt_jbuf_f64(cbt_jbuf *b, double v);
+
+/* Length of the longest valid UTF-8 prefix sequence at s (1..4), or 0 when the
+ * bytes at s do not start a valid sequence within n. */
+size_t cbt_utf8_seq_len(const unsigned char *s, size_t n);
+
+#endif /* CBT_HOST_JSON_H */

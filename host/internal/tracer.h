@@ -1,0 +1,216 @@
+/* host/internal/tracer.h — the tracer's private state, shared by the host/ modules.
+ *
+ * Ownership (one writer each):
+ *   - publishers: bus tail, counters marked "any thread" (atomics);
+ *   - the harvester thread: clock map, id generator, span pool, registry,
+ *     per-stream pending marks, every subscriber's state;
+ *   - cbt_init/cbt_shutdown: the tracer's lifetime.
+ * `lock` guards the subscriber and sink lists, the stream list and the flush
+ * handshake; the harvester takes it once per drained batch, never per event.
+ */
+#ifndef CBT_HOST_INTERNAL_H
+#define CBT_HOST_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cbt.h"
+#include "internal/bus.h"
+#include "internal/clock.h"
+#include "internal/hash.h"
+#include "internal/publish_hook.h"
+#include "internal/strtab.h"
+
+#define CBT_MAX_SUBSCRIBERS 16
+#define CBT_MAX_SINKS 16
+#define CBT_MAX_CUDA_STREAMS 64
+#define CBT_MAX_LANES 256 /* hard bound on cbt_config.max_lanes */
+
+/* A per-thread publish lane (lanes.c). */
+typedef struct cbt_lane {
+    cbt_bus bus;           /* single producer: the lane's thread */
+    uint64_t gen;          /* the owning tracer's generation */
+    _Atomic int orphaned;  /* set once the thread has exited */
+} cbt_lane;
+
+/* ---- ids: xoshiro256** seeded from the OS (harvester thread only) ---- */
+typedef struct cbt_ids {
+    uint64_t s[4];
+} cbt_ids;
+void cbt_ids_seed(cbt_ids *g);
+uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
+void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
+void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
+
+/* True when the n bytes at p are all zero (an absent W3C id). */
+static inline bool cbt_bytes_zero_(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* cbt_span_start_for_event (span.h), starting at start_ns instead of ev->ts:
+ * for a root opened late, at an earlier time (the MP path's lazy root). */
+cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                       const cbt_span_ctx *local_parent, const cbt_event *ev,
+                                       uint64_t start_ns);
+
+/* How a subscriber's stats getter finds its own state (tracer.c): `sub`'s
+ * ctx when given (CBT_ERR_INVAL unless its on_event is `fn` and its ctx is
+ * set), else that of
+ * the process-wide tracer's first subscriber whose on_event is `fn` and
+ * whose ctx is not NULL (CBT_ERR_NOT_INITIALIZED without a tracer,
+ * CBT_ERR_NOT_FOUND when none). */
+cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
+                                    cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                    void **ctx_out);
+
+/* ---- the pspan subscriber (pspan.c), installed by cbt_init ---- */
+cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out);
+
+/* ---- streams: the harvester's view of CUDA streams with pending marks ---- */
+struct cbt_stream;
+/* Harvester: take ownership of a popped item whose mark is still pending. */
+void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item);
+/* Harvester: dispatch every leading mark that has completed, in stream order.
+ * Returns how many are still pending on this stream. */
+uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t);
+
+struct cbt_tracer {
+    cbt_config cfg;
+    uint64_t gen;  /* process-unique, never reused: thread-local lane handles check it */
+    cbt_bus bus;   /* the shared many-producer bus (threads without a lane) */
+
+    pthread_t harvester;
+    _Atomic int stop;
+    int started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t flush_cv;
+    cbt_subscriber subs[CBT_MAX_SUBSCRIBERS];
+    uint32_t n_subs;
+    cbt_sink sinks[CBT_MAX_SINKS];
+    uint32_t n_sinks;
+    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS];
+    uint32_t n_streams;
+    uint64_t flush_req, flush_done, flush_ticks;
+    cbt_lane *lane_pool;                /* max_lanes lanes, made at init */
+    uint32_t n_pool;
+    cbt_lane *lanes[CBT_MAX_LANES];     /* in use by a thread (or draining) */
+    uint32_t n_lanes;
+    cbt_lane *free_lanes[CBT_MAX_LANES];
+    uint32_t n_free_lanes;
+
+    /* any thread */
+    _Atomic uint64_t rejected, session_too_long;
+    _Atomic uint64_t consumed; /* bus items popped and handled */
+    _Atomic uint64_t pending_marks;
+
+    /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
+    _Atomic uint64_t dispatched, subscriber_errors, sink_errors;
+    _Atomic uint64_t lag_last_ns, lag_max_ns;
+    _Atomic uint64_t spans_started, spans_ended, spans_dropped, spans_unsampled;
+    _Atomic uint64_t registry_full;
+    _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
+
+    cbt_clock_map clock;
+    cbt_ids ids;
+
+    cbt_span *spans;     /* pool of cfg.span_pool */
+    uint32_t *span_free; /* stack of free indices */
+    uint32_t n_span_free;
+
+    cbt_strtab reg; /* the span registry: (session, name) -> cbt_span_ctx */
+
+    /* A hook on the publishing path (internal/publish_hook.h). NULL: one
+     * branch. Set only while no thread publishes (cbt_init .. first publish). */
+    cbt_publish_hook publish_hook;
+    void *publish_hook_ctx;
+
+    /* the device path (kernel_spans.c, ring.c) */
+    struct cbt_ring *host_ring; /* CPU backend */
+    struct cbt_ring *cuda_ring; /* the current CUDA device, when present */
+    struct cbt_kspans *kspans;  /* harvester-owned */
+
+    /* lmcache_blend.* metrics (blend_metrics.c): fed by the CB subscriber,
+     * read by exporters; freed after the sinks */
+    struct cbt_blend_metrics *blend;
+    _Atomic uint32_t next_launch_id;
+};
+
+/* A session id with its string hash computed once (strtab.h). */
+typedef struct cbt_skey {
+    const char *s;
+    size_t len;
+    uint64_t base; /* cbt_strtab_base(s, len) */
+} cbt_skey;
+
+static inline cbt_skey cbt_skey_make(const char *s, size_t len)
+{
+    cbt_skey k = {s, len, cbt_strtab_base(s, len)};
+    return k;
+}
+
+/* Registry put/remove for a pre-hashed, already validated session. */
+cbt_status cbt_registry_put_k_(cbt_tracer *t, const cbt_skey *k, cbt_name name,
+                               const cbt_span_ctx *ctx);
+void cbt_registry_remove_k_(cbt_tracer *t, const cbt_skey *k, cbt_name name,
+                            const cbt_span_ctx *ctx);
+
+/* Push an event through the calling thread's lane (or the shared bus). */
+cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
+                            struct cbt_stream *s, void *mark);
+/* Lanes (lanes.c): make the pool (init); return drained lanes of exited
+ * threads to it (harvester, under lock); free all (shutdown); mark one
+ * orphaned (thread exit; tracer.c). */
+cbt_status cbt_lanes_init_(cbt_tracer *t);
+void cbt_lanes_reap_(cbt_tracer *t);
+void cbt_lanes_free_(cbt_tracer *t);
+void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
+
+/* Kernel spans (kernel_spans.c): set up (registers the KERNEL_LAUNCH
+ * subscriber), poll the rings (harvester, under lock, each round), end what
+ * is left (shutdown), free. */
+cbt_status cbt_kspans_init_(cbt_tracer *t);
+void cbt_kspans_poll_(cbt_tracer *t);
+void cbt_kspans_shutdown_(cbt_tracer *t);
+void cbt_kspans_free_(cbt_tracer *t);
+/* The parent context (and ring span start, unix ns, 0 if none yet) of a
+ * recent launch id: 1 when known. Harvester. */
+int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,
+                       uint64_t *ring_start_ns);
+/* CUPTI (cupti.c / cupti_none.c): turn queued kernel activity records into
+ * gpu.kernel spans. Harvester, under lock, each round (from cbt_kspans_poll_). */
+void cbt_cupti_poll_(cbt_tracer *t);
+/* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
+void cbt_ring_cuda_bind_(struct cbt_ring *r);
+
+/* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
+void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
+
+
+/* The harvester thread body. */
+void *cbt_harvester_main_(void *arg);
+
+/* Register a CUDA stream for polling. */
+cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s);
+/* Stream destroy: if the tracer of generation `gen` still runs, wait (at
+ * most its shutdown_timeout_ms) until *in_flight reaches 0, then stop
+ * polling `s`. Returns 1 when `s` may be freed, 0 when marks are still in
+ * flight (the stream stays registered and must be leaked). Serialised with
+ * cbt_init/cbt_shutdown, so the tracer cannot vanish while we look. */
+int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32_t *in_flight);
+
+/* Count a refused overlong session id against the active tracer, if any. */
+void cbt_count_session_too_long_(void);
+
+/* Span pool setup (span.c). */
+cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n);
+void cbt_spans_free_(cbt_tracer *t);
+
+#endif /* CBT_HOST_INTERNAL_H */

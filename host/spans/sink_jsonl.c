@@ -1,0 +1,120 @@
+/* host/spans/sink_jsonl.c — owns the JSON-lines span file: one span per line.
+ *
+ * Schema (docs/spans.md): trace_id, span_id, parent_span_id (hex; "" for a
+ * root), name, kind, start_ns, end_ns (unix ns integers), status, incomplete,
+ * attributes (an object: int -> JSON integer, double -> JSON number that
+ * always has a '.' or exponent, bool, string), dropped_attributes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt/span.h"
+#include "internal/json.h"
+
+static const char *kind_str(uint8_t k)
+{
+    switch (k) {
+    case CBT_SPAN_KIND_INTERNAL: return "internal";
+    case CBT_SPAN_KIND_SERVER: return "server";
+    case CBT_SPAN_KIND_CLIENT: return "client";
+    case CBT_SPAN_KIND_PRODUCER: return "producer";
+    case CBT_SPAN_KIND_CONSUMER: return "consumer";
+    default: return "unspecified";
+    }
+}
+
+static const char *status_str(uint8_t s)
+{
+    return s == CBT_SPAN_STATUS_OK ? "ok" : s == CBT_SPAN_STATUS_ERROR ? "error" : "unset";
+}
+
+size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
+{
+    cbt_jbuf b = {.p = buf, .cap = cap, .need = 0};
+    static const uint8_t zero[8];
+    cbt_jbuf_cstr(&b, "{\"trace_id\":");
+    cbt_jbuf_hex(&b, s->ctx.trace_id, 16);
+    cbt_jbuf_cstr(&b, ",\"span_id\":");
+    cbt_jbuf_hex(&b, s->ctx.span_id, 8);
+    cbt_jbuf_cstr(&b, ",\"parent_span_id\":");
+    if (memcmp(s->parent_span_id, zero, 8) == 0)
+        cbt_jbuf_cstr(&b, "\"\"");
+    else
+        cbt_jbuf_hex(&b, s->parent_span_id, 8);
+    cbt_jbuf_cstr(&b, ",\"name\":");
+    cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
+    cbt_jbuf_fmt(&b, ",\"kind\":\"%s\",\"start_ns\":%llu,\"end_ns\":%llu,\"status\":\"%s\"",
+                 kind_str(s->kind), (unsigned long long)s->start_ns,
+                 (unsigned long long)s->end_ns, status_str(s->status));
+    cbt_jbuf_fmt(&b, ",\"incomplete\":%s,\"attributes\":{",
+                 (s->flags & CBT_SPANF_INCOMPLETE) ? "true" : "false");
+    for (uint16_t i = 0; i < s->n_attrs; i++) {
+        const cbt_attr *a = &s->attrs[i];
+        if (i)
+            cbt_jbuf_raw(&b, ",", 1);
+        cbt_jbuf_str(&b, cbt_name_str(a->key), cbt_name_len(a->key));
+        cbt_jbuf_raw(&b, ":", 1);
+        switch (a->type) {
+        case CBT_META_I64: cbt_jbuf_fmt(&b, "%lld", (long long)a->v.i64); break;
+        case CBT_META_F64: cbt_jbuf_f64(&b, a->v.f64); break;
+        case CBT_META_BOOL: cbt_jbuf_cstr(&b, a->v.b ? "true" : "false"); break;
+        case CBT_META_STR: cbt_jbuf_str(&b, s->arena + a->str_off, a->str_len); break;
+        default: cbt_jbuf_cstr(&b, "null"); break;
+        }
+    }
+    cbt_jbuf_fmt(&b, "},\"dropped_attributes\":%u}\n", (unsigned)s->attrs_dropped);
+    if (b.need < cap)
+        buf[b.need] = '\0';
+    return b.need;
+}
+
+typedef struct jsonl_sink {
+    FILE *f;
+    char line[8192];
+} jsonl_sink;
+
+static cbt_status jsonl_on_span(void *ctx, const cbt_span *s)
+{
+    jsonl_sink *j = ctx;
+    size_t n = cbt_span_to_json(s, j->line, sizeof j->line);
+    if (n >= sizeof j->line)
+        return CBT_ERR_FULL; /* cannot happen with the bounded span; counted if it does */
+    return fwrite(j->line, 1, n, j->f) == n ? CBT_OK : CBT_ERR_IO;
+}
+
+static cbt_status jsonl_flush(void *ctx)
+{
+    jsonl_sink *j = ctx;
+    return fflush(j->f) == 0 ? CBT_OK : CBT_ERR_IO;
+}
+
+static void jsonl_destroy(void *ctx)
+{
+    jsonl_sink *j = ctx;
+    fclose(j->f);
+    free(j);
+}
+
+cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
+{
+    if (!path || !*path || !sink_out)
+        return CBT_ERR_INVAL;
+    jsonl_sink *j = calloc(1, sizeof *j);
+    if (!j)
+        return CBT_ERR_NOMEM;
+    j->f = fopen(path, "w");
+    if (!j->f) {
+        free(j);
+        return CBT_ERR_IO;
+    }
+    memset(sink_out, 0, sizeof *sink_out);
+    sink_out->version = CBT_SINK_VERSION;
+    sink_out->size = sizeof *sink_out;
+    sink_out->name = "jsonl";
+    sink_out->ctx = j;
+    sink_out->on_span = jsonl_on_span;
+    sink_out->flush = jsonl_flush;
+    sink_out->destroy = jsonl_destroy;
+    return CBT_OK;
+}

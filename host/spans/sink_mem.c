@@ -1,0 +1,111 @@
+/* host/spans/sink_mem.c — owns the in-memory span sink (tests, the demo's tree printer).
+ *
+ * Keeps copies of up to `capacity` finished spans in one array allocated at
+ * creation; more are counted as dropped. Its own mutex lets test threads read
+ * while the harvester appends.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt/span.h"
+
+struct cbt_memsink {
+    pthread_mutex_t lock;
+    cbt_span *spans;
+    uint32_t cap, n;
+    uint64_t dropped;
+    int refs; /* the caller's and the tracer's; freed at zero */
+};
+
+static cbt_status mem_on_span(void *ctx, const cbt_span *s)
+{
+    cbt_memsink *m = ctx;
+    pthread_mutex_lock(&m->lock);
+    cbt_status st = CBT_OK;
+    if (m->n < m->cap)
+        m->spans[m->n++] = *s;
+    else {
+        m->dropped++;
+        st = CBT_ERR_FULL;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+void cbt_memsink_release(cbt_memsink *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    int left = --m->refs;
+    pthread_mutex_unlock(&m->lock);
+    if (left > 0)
+        return;
+    pthread_mutex_destroy(&m->lock);
+    free(m->spans);
+    free(m);
+}
+
+static void mem_destroy(void *ctx) { cbt_memsink_release(ctx); }
+
+cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out)
+{
+    if (!out || !sink_out || capacity == 0)
+        return CBT_ERR_INVAL;
+    cbt_memsink *m = calloc(1, sizeof *m);
+    if (!m)
+        return CBT_ERR_NOMEM;
+    m->spans = calloc(capacity, sizeof *m->spans);
+    if (!m->spans) {
+        free(m);
+        return CBT_ERR_NOMEM;
+    }
+    pthread_mutex_init(&m->lock, NULL);
+    m->cap = capacity;
+    m->refs = 2;
+    memset(sink_out, 0, sizeof *sink_out);
+    sink_out->version = CBT_SINK_VERSION;
+    sink_out->size = sizeof *sink_out;
+    sink_out->name = "memory";
+    sink_out->ctx = m;
+    sink_out->on_span = mem_on_span;
+    sink_out->destroy = mem_destroy;
+    *out = m;
+    return CBT_OK;
+}
+
+uint32_t cbt_memsink_count(cbt_memsink *m)
+{
+    pthread_mutex_lock(&m->lock);
+    uint32_t n = m->n;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out)
+{
+    pthread_mutex_lock(&m->lock);
+    cbt_status st = CBT_ERR_NOT_FOUND;
+    if (i < m->n) {
+        *out = m->spans[i];
+        st = CBT_OK;
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+uint64_t cbt_memsink_dropped(cbt_memsink *m)
+{
+    pthread_mutex_lock(&m->lock);
+    uint64_t d = m->dropped;
+    pthread_mutex_unlock(&m->lock);
+    return d;
+}
+
+void cbt_memsink_clear(cbt_memsink *m)
+{
+    pthread_mutex_lock(&m->lock);
+    m->n = 0;
+    pthread_mutex_unlock(&m->lock);
+}

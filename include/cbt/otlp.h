@@ -1,0 +1,166 @@
+/* cbt/otlp.h — OpenTelemetry export of cbt spans and of the
+ * lmcache_blend.* metrics: encoding (OTLP protobuf and OTLP/JSON) and the
+ * OTLP/HTTP exporter sink.
+ *
+ * Encoding (exporter/otlp_encode.c): an ExportTraceServiceRequest holding
+ * one ResourceSpans (the resource below) with one ScopeSpans (scope "cbt",
+ * version CBT_VERSION_STRING) of the given spans. Field numbers and types are
+ * those of opentelemetry-proto (exporter/proto/); the protobuf bytes are
+ * written by a single-pass encoder of our own, and the tests decode them
+ * with the protoc-c code generated from exporter/proto/ and with the official
+ * opentelemetry-proto Python package. OTLP/JSON follows the spec's JSON
+ * mapping: lowercase hex trace and span ids, 64-bit integers as decimal
+ * strings, enum values as integers, camelCase field names. Strings that are
+ * not valid UTF-8 are repaired (each bad byte becomes U+FFFD) in both.
+ * An incomplete span (ended by shutdown) carries cbt.incomplete = true.
+ *
+ * Metrics (exporter/otlp_metrics.c): an ExportMetricsServiceRequest of one
+ * cbt_blend_snapshot (cbt/blend_metrics.h), same resource and scope: every
+ * counter a cumulative monotonic Sum with one int point, every duration a
+ * cumulative explicit-bucket Histogram (ms) with one point and its exemplars.
+ * docs/exporters.md lists the instruments.
+ *
+ * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the span
+ * into a bounded queue (a full queue drops and counts: the harvester never
+ * waits); its own thread sends batches to the endpoint with libcurl. When
+ * the config names a metric set (`blend`), the same thread also POSTs a
+ * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
+ * cbt_flush, and once at shutdown.
+ */
+#ifndef CBT_OTLP_H
+#define CBT_OTLP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cbt.h"
+#include "cbt/blend_metrics.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A growable byte buffer owned by the caller (free with cbt_buf_free). */
+typedef struct cbt_buf {
+    uint8_t *data;
+    size_t len, cap;
+} cbt_buf;
+void cbt_buf_free(cbt_buf *b);
+
+#define CBT_OTLP_MAX_ATTRS 32     /* extra resource attributes */
+#define CBT_OTLP_MAX_HEADERS 16
+#define CBT_OTLP_STR_MAX 256
+
+typedef struct cbt_otlp_kv {
+    char key[CBT_OTLP_STR_MAX];
+    char value[CBT_OTLP_STR_MAX];
+} cbt_otlp_kv;
+
+typedef struct cbt_otlp_resource {
+    char service_name[CBT_OTLP_STR_MAX];        /* default "cbt" */
+    char service_instance_id[CBT_OTLP_STR_MAX]; /* random per process, UUID text */
+    char host_name[CBT_OTLP_STR_MAX];
+    int64_t pid;
+    char gpu_name[CBT_OTLP_STR_MAX];            /* "" when no CUDA device */
+    cbt_otlp_kv extra[CBT_OTLP_MAX_ATTRS];      /* OTEL_RESOURCE_ATTRIBUTES */
+    uint32_t n_extra;
+} cbt_otlp_resource;
+
+/* Fill service.name "cbt", a fresh service.instance.id, host.name, pid, and
+ * the CUDA device name when there is one. */
+void cbt_otlp_resource_default(cbt_otlp_resource *r);
+
+/* Append an ExportTraceServiceRequest for spans[0..n) to `out`. */
+cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
+                                 cbt_buf *out);
+cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
+                                cbt_buf *out);
+
+/* Append an ExportMetricsServiceRequest for the snapshot `s` to `out`:
+ * CBT_BC_COUNT_ Sums then CBT_BH_COUNT_ Histograms, in enum order, every one
+ * present even when zero. CBT_ERR_INVAL on NULL, CBT_ERR_NOMEM. */
+cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                         cbt_buf *out);
+cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                        cbt_buf *out);
+
+typedef enum cbt_otlp_protocol {
+    CBT_OTLP_HTTP_PROTOBUF = 0,
+    CBT_OTLP_HTTP_JSON = 1,
+} cbt_otlp_protocol;
+
+typedef struct cbt_otlp_config {
+    uint32_t version, size;          /* CBT_OTLP_CONFIG_VERSION, sizeof */
+    int disabled;                    /* OTEL_SDK_DISABLED=true */
+    char endpoint[1024];             /* the full traces URL, e.g. http://host:4318/v1/traces */
+    cbt_otlp_protocol protocol;      /* default http/protobuf */
+    int gzip;                        /* OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION=gzip */
+    uint32_t timeout_ms;             /* per request; default 10000 */
+    cbt_otlp_kv headers[CBT_OTLP_MAX_HEADERS];
+    uint32_t n_headers;
+    int verify_tls;                  /* default 1 */
+    uint32_t max_queue;              /* spans; default 2048 */
+    uint32_t max_batch;              /* spans per request; default 512 */
+    uint32_t schedule_delay_ms;      /* default 5000 */
+    uint32_t retry_budget_ms;        /* total time one batch may spend retrying; default 30000 */
+    uint32_t shutdown_timeout_ms;    /* bound on the final export; default 5000 */
+    cbt_otlp_resource resource;
+    /* ---- metrics (appended: the fields above keep their offsets) ---- */
+    char metrics_endpoint[1024];     /* the full metrics URL; default
+                                        http://localhost:4318/v1/metrics */
+    uint32_t metrics_interval_ms;    /* periodic export; default 60000
+                                        (OTEL_METRIC_EXPORT_INTERVAL); 0: only
+                                        on cbt_flush and at shutdown */
+    cbt_blend_metrics *blend;        /* the set to export, normally
+                                        cbt_blend_metrics_current(); NULL (the
+                                        default): no metrics export. Must stay
+                                        valid until the sink is destroyed. */
+    int metrics_disabled;            /* OTEL_METRICS_EXPORTER=none: no metrics
+                                        export even when blend is set */
+} cbt_otlp_config;
+#define CBT_OTLP_CONFIG_VERSION 1u
+
+/* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
+ * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
+ * protobuf, no gzip. */
+void cbt_otlp_config_default(cbt_otlp_config *c);
+
+/* Apply the OpenTelemetry environment (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
+ * OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces and
+ * /v1/metrics appended, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
+ * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as is,
+ * OTEL_EXPORTER_OTLP[_TRACES]_HEADERS / _TIMEOUT / _COMPRESSION / _PROTOCOL,
+ * the _TRACES_ form winning, and used for metrics requests too (the
+ * _METRICS_ forms of those four are reported and not read),
+ * OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER). A malformed value is reported on `log` by the
+ * variable's name (never printing header values) and its default kept;
+ * returns CBT_ERR_INVAL only where no safe default exists (an endpoint that
+ * is not an http(s) URL, an unsupported protocol such as grpc). */
+cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
+
+typedef struct cbt_otlp_stats {
+    uint64_t spans_queued;
+    uint64_t spans_exported;    /* accepted by the collector */
+    uint64_t spans_dropped;     /* queue full, or their batch failed for good */
+    uint64_t batches_sent;
+    uint64_t batches_failed;
+    uint64_t retries;           /* spans and metrics */
+    uint64_t bytes_sent;        /* spans and metrics, as sent (after gzip) */
+    /* appended */
+    uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
+    uint64_t metrics_failures;  /* metric exports that failed for good */
+} cbt_otlp_stats;
+
+typedef struct cbt_otlp_exporter cbt_otlp_exporter;
+
+/* Start the exporter thread and fill *sink_out (add it with cbt_add_sink).
+ * The tracer owns the sink; *out stays readable until cbt_shutdown(). */
+cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
+                                    cbt_sink *sink_out);
+void cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CBT_OTLP_H */
