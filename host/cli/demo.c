@@ -508,6 +508,8 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     cbt_blend_snapshot_take(cbt_blend_metrics_current(), &bs);
 #ifdef CBT_WITH_OTLP
     cbt_otlp_stats os = {0};
+    /* the exporter's counts as of the flush above (which waits at most its
+     * timeout): cbt_shutdown destroys it after sending what shutdown ends */
     if (otlp)
         cbt_otlp_exporter_stats(otlp, &os);
 #endif
@@ -556,7 +558,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
         fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
 #ifdef CBT_WITH_OTLP
     if (otlp)
-        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped\n",
+        fprintf(out, "OTLP: %llu spans exported to %s by the final flush, %llu dropped\n",
                 (unsigned long long)os.spans_exported, o->otlp_endpoint,
                 (unsigned long long)os.spans_dropped);
 #endif
@@ -663,7 +665,9 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     cbt_ring_stats_get(&rs);
 #ifdef CBT_WITH_OTLP
     cbt_otlp_stats os = {0};
-    if (otlp) /* the flush above exported what was queued; the exporter goes with shutdown */
+    /* the exporter's counts as of the flush above (which waits at most its
+     * timeout): cbt_shutdown destroys it after sending what shutdown ends */
+    if (otlp)
         cbt_otlp_exporter_stats(otlp, &os);
 #endif
     cbt_shutdown(); /* ends anything still open; closes the files */
@@ -700,7 +704,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
 #ifdef CBT_WITH_OTLP
     if (otlp)
-        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped, %llu retries\n",
+        fprintf(out, "OTLP: %llu spans exported to %s by the final flush, %llu dropped, %llu retries\n",
                 (unsigned long long)os.spans_exported, o->otlp_endpoint,
                 (unsigned long long)os.spans_dropped, (unsigned long long)os.retries);
 #endif

@@ -1,7 +1,7 @@
 /* host/internal/clock.h — owns cbt's host clock: raw ticks on the hot path, unix ns later.
  *
- * Publishers stamp events with cbt_clock_ticks() (rdtsc on x86-64, a few ns;
- * CLOCK_MONOTONIC elsewhere). The harvester converts ticks to unix-epoch ns
+ * Publishes stamp events with cbt_clock_ticks_ordered() (rdtscp on x86-64, a
+ * few ns; CLOCK_MONOTONIC behind an acquire fence elsewhere). The harvester converts ticks to unix-epoch ns
  * with a cbt_clock_map it owns: a least-squares fit over (ticks, CLOCK_REALTIME)
  * samples, each taken between two tick reads and kept only when that bracket
  * is tight. cbt_clock_map_refresh() adds a sample and refits, which tracks the
@@ -9,8 +9,8 @@
  * source of time (publish stamps, CPU stream marks, CUDA event times), so all
  * of them agree.
  */
-#ifndef CBT_HOST_CLOCK_H
-#define CBT_HOST_CLOCK_H
+#ifndef CBT_HOST_INTERNAL_CLOCK_H
+#define CBT_HOST_INTERNAL_CLOCK_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -105,4 +105,4 @@ uint64_t cbt_clock_to_unix(const cbt_clock_map *m, uint64_t ticks);
 /* One tight (ticks, unix) sample: the best of `tries` bracketed reads. */
 void cbt_clock_sample(uint32_t tries, uint64_t *ticks, uint64_t *unix_ns, uint64_t *bracket);
 
-#endif /* CBT_HOST_CLOCK_H */
+#endif /* CBT_HOST_INTERNAL_CLOCK_H */

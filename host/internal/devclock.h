@@ -12,8 +12,8 @@
  *
  * Harvester thread only.
  */
-#ifndef CBT_HOST_DEVCLOCK_H
-#define CBT_HOST_DEVCLOCK_H
+#ifndef CBT_HOST_INTERNAL_DEVCLOCK_H
+#define CBT_HOST_INTERNAL_DEVCLOCK_H
 
 #include <stdint.h>
 
@@ -51,4 +51,4 @@ typedef uint32_t (*cbt_devclock_probe)(void *ctx, uint32_t n, uint64_t *dev, uin
 /* Run a burst of `n` probes (<= 64) and keep the tightest quarter. */
 void cbt_devclock_refresh(cbt_devclock *c, cbt_devclock_probe probe, void *ctx, uint32_t n);
 
-#endif /* CBT_HOST_DEVCLOCK_H */
+#endif /* CBT_HOST_INTERNAL_DEVCLOCK_H */

@@ -4,8 +4,8 @@
  * overrun: once the buffer is full, `need` keeps counting the bytes a complete
  * write would take, so callers can retry with a larger buffer.
  */
-#ifndef CBT_HOST_JSON_H
-#define CBT_HOST_JSON_H
+#ifndef CBT_HOST_INTERNAL_JSON_H
+#define CBT_HOST_INTERNAL_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,4 +30,4 @@ void cbt_jbuf_f64(cbt_jbuf *b, double v);
  * bytes at s do not start a valid sequence within n. */
 size_t cbt_utf8_seq_len(const unsigned char *s, size_t n);
 
-#endif /* CBT_HOST_JSON_H */
+#endif /* CBT_HOST_INTERNAL_JSON_H */

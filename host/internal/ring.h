@@ -7,8 +7,8 @@
  * on the ring's own stream). The read is the consumer half of the protocol
  * in cbt/ring.h. Harvester thread only, except create/destroy.
  */
-#ifndef CBT_HOST_RING_H
-#define CBT_HOST_RING_H
+#ifndef CBT_HOST_INTERNAL_RING_H
+#define CBT_HOST_INTERNAL_RING_H
 
 #include <stdint.h>
 
@@ -69,4 +69,4 @@ void cbt_ring_cuda_destroy_(cbt_ring *r);
  * times on the device clock. */
 cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns);
 
-#endif /* CBT_HOST_RING_H */
+#endif /* CBT_HOST_INTERNAL_RING_H */

@@ -4,8 +4,8 @@
  * CUDA backend (compiled only with CBT_WITH_CUDA). Fields under "CPU" are
  * guarded by `lock`; fields under "CUDA pending" belong to the harvester.
  */
-#ifndef CBT_HOST_STREAM_IMPL_H
-#define CBT_HOST_STREAM_IMPL_H
+#ifndef CBT_HOST_INTERNAL_STREAM_H
+#define CBT_HOST_INTERNAL_STREAM_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -61,4 +61,4 @@ cbt_status cbt_cuda_stream_sync_(cbt_stream *s);
  * not be retired in time and the harvester may still reach it). */
 int cbt_cuda_stream_fini_(cbt_stream *s);
 
-#endif /* CBT_HOST_STREAM_IMPL_H */
+#endif /* CBT_HOST_INTERNAL_STREAM_H */

@@ -8,8 +8,8 @@
  * Removal moves later entries: pointers into the table are valid only until
  * the next removal. Single-threaded (the harvester).
  */
-#ifndef CBT_HOST_STRTAB_H
-#define CBT_HOST_STRTAB_H
+#ifndef CBT_HOST_INTERNAL_STRTAB_H
+#define CBT_HOST_INTERNAL_STRTAB_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -63,4 +63,4 @@ const cbt_strtab_key *cbt_strtab_key_of(cbt_strtab *t, const void *val);
 /* Iterate: the value at slot i, or NULL when the slot is empty. */
 void *cbt_strtab_slot(cbt_strtab *t, uint32_t i);
 
-#endif /* CBT_HOST_STRTAB_H */
+#endif /* CBT_HOST_INTERNAL_STRTAB_H */

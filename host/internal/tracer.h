@@ -8,8 +8,8 @@
  * `lock` guards the subscriber and sink lists, the stream list and the flush
  * handshake; the harvester takes it once per drained batch, never per event.
  */
-#ifndef CBT_HOST_INTERNAL_H
-#define CBT_HOST_INTERNAL_H
+#ifndef CBT_HOST_INTERNAL_TRACER_H
+#define CBT_HOST_INTERNAL_TRACER_H
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -213,4 +213,4 @@ void cbt_count_session_too_long_(void);
 cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n);
 void cbt_spans_free_(cbt_tracer *t);
 
-#endif /* CBT_HOST_INTERNAL_H */
+#endif /* CBT_HOST_INTERNAL_TRACER_H */
