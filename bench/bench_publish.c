@@ -125,7 +125,7 @@ static double bench_sampled_out(int rounds, long per_round)
         }
         r[k] = (now_s() - t0) * 1e9 / (double)per_round;
     }
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_metrics_get(&m);
     if (sink || m.published)
         fprintf(stderr, "bench: a sampled-out request published something\n");
@@ -163,7 +163,7 @@ static double bench_pspan(int rounds, long per_round, int sampled, int tracer)
         if (sampled)
             cbt_flush(10000);
     }
-    cbt_metrics m = {0};
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_metrics_get(&m);
     if (!sampled && m.published)
         fprintf(stderr, "bench: a sampled-out pspan published something\n");
@@ -336,7 +336,7 @@ static double bench_pipeline(int rounds, int requests, uint64_t *dropped, double
         }
         cbt_flush(60000);
         double dt = now_s() - t0;
-        cbt_metrics m;
+        cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
         cbt_metrics_get(&m);
         *dropped += m.dropped_full - retries; /* retried attempts are not losses */
         r[k] = (double)requests * 7 / dt;

@@ -41,6 +41,7 @@
 #include <strings.h>
 
 #include "cbt/otlp.h"
+#include "internal/abi.h"
 #include "otlp_private.h"
 
 #define TRACES_PATH "v1/traces"
@@ -558,10 +559,34 @@ static void set_disabled(cbt_otlp_config *c, FILE *log)
                c->disabled ? "true" : "false");
 }
 
-cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
+static cbt_status env_apply(cbt_otlp_config *c, FILE *log);
+
+cbt_status cbt_otlp_config_in_(cbt_otlp_config *full, const cbt_otlp_config *c)
 {
-    if (!c || c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c)
-        return CBT_ERR_INVAL;
+    cbt_otlp_config_default(full);
+    cbt_status st = cbt_abi_in_(full, sizeof *full, c, CBT_OTLP_CONFIG_VERSION);
+    if (st == CBT_ERR_VERSION)
+        fprintf(stderr, "cbt otlp: config: version %u, size %u: this libcbt knows version <= %u, "
+                "size <= %zu (built against a newer cbt? start from cbt_otlp_config_default())\n",
+                c->version, c->size, CBT_OTLP_CONFIG_VERSION, sizeof *full);
+    return st;
+}
+
+/* Works on a complete copy of the caller's config and writes back only the
+ * bytes the caller's struct has. */
+cbt_status cbt_otlp_config_from_env(cbt_otlp_config *caller, FILE *log)
+{
+    cbt_otlp_config full, *c = &full;
+    cbt_status st = cbt_otlp_config_in_(c, caller);
+    if (st)
+        return st;
+    st = env_apply(c, log);
+    cbt_abi_out_(caller, c, sizeof *c, CBT_OTLP_CONFIG_VERSION);
+    return st;
+}
+
+static cbt_status env_apply(cbt_otlp_config *c, FILE *log)
+{
     cbt_status st = CBT_OK;
     set_disabled(c, log);
     set_resource(c, log);

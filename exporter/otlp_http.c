@@ -88,6 +88,7 @@
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "cbt/otlp.h"
+#include "internal/abi.h"
 #include "otlp_private.h"
 
 #define BACKOFF_BASE_MS 100u
@@ -272,10 +273,6 @@ static int header_ok(const cbt_otlp_kv *h)
 
 static cbt_status check_config(const cbt_otlp_config *c)
 {
-    if (c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c) {
-        fprintf(stderr, "cbt otlp: config: version/size mismatch (use cbt_otlp_config_default())\n");
-        return CBT_ERR_INVAL;
-    }
     if (!memchr(c->endpoint, '\0', sizeof c->endpoint) || !cbt_otlp_url_ok(c->endpoint)) {
         fprintf(stderr, "cbt otlp: config: endpoint is not an http:// or https:// URL\n");
         return CBT_ERR_INVAL;
@@ -1082,10 +1079,11 @@ cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter 
         return CBT_ERR_INVAL;
     *out = NULL;
     memset(sink_out, 0, sizeof *sink_out);
-    if (c->version != CBT_OTLP_CONFIG_VERSION || c->size != sizeof *c) {
-        fprintf(stderr, "cbt otlp: config: version/size mismatch (use cbt_otlp_config_default())\n");
-        return CBT_ERR_INVAL;
-    }
+    cbt_otlp_config full; /* an older caller's config, completed with defaults */
+    cbt_status abi = cbt_otlp_config_in_(&full, c);
+    if (abi)
+        return abi;
+    c = &full;
     sink_out->version = CBT_SINK_VERSION;
     sink_out->size = sizeof *sink_out;
     sink_out->name = "otlp-http";
@@ -1154,20 +1152,24 @@ cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter 
     return CBT_OK;
 }
 
-void cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out)
+cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *caller)
 {
-    if (!out)
-        return;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_otlp_stats full, *out = &full;
     memset(out, 0, sizeof *out);
-    if (!e || e->disabled)
-        return;
-    out->spans_queued = atomic_load_explicit(&e->queued, memory_order_relaxed);
-    out->spans_exported = atomic_load_explicit(&e->exported, memory_order_relaxed);
-    out->spans_dropped = atomic_load_explicit(&e->dropped, memory_order_relaxed);
-    out->batches_sent = atomic_load_explicit(&e->sent, memory_order_relaxed);
-    out->batches_failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
-    out->retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
-    out->bytes_sent = atomic_load_explicit(&e->bytes, memory_order_relaxed);
-    out->metrics_exports = atomic_load_explicit(&e->metrics_exports, memory_order_relaxed);
-    out->metrics_failures = atomic_load_explicit(&e->metrics_failures, memory_order_relaxed);
+    if (e && !e->disabled) {
+        out->spans_queued = atomic_load_explicit(&e->queued, memory_order_relaxed);
+        out->spans_exported = atomic_load_explicit(&e->exported, memory_order_relaxed);
+        out->spans_dropped = atomic_load_explicit(&e->dropped, memory_order_relaxed);
+        out->batches_sent = atomic_load_explicit(&e->sent, memory_order_relaxed);
+        out->batches_failed = atomic_load_explicit(&e->failed, memory_order_relaxed);
+        out->retries = atomic_load_explicit(&e->retries, memory_order_relaxed);
+        out->bytes_sent = atomic_load_explicit(&e->bytes, memory_order_relaxed);
+        out->metrics_exports = atomic_load_explicit(&e->metrics_exports, memory_order_relaxed);
+        out->metrics_failures = atomic_load_explicit(&e->metrics_failures, memory_order_relaxed);
+    }
+    cbt_abi_out_(caller, out, sizeof *out, CBT_OTLP_STATS_VERSION);
+    return CBT_OK;
 }

@@ -40,6 +40,50 @@
 extern "C" {
 #endif
 
+/* ---- versioned structs ------------------------------------------------------
+ *
+ * Structs that cross the library boundary begin with `uint32_t version, size;`
+ * and `size` says which fields the caller knows, as in NVTX: sizeof the
+ * struct in the cbt headers the caller was compiled against. Fields are only
+ * ever appended, after the previous version's last field, so the first
+ * `size` bytes of a newer struct are an older one.
+ *
+ *   Structs the caller hands in (cbt_config, cbt_subscriber, cbt_sink,
+ *   cbt_launch_info, cbt_otlp_config): a smaller `size`, from a caller built
+ *   against an older cbt, is accepted and the fields past it take their
+ *   defaults (those of cbt_config_default() and the like; NULL callbacks);
+ *   a larger one, from a caller built against a newer cbt, is refused with
+ *   CBT_ERR_VERSION and a line on stderr naming both sizes, as is a size
+ *   smaller than the two header words or a version of 0 or above the one
+ *   this libcbt knows. Start in-structs from their _default() function.
+ *   Structs cbt fills (cbt_metrics and every *_stats): set version and size
+ *   before the call (CBT_STRUCT_INIT); cbt writes at most `size` bytes and
+ *   sets `size` to the number it wrote, so a caller newer than the library
+ *   learns which fields were filled (the rest it left untouched). A `size`
+ *   smaller than the header is CBT_ERR_VERSION.
+ * Not versioned, and changed only with the ABI major (the SONAME): cbt_event
+ * and cbt_span (fixed layouts on the hot path), cbt_blend_snapshot (arrays
+ * sized by the instrument enums) and the small id/context structs. */
+
+/* An out-struct with its version and size set and every other field zero:
+ *   cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);  cbt_metrics_get(&m);
+ * (designated initializers in C, a value-initialising template in C++, so
+ * neither warns under -Wextra). */
+#ifdef __cplusplus
+} /* extern "C" */
+template <class T> inline T cbt_struct_init_()
+{
+    T v = T();
+    v.version = 1u;
+    v.size = (uint32_t)sizeof(T);
+    return v;
+}
+#define CBT_STRUCT_INIT(type) cbt_struct_init_<type>()
+extern "C" {
+#else
+#define CBT_STRUCT_INIT(type) {.version = 1u, .size = (uint32_t)sizeof(type)}
+#endif
+
 typedef struct cbt_config {
     uint32_t version; /* CBT_CONFIG_VERSION */
     uint32_t size;    /* sizeof(cbt_config) */
@@ -91,7 +135,7 @@ cbt_status cbt_flush(uint32_t timeout_ms);
 
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {
-    uint32_t version, size;
+    uint32_t version, size;     /* CBT_STRUCT_INIT(cbt_metrics) */
     uint64_t published;         /* events accepted into the queue */
     uint64_t dropped_full;      /* events dropped: queue or stream pool full */
     uint64_t rejected;          /* events refused: invalid type or session */
@@ -114,6 +158,7 @@ typedef struct cbt_metrics {
     uint64_t harvester_busy_ns; /* harvester time spent dispatching (not polling idle) */
     uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
 } cbt_metrics;
+#define CBT_METRICS_VERSION 1u
 
 cbt_status cbt_metrics_get(cbt_metrics *out);
 

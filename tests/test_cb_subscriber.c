@@ -47,7 +47,7 @@ static void start_cb(void)
 
 static cbt_cb_stats cb_stats(void)
 {
-    cbt_cb_stats st;
+    cbt_cb_stats st = CBT_STRUCT_INIT(cbt_cb_stats);
     memset(&st, 0xa5, sizeof st);
     assert_int_equal(cbt_cb_stats_get(NULL, &st), CBT_OK);
     return st;

@@ -585,7 +585,7 @@ static void test_sampled_out_costs_nothing(void **state)
     assert_null(tu_event_find(CBT_EV_MP_REQUEST_START, "req-out", 0));
     assert_non_null(tu_event_find(CBT_EV_MP_REQUEST_START, "req-in", 0));
     /* one REQUEST_START and one KERNEL_LAUNCH, both from the sampled-in twin */
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.published, 2);
     tu_stop();

@@ -39,7 +39,7 @@ static void with_tracer_no_device_or_no_cupti(void **state)
     }
     assert_int_equal(cbt_cupti_launch_scope_begin(0), CBT_OK);
     assert_int_equal(cbt_cupti_launch_scope_end(), CBT_OK);
-    cbt_cupti_stats cs;
+    cbt_cupti_stats cs = CBT_STRUCT_INIT(cbt_cupti_stats);
     memset(&cs, 0xff, sizeof cs);
     cbt_status gs = cbt_cupti_stats_get(&cs);
     assert_true(gs == CBT_OK || gs == CBT_ERR_UNSUPPORTED);

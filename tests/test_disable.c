@@ -21,7 +21,7 @@ static void compiled_out(void **state)
     tu_pub(CBT_EV_MP_REQUEST_START, "enabled");
     cbt_stream_sync(s);
     tu_flush();
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.published, 1);
     assert_int_equal(tu_event_count(), 1);
@@ -42,7 +42,7 @@ static void disabled_by_config(void **state)
     cbt_event e;
     assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, "r"), CBT_OK);
     assert_int_equal(cbt_publish(&e), CBT_OK);
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_ERR_NOT_INITIALIZED);
     assert_int_equal(cbt_flush(10), CBT_ERR_NOT_INITIALIZED);
     assert_int_equal(cbt_shutdown(), CBT_OK);

@@ -153,7 +153,7 @@ static void test_pspan_tree_ids_known_at_begin(void **state)
     assert_int_equal(tu_attr_i64(r, "n_prompt_tokens"), 1500);
     assert_true(r->start_ns <= s->start_ns && s->start_ns <= l->start_ns);
     assert_true(l->end_ns <= s->end_ns && s->end_ns <= r->end_ns);
-    cbt_pspan_stats ps;
+    cbt_pspan_stats ps = CBT_STRUCT_INIT(cbt_pspan_stats);
     assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
     assert_int_equal(ps.opened, 3);
     assert_int_equal(ps.closed, 3);
@@ -303,7 +303,7 @@ static void test_pspan_bad_arguments(void **state)
     cbt_event_init(&e, CBT_EV_SPAN_BEGIN, "r");
     assert_int_equal(cbt_publish(&e), CBT_OK);
     tu_flush();
-    cbt_pspan_stats ps;
+    cbt_pspan_stats ps = CBT_STRUCT_INIT(cbt_pspan_stats);
     assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
     assert_int_equal(ps.unmatched_end, 1);
     assert_int_equal(ps.malformed, 1);
@@ -357,7 +357,7 @@ static void test_pspan_end_retry_kind_and_eviction(void **state)
             tu_flush(); /* keep the publish queue from filling */
     }
     tu_flush();
-    cbt_pspan_stats ps;
+    cbt_pspan_stats ps = CBT_STRUCT_INIT(cbt_pspan_stats);
     assert_int_equal(cbt_pspan_stats_get(&ps), CBT_OK);
     assert_int_equal(ps.evicted, 1);
     assert_int_equal(ps.table_full, 1);
@@ -448,7 +448,7 @@ static void test_cb_remote_parents(void **state)
     assert_int_equal(rt->kind, CBT_SPAN_KIND_SERVER);
     const cbt_span *sc = need_rid("cb.scatter", rid, 0);
     assert_true(tu_is_child_of(sc, rt));
-    cbt_cb_stats cs;
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
     assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
     assert_int_equal(cs.roots_remote, 1);
     assert_int_equal(cs.roots_opened, 0);
@@ -498,7 +498,7 @@ static void test_cb_sampled_out(void **state)
     tu_pub(CBT_EV_CB_REQUEST_END, rid);
     tu_pub(CBT_EV_CB_RETRIEVE_NOOP, rid);
     tu_flush();
-    cbt_cb_stats cs;
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
     assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
     assert_int_equal(cs.sessions_open, 1); /* the retrieve is still pending */
     tu_pub(CBT_EV_CB_RETRIEVE_END, rid);
@@ -544,7 +544,7 @@ static void test_cb_empty_context_is_none(void **state)
     const cbt_span *lk = need_rid("cb.lookup", rid, 0);
     assert_true(tu_is_child_of(lk, r));
     assert_memory_equal(lk->ctx.span_id, id, 8); /* the chosen id is still honoured */
-    cbt_cb_stats cs;
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
     assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
     assert_int_equal(cs.sampled_out, 0);
     tu_stop();
@@ -570,7 +570,7 @@ static void test_cb_sampled_out_operation_takes_its_subtree(void **state)
     assert_non_null(find_rid("cb.request", rid, 0));
     assert_null(find_rid("cb.lookup", rid, 0));
     assert_int_equal(tu_count("cb.fingerprint_match", rid), 1);
-    cbt_cb_stats cs;
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
     assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
     assert_int_equal(cs.unmatched_end, 0);
     assert_int_equal(cs.sessions_open, 0);
@@ -593,7 +593,7 @@ static void k_cta(void *a_, uint32_t cta, uint32_t n_ctas)
  * to have joined its ring records. */
 static void launch_scatter(const char *rid)
 {
-    cbt_ring_stats before;
+    cbt_ring_stats before = CBT_STRUCT_INIT(cbt_ring_stats);
     assert_int_equal(cbt_ring_stats_get(&before), CBT_OK);
     uint64_t want = before.kernel_spans + before.sampled_out + 1;
     cbt_stream *st;
@@ -605,7 +605,7 @@ static void launch_scatter(const char *rid)
     assert_int_equal(cbt_stream_sync(st), CBT_OK);
     cbt_stream_destroy(st);
     for (int i = 0; i < 500; i++) {
-        cbt_ring_stats rs;
+        cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
         tu_flush();
         if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans + rs.sampled_out >= want)
             break;
@@ -636,7 +636,7 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     tu_pub(CBT_EV_CB_REQUEST_END, "req-k-off");
     tu_flush();
     assert_int_equal(tu_count("cb.scatter", "req-k-off"), 0);
-    cbt_ring_stats rs;
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     assert_int_equal(rs.sampled_out, 1);
 
@@ -661,7 +661,7 @@ static void test_cb_kernel_spans_follow_the_context(void **state)
     pub_ctx(CBT_EV_CB_RETRIEVE_START, "req-k-late", &rout);
     tu_pub(CBT_EV_CB_REQUEST_END, "req-k-late");
     tu_flush();
-    cbt_cb_stats cs;
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
     assert_int_equal(cbt_cb_stats_get(NULL, &cs), CBT_OK);
     assert_int_equal(cs.sessions_open, 1);
     assert_int_equal(cbt_registry_count(cbt_tracer_get()), 1);
@@ -717,7 +717,8 @@ static void test_mp_root_joins_the_callers_trace(void **state)
 
     /* a publisher that forgot to skip a sampled-out request: its spans are
      * built but recorded nowhere (non-recording, as in OpenTelemetry) */
-    cbt_metrics m0, m1;
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
     cbt_span_ctx off = remote_ctx(12, 0);
     pub_ctx(CBT_EV_MP_REQUEST_START, "mp-off", &off);

@@ -70,7 +70,8 @@ static void session_too_long_counted(void **state)
     char s64[65];
     fill(s64, 'd', 64);
     tu_start(NULL);
-    cbt_metrics m0, m1;
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
     cbt_event ev;
     assert_int_equal(cbt_event_init(&ev, CBT_EV_MP_REQUEST_START, s64), CBT_ERR_SESSION_TOO_LONG);

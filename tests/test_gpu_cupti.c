@@ -99,7 +99,7 @@ static void gpu_cupti_kernel_span(void **state)
     assert_true(tu_has_attr(k, "registers_per_thread"));
     assert_true(tu_has_attr(k, "stream"));
     assert_true(tu_is_child_of(k, ret));
-    cbt_cupti_stats cs;
+    cbt_cupti_stats cs = CBT_STRUCT_INIT(cbt_cupti_stats);
     assert_int_equal(cbt_cupti_stats_get(&cs), CBT_OK);
     double ds = ((double)k->start_ns - (double)sc->start_ns) / 1e3;
     double de = ((double)k->end_ns - (double)sc->end_ns) / 1e3;

@@ -76,7 +76,7 @@ static void run_placed(uint8_t mode, const char *sid, cbt_ring_placement placeme
     assert_int_equal(tu_attr_i64(sc, "n_shifted"), CTAS * 3);
     assert_int_equal(tu_attr_i64(sc, "dropped"), 5);
     assert_int_equal(tu_attr_i64(sc, "n_ctas"), CTAS);
-    cbt_ring_stats rs;
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     double slack = rs.clock_err_ns + 20000.0; /* calibration error + 20 us */
     printf("# %s: retrieve %.3f ms, scatter %.3f ms, scatter starts %+.1f us after retrieve, "
@@ -140,7 +140,7 @@ static void gpu_ring_under_concurrency(void **state)
     struct timespec d = {0, 50000000};
     nanosleep(&d, NULL);
     tu_flush();
-    cbt_ring_stats rs;
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     printf("# ring burst: %llu records harvested, %llu lost (%llu torn) of %d\n",
            (unsigned long long)rs.harvested, (unsigned long long)rs.lost,

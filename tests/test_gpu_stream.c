@@ -91,7 +91,7 @@ static void gpu_pool_exhaustion_counts(void **state)
     assert_int_equal(ok + full, 2 * CBT_STREAM_CUDA_POOL);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.dropped_full, (uint64_t)full);
     assert_int_equal(tu_event_count(), (uint32_t)ok);

@@ -57,7 +57,7 @@ static void threads_get_lanes_and_give_them_back(void **state)
     for (int i = 0; i < N_THREADS; i++)
         pthread_join(th[i], NULL);
     tu_flush();
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     uint64_t ok = 0;
     for (int i = 0; i < N_THREADS; i++)
@@ -96,7 +96,7 @@ static void past_max_lanes_threads_share_the_bus(void **state)
     assert_int_equal(pthread_create(&th, NULL, publisher, &a), 0);
     pthread_join(th, NULL);
     tu_flush();
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(a.ok, 500);
     assert_int_equal(m.published, 501);
@@ -114,7 +114,7 @@ static void lanes_off(void **state)
     pub_arg a = {.id = 2, .n = 300};
     publisher(&a);
     tu_flush();
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.lanes, 0);
     assert_int_equal(m.published, 300);

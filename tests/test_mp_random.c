@@ -535,7 +535,7 @@ static void check_batch(uint32_t span_from, const cbt_mp_stats *st0)
         fail_msg("seed 0x%llx: %u spans in the batch, want %u", (unsigned long long)g_seed,
                  n_spans - span_from, expect_spans);
 
-    cbt_mp_stats st;
+    cbt_mp_stats st = CBT_STRUCT_INIT(cbt_mp_stats);
     assert_int_equal(cbt_mp_stats_get(NULL, &st), CBT_OK);
     assert_int_equal(st.sessions_open, 0);
     assert_int_equal(st.roots_opened - st0->roots_opened, B.n_req);
@@ -549,7 +549,7 @@ static void check_batch(uint32_t span_from, const cbt_mp_stats *st0)
     assert_int_equal(st.request_end_unknown, 0);
     assert_int_equal(st.sessions_full, 0);
     assert_int_equal(st.children_full, 0);
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.dropped_full, 0);
     assert_int_equal(m.rejected, 0);
@@ -578,7 +578,7 @@ static void randomized_interleavings(void **state)
     cbt_config c = random_config();
     uint32_t il = 0, batches = 0, n_requests = 0, n_deferred = 0, n_lazy = 0, n_reused = 0;
     uint32_t span_from = 0;
-    cbt_mp_stats st0;
+    cbt_mp_stats st0 = CBT_STRUCT_INIT(cbt_mp_stats);
     tu_start(&c);
     while (il < N_INTERLEAVINGS) {
         if (batches > 0 && batches % BATCHES_PER_TRACER == 0) {
@@ -932,7 +932,7 @@ static void threaded_requests(void **state)
     }
     if (n_spans != expect_spans)
         fail_msg("%u spans, want %u", n_spans, expect_spans);
-    cbt_mp_stats st;
+    cbt_mp_stats st = CBT_STRUCT_INIT(cbt_mp_stats);
     assert_int_equal(cbt_mp_stats_get(NULL, &st), CBT_OK);
     assert_int_equal(st.sessions_open, 0);
     assert_int_equal(st.roots_opened, requests);
@@ -941,7 +941,7 @@ static void threaded_requests(void **state)
     assert_int_equal(st.unmatched_end, 0);
     assert_int_equal(st.duplicate_request_end, 0);
     assert_int_equal(st.request_end_unknown, 0);
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_int_equal(m.dropped_full, 0);
     assert_int_equal(m.spans_dropped, 0);

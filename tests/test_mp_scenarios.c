@@ -60,7 +60,7 @@ static const cbt_span *check_child(const char *name, const char *sid, uint32_t n
 
 static cbt_mp_stats mp_stats(void)
 {
-    cbt_mp_stats st;
+    cbt_mp_stats st = CBT_STRUCT_INIT(cbt_mp_stats);
     memset(&st, 0xa5, sizeof st);
     assert_int_equal(cbt_mp_stats_get(NULL, &st), CBT_OK);
     return st;
@@ -68,7 +68,7 @@ static cbt_mp_stats mp_stats(void)
 
 static cbt_metrics metrics(void)
 {
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     memset(&m, 0xa5, sizeof m);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     return m;

@@ -692,7 +692,7 @@ static cbt_otlp_exporter *start(const cbt_otlp_config *c)
 
 static cbt_otlp_stats stats_of(cbt_otlp_exporter *e)
 {
-    cbt_otlp_stats s;
+    cbt_otlp_stats s = CBT_STRUCT_INIT(cbt_otlp_stats);
     cbt_otlp_exporter_stats(e, &s);
     return s;
 }

@@ -513,7 +513,7 @@ static void registry_api(void **state)
     assert_int_equal(g_r.st[25], CBT_ERR_INVAL);
     assert_int_equal(g_r.cnt[26], 1);
     assert_int_equal(g_r.cnt[27], 0);
-    cbt_metrics m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m), CBT_OK);
     assert_true(m.registry_full == 0);
     assert_true(m.subscriber_errors == 0);
@@ -565,7 +565,8 @@ static void registry_full(void **state)
     tu_start(&c);
     add_probe_subscriber(full_on_event);
     memset(&g_f, 0, sizeof g_f);
-    cbt_metrics m0, m1;
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
     tu_pub(g_ev_probe, "x");
     tu_flush();

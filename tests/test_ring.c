@@ -475,7 +475,7 @@ static void run_joined(uint8_t mode)
     assert_true(sc->start_ns + 100000 >= ret->start_ns);
     assert_true(sc->end_ns <= ret->end_ns + 100000);
     assert_true(sc->end_ns - sc->start_ns >= N_CTAS * 100000ull);
-    cbt_ring_stats rs;
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     assert_int_equal(cbt_ring_stats_get(&rs), CBT_OK);
     assert_int_equal(rs.lost, 0);
     assert_int_equal(rs.unjoined, 0);
@@ -514,7 +514,7 @@ static void unknown_launch_counted(void **state)
     tu_start(NULL);
     cbt_tracer *t = cbt_tracer_get();
     cbt_cpu_ring_put(t->host_ring->view, 1, 2, 424242, 1, 5, 0, CBT_REC_LAUNCH, CBT_KOP_USER, 0);
-    cbt_ring_stats rs = {0};
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     for (int i = 0; i < 100; i++) {
         struct timespec d = {0, 5000000};
         nanosleep(&d, NULL);

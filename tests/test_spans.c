@@ -429,7 +429,8 @@ static void pool_exhaustion(void **state)
     c.span_pool = 4;
     c.mp_subscriber = false;
     start_with_probe(&c);
-    cbt_metrics m0, m1;
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
     assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
     run_step(6);
     assert_int_equal(cbt_metrics_get(&m1), CBT_OK);

@@ -25,6 +25,7 @@
 #include "cbt/blend_metrics.h"
 #include "cbt/cb.h"
 #include "cbt/context.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 
 enum {
@@ -787,10 +788,13 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
     return CBT_OK;
 }
 
-cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
+cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_cb_stats full, *out = &full;
+    memset(out, 0, sizeof *out);
     void *ctx = NULL;
     cbt_status rc = cbt_find_subscriber_ctx_(sub, cb_on_event, &ctx);
     if (rc)
@@ -814,5 +818,6 @@ cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
     out->roots_remote = R(roots_remote);
     out->sampled_out = R(sampled_out);
 #undef R
+    cbt_abi_out_(caller, out, sizeof *out, CBT_CB_STATS_VERSION);
     return CBT_OK;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal/abi.h"
 #include "internal/tracer.h"
 
 enum { OP_LOOKUP = 0, OP_STORE = 1, OP_RETRIEVE = 2, OP_COUNT_ };
@@ -376,10 +377,13 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
     return CBT_OK;
 }
 
-cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
+cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_mp_stats full, *out = &full;
+    memset(out, 0, sizeof *out);
     void *ctx = NULL;
     cbt_status rc = cbt_find_subscriber_ctx_(sub, mp_on_event, &ctx);
     if (rc)
@@ -400,5 +404,6 @@ cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
     out->incomplete_at_shutdown = R(incomplete_at_shutdown);
     out->sessions_open = R(sessions_live);
 #undef R
+    cbt_abi_out_(caller, out, sizeof *out, CBT_MP_STATS_VERSION);
     return CBT_OK;
 }

@@ -498,16 +498,16 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     free(script);
     if (cbt_flush(5000) != CBT_OK)
         fprintf(stderr, "cbt demo: flush timed out\n");
-    cbt_metrics m;
-    cbt_cb_stats cs;
-    cbt_pspan_stats ps;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_cb_stats cs = CBT_STRUCT_INIT(cbt_cb_stats);
+    cbt_pspan_stats ps = CBT_STRUCT_INIT(cbt_pspan_stats);
     cbt_blend_snapshot bs;
     cbt_metrics_get(&m);
     cbt_cb_stats_get(NULL, &cs);
     cbt_pspan_stats_get(&ps);
     cbt_blend_snapshot_take(cbt_blend_metrics_current(), &bs);
 #ifdef CBT_WITH_OTLP
-    cbt_otlp_stats os = {0};
+    cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
     /* the exporter's counts as of the flush above (which waits at most its
      * timeout): cbt_shutdown destroys it after sending what shutdown ends */
     if (otlp)
@@ -648,7 +648,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 
     /* the kernel spans come from the ring: give the harvester a few rounds */
     for (int i = 0; i < 20; i++) {
-        cbt_ring_stats rs;
+        cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
         cbt_flush(5000);
         if (cbt_ring_stats_get(&rs) == CBT_OK && rs.kernel_spans >= rs.harvested)
             break;
@@ -657,14 +657,14 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     }
     if (cbt_flush(5000) != CBT_OK)
         fprintf(stderr, "cbt demo: flush timed out\n");
-    cbt_metrics m;
-    cbt_mp_stats ms;
-    cbt_ring_stats rs;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_mp_stats ms = CBT_STRUCT_INIT(cbt_mp_stats);
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
     cbt_metrics_get(&m);
     cbt_mp_stats_get(NULL, &ms);
     cbt_ring_stats_get(&rs);
 #ifdef CBT_WITH_OTLP
-    cbt_otlp_stats os = {0};
+    cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
     /* the exporter's counts as of the flush above (which waits at most its
      * timeout): cbt_shutdown destroys it after sending what shutdown ends */
     if (otlp)

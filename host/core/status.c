@@ -25,6 +25,7 @@ const char *cbt_strerror(cbt_status st)
     case CBT_ERR_UNMATCHED: return "END event without a matching START; ignored and counted";
     case CBT_ERR_DUPLICATE: return "one-shot event arrived twice; ignored and counted";
     case CBT_ERR_BAD_TRACEPARENT: return "malformed W3C traceparent; rejected, a fresh trace starts";
+    case CBT_ERR_VERSION: return "versioned struct from a newer cbt (size or version unknown here), or size not set";
     case CBT_ERR_BAD_TRACESTATE: return "W3C tracestate too long or not printable ASCII; dropped";
     case CBT_STATUS_COUNT_: break;
     }

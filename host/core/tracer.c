@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cbt/blend_metrics.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 #include "internal/ring.h"
 
@@ -49,10 +50,6 @@ static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 static cbt_status check_config(const cbt_config *c)
 {
-    if (c->version != CBT_CONFIG_VERSION || c->size != sizeof *c) {
-        fprintf(stderr, "cbt: config: version/size mismatch (use cbt_config_default())\n");
-        return CBT_ERR_INVAL;
-    }
     if (!pow2(c->queue_capacity) || c->queue_capacity > (1u << 24)) {
         fprintf(stderr, "cbt: config: queue_capacity %u must be a power of two in [2, 2^24]\n",
                 c->queue_capacity);
@@ -126,33 +123,49 @@ static void tracer_free(cbt_tracer *t)
     free(t);
 }
 
+/* A subscriber or sink from an older caller: the callbacks it does not know
+ * are NULL (internal/abi.h). */
 static cbt_status add_subscriber_locked(cbt_tracer *t, const cbt_subscriber *sub)
 {
-    if (!sub || sub->version != CBT_SUBSCRIBER_VERSION || sub->size != sizeof *sub ||
-        !sub->on_event)
+    cbt_subscriber s = {0};
+    cbt_status st = cbt_abi_in_(&s, sizeof s, sub, CBT_SUBSCRIBER_VERSION);
+    if (st)
+        return st;
+    if (!s.on_event)
         return CBT_ERR_INVAL;
     if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
         return CBT_ERR_FULL;
-    t->subs[t->n_subs++] = *sub;
+    t->subs[t->n_subs++] = s;
     return CBT_OK;
 }
 
 static cbt_status add_sink_locked(cbt_tracer *t, const cbt_sink *sink)
 {
-    if (!sink || sink->version != CBT_SINK_VERSION || sink->size != sizeof *sink ||
-        !sink->on_span)
+    cbt_sink k = {0};
+    cbt_status st = cbt_abi_in_(&k, sizeof k, sink, CBT_SINK_VERSION);
+    if (st)
+        return st;
+    if (!k.on_span)
         return CBT_ERR_INVAL;
     if (t->n_sinks >= CBT_MAX_SINKS)
         return CBT_ERR_FULL;
-    t->sinks[t->n_sinks++] = *sink;
+    t->sinks[t->n_sinks++] = k;
     return CBT_OK;
 }
 
 cbt_status cbt_init(const cbt_config *cfg)
 {
-    cbt_config c = cfg ? *cfg : cbt_config_default();
-    cbt_status st = check_config(&c);
-    if (st)
+    /* an older caller's smaller config: the fields it does not know keep
+     * their defaults (internal/abi.h) */
+    cbt_config c = cbt_config_default();
+    cbt_status st = cfg ? cbt_abi_in_(&c, sizeof c, cfg, CBT_CONFIG_VERSION) : CBT_OK;
+    if (st == CBT_ERR_VERSION) {
+        fprintf(stderr, "cbt: config: version %u, size %u: this libcbt knows version <= %u, "
+                "size <= %zu (built against a newer cbt? start from cbt_config_default())\n",
+                cfg->version, cfg->size, CBT_CONFIG_VERSION, sizeof c);
+        return st;
+    }
+    if (st || (st = check_config(&c)))
         return st;
     pthread_mutex_lock(&g_life_lock);
     if (g_owned) {
@@ -352,16 +365,16 @@ void cbt_count_session_too_long_(void)
         atomic_fetch_add_explicit(&t->session_too_long, 1, memory_order_relaxed);
 }
 
-cbt_status cbt_metrics_get(cbt_metrics *out)
+cbt_status cbt_metrics_get(cbt_metrics *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status st = cbt_abi_out_check_(caller);
+    if (st)
+        return st;
     cbt_tracer *t = cbt_tracer_get();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
+    cbt_metrics full, *out = &full;
     memset(out, 0, sizeof *out);
-    out->version = 1;
-    out->size = sizeof *out;
 #define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
     pthread_mutex_lock(&t->lock);
     out->published = cbt_bus_accepted(&t->bus);
@@ -391,6 +404,7 @@ cbt_status cbt_metrics_get(cbt_metrics *out)
     out->registry_full = R(t->registry_full);
     out->harvester_busy_ns = R(t->busy_ns);
 #undef R
+    cbt_abi_out_(caller, out, sizeof *out, CBT_METRICS_VERSION);
     return CBT_OK;
 }
 

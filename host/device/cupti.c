@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cbt/cupti.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 
 /* CUDA 13's kernel record (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL). */
@@ -331,10 +332,12 @@ cbt_status cbt_cupti_launch_scope_end(void)
                : CBT_ERR_UNSUPPORTED;
 }
 
-cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
+cbt_status cbt_cupti_stats_get(cbt_cupti_stats *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_cupti_stats full, *out = &full;
     memset(out, 0, sizeof *out);
     out->records = atomic_load_explicit(&g.records, memory_order_relaxed);
     out->spans = atomic_load_explicit(&g.spans, memory_order_relaxed);
@@ -343,6 +346,7 @@ cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
     out->clock_checks = atomic_load_explicit(&g.clock_checks, memory_order_relaxed);
     out->clock_delta_ns = atomic_load_explicit(&g.clock_delta, memory_order_relaxed);
     out->enabled = atomic_load_explicit(&g.enabled, memory_order_relaxed);
+    cbt_abi_out_(caller, out, sizeof *out, CBT_CUPTI_STATS_VERSION);
     return CBT_OK;
 }
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cbt/cupti.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 
 cbt_status cbt_cupti_enable(void) { return CBT_ERR_UNSUPPORTED; }
@@ -19,9 +20,12 @@ cbt_status cbt_cupti_launch_scope_end(void) { return CBT_OK; }
 
 cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
-    memset(out, 0, sizeof *out);
+    cbt_status st = cbt_abi_out_check_(out);
+    if (st)
+        return st;
+    cbt_cupti_stats zero = CBT_STRUCT_INIT(cbt_cupti_stats);
+    memset(&zero, 0, sizeof zero);
+    cbt_abi_out_(out, &zero, sizeof zero, CBT_CUPTI_STATS_VERSION);
     return CBT_ERR_UNSUPPORTED;
 }
 

@@ -26,6 +26,7 @@
 
 #include "cbt/context.h"
 #include "cbt/kernel_span.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 #include "internal/ring.h"
 #include "internal/stream.h"
@@ -89,14 +90,18 @@ cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
 
 /* ---- launching thread ---------------------------------------------------------- */
 
-cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_launch_info *li,
+cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_launch_info *caller,
                             cbt_kspan *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
     memset(out, 0, sizeof *out);
-    if (!li || li->version != CBT_LAUNCH_INFO_VERSION || li->size != sizeof *li ||
-        (unsigned)li->op >= CBT_KOP_COUNT_ || li->n_ctas == 0 ||
+    /* an older caller's launch info: what it does not know takes the defaults */
+    cbt_launch_info full = cbt_launch_info_default(CBT_KOP_USER, 1), *li = &full;
+    cbt_status abi = cbt_abi_in_(li, sizeof *li, caller, CBT_LAUNCH_INFO_VERSION);
+    if (abi)
+        return abi;
+    if ((unsigned)li->op >= CBT_KOP_COUNT_ || li->n_ctas == 0 ||
         (li->mode != CBT_REC_LAUNCH && li->mode != CBT_REC_CTA))
         return CBT_ERR_INVAL;
     cbt_tracer *t = cbt_tracer_get();
@@ -435,14 +440,16 @@ void cbt_kspans_free_(cbt_tracer *t)
     t->kspans = NULL;
 }
 
-cbt_status cbt_ring_stats_get(cbt_ring_stats *out)
+cbt_status cbt_ring_stats_get(cbt_ring_stats *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_ring_stats full, *out = &full;
+    memset(out, 0, sizeof *out);
     cbt_tracer *t = cbt_tracer_get();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    memset(out, 0, sizeof *out);
     pthread_mutex_lock(&t->lock); /* the harvester updates ring counters under it */
     cbt_ring *rings[2] = {t->host_ring, t->cuda_ring};
     for (int i = 0; i < 2; i++) {
@@ -461,5 +468,6 @@ cbt_status cbt_ring_stats_get(cbt_ring_stats *out)
         out->sampled_out = atomic_load_explicit(&t->kspans->sampled_out, memory_order_relaxed);
     }
     pthread_mutex_unlock(&t->lock);
+    cbt_abi_out_(caller, out, sizeof *out, CBT_RING_STATS_VERSION);
     return CBT_OK;
 }

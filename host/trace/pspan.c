@@ -17,6 +17,7 @@
 
 #include "cbt/context.h"
 #include "cbt/pspan.h"
+#include "internal/abi.h"
 #include "internal/tracer.h"
 
 #define CBT_PSPAN_OPEN_MAX 4096
@@ -387,10 +388,13 @@ cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out)
     return CBT_OK;
 }
 
-cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
+cbt_status cbt_pspan_stats_get(cbt_pspan_stats *caller)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(caller);
+    if (abi)
+        return abi;
+    cbt_pspan_stats full, *out = &full;
+    memset(out, 0, sizeof *out);
     void *ctx = NULL;
     cbt_status rc = cbt_find_subscriber_ctx_(NULL, ps_on_event, &ctx);
     if (rc)
@@ -406,5 +410,6 @@ cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
     out->evicted = R(evicted);
     out->incomplete_at_shutdown = R(incomplete_at_shutdown);
 #undef R
+    cbt_abi_out_(caller, out, sizeof *out, CBT_PSPAN_STATS_VERSION);
     return CBT_OK;
 }

@@ -63,6 +63,7 @@ extern "C" {
 #define CBT_CB_CHILDREN_MAX 32 /* open child spans per session */
 
 typedef struct cbt_cb_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cb_stats): what the caller knows (cbt.h) */
     uint64_t roots_opened;
     uint64_t roots_closed;
     uint64_t roots_deferred;      /* CB_REQUEST_END arrived with GPU ops pending */
@@ -80,6 +81,7 @@ typedef struct cbt_cb_stats {
     uint64_t roots_remote;        /* CB_REQUEST_START with a remote parent: root elided */
     uint64_t sampled_out;         /* requests and events ignored: their context was not sampled */
 } cbt_cb_stats;
+#define CBT_CB_STATS_VERSION 1u
 
 /* Fill *out with a CB subscriber tracking at most `max_sessions` sessions at
  * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does not

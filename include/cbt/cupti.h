@@ -66,6 +66,7 @@ cbt_status cbt_cupti_launch_scope_end(void);
 cbt_status cbt_cupti_flush(void);
 
 typedef struct cbt_cupti_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cupti_stats): what the caller knows (cbt.h) */
     uint64_t records;       /* kernel records received from CUPTI */
     uint64_t spans;         /* gpu.kernel spans ended */
     uint64_t dropped;       /* records CUPTI dropped + records our queue refused */
@@ -74,6 +75,7 @@ typedef struct cbt_cupti_stats {
     int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
     int enabled;
 } cbt_cupti_stats;
+#define CBT_CUPTI_STATS_VERSION 1u
 
 /* CBT_OK (zeros when never enabled); CBT_ERR_INVAL for NULL;
  * CBT_ERR_UNSUPPORTED without CUPTI (out is zeroed). */

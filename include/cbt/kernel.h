@@ -80,6 +80,7 @@ cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn
 
 /* Ring and clock self-metrics, summed over the tracer's rings. */
 typedef struct cbt_ring_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_ring_stats): what the caller knows (cbt.h) */
     uint64_t harvested;   /* records read */
     uint64_t lost;        /* positions overwritten before they were read (overrun) */
     uint64_t torn;        /* of those, records overwritten while being read */
@@ -90,6 +91,7 @@ typedef struct cbt_ring_stats {
     double clock_err_ns;  /* last calibration: half the tightest bracket, device ring (host ring if none) */
     double clock_drift_ppm; /* device clock vs host clock, least-squares */
 } cbt_ring_stats;
+#define CBT_RING_STATS_VERSION 1u
 
 cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
 

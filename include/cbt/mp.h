@@ -37,6 +37,7 @@ extern "C" {
 #define CBT_MP_CHILDREN_MAX 16 /* open child spans per session */
 
 typedef struct cbt_mp_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_mp_stats): what the caller knows (cbt.h) */
     uint64_t roots_opened;
     uint64_t roots_lazy;          /* opened at a child START */
     uint64_t roots_closed;
@@ -51,6 +52,7 @@ typedef struct cbt_mp_stats {
     uint64_t incomplete_at_shutdown;
     uint64_t sessions_open;       /* sessions holding state now (after the last event) */
 } cbt_mp_stats;
+#define CBT_MP_STATS_VERSION 1u
 
 /* Fill *out with an MP subscriber tracking at most `max_sessions` sessions at
  * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does so

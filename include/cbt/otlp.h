@@ -140,6 +140,7 @@ void cbt_otlp_config_default(cbt_otlp_config *c);
 cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
 
 typedef struct cbt_otlp_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
     uint64_t spans_queued;
     uint64_t spans_exported;    /* accepted by the collector */
     uint64_t spans_dropped;     /* queue full, or their batch failed for good */
@@ -151,6 +152,7 @@ typedef struct cbt_otlp_stats {
     uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
     uint64_t metrics_failures;  /* metric exports that failed for good */
 } cbt_otlp_stats;
+#define CBT_OTLP_STATS_VERSION 1u
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;
 
@@ -158,7 +160,7 @@ typedef struct cbt_otlp_exporter cbt_otlp_exporter;
  * The tracer owns the sink; *out stays readable until cbt_shutdown(). */
 cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
                                     cbt_sink *sink_out);
-void cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
+cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
 
 #ifdef __cplusplus
 }

@@ -111,6 +111,7 @@ void cbt_pspan_new_id(uint8_t out[8]);
 
 /* What the pspan subscriber saw (the process-wide tracer's). */
 typedef struct cbt_pspan_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_pspan_stats): what the caller knows (cbt.h) */
     uint64_t opened, closed;
     uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
     uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
@@ -121,6 +122,7 @@ typedef struct cbt_pspan_stats {
     uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
     uint64_t incomplete_at_shutdown;
 } cbt_pspan_stats;
+#define CBT_PSPAN_STATS_VERSION 1u
 cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out);
 
 #ifdef __cplusplus

@@ -33,6 +33,7 @@ typedef enum cbt_status {
     CBT_ERR_DUPLICATE,        /* a one-shot event (REQUEST_END) arrived twice: ignored and counted */
     CBT_ERR_BAD_TRACEPARENT,  /* a W3C traceparent was malformed: rejected, start a fresh trace */
     CBT_ERR_BAD_TRACESTATE,   /* a W3C tracestate was too long or not printable ASCII: dropped */
+    CBT_ERR_VERSION,          /* a versioned struct's size/version is unknown to this libcbt (cbt.h) */
     CBT_STATUS_COUNT_         /* not a status: number of codes */
 } cbt_status;
 

@@ -1,0 +1,289 @@
+/* tests/test_abi.c — the versioned-struct rule of cbt.h ("Versioned structs")
+ * in both directions: an older caller (smaller `size`) and a newer one
+ * (larger `size`), for structs handed in (cbt_config, cbt_sink,
+ * cbt_subscriber, cbt_launch_info, cbt_otlp_config) and structs cbt fills
+ * (cbt_metrics and the *_stats). A newer caller's struct is simulated by the
+ * current struct inside a larger buffer whose tail is poisoned. */
+#include <stddef.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "cbt/cb.h"
+#include "cbt/cupti.h"
+#include "cbt/otlp.h"
+#include "cbt/pspan.h"
+
+#define POISON 0xA5
+
+/* True when the n bytes at p all hold POISON. */
+static int poisoned(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != POISON)
+            return 0;
+    return 1;
+}
+
+/* An older caller's config stops before ring_placement: the field past its
+ * size must take the default, whatever lies in memory there. */
+static void config_older_caller(void **state)
+{
+    (void)state;
+    union {
+        cbt_config c;
+        unsigned char raw[sizeof(cbt_config)];
+    } u;
+    u.c = cbt_config_default();
+    u.c.poll_interval_us = 50;
+    u.c.size = (uint32_t)offsetof(cbt_config, ring_placement);
+    /* what an older caller's memory may hold there: an invalid placement,
+     * which check_config would refuse if cbt read it */
+    memset(u.raw + offsetof(cbt_config, ring_placement), POISON,
+           sizeof u.raw - offsetof(cbt_config, ring_placement));
+    assert_int_equal(cbt_init(&u.c), CBT_OK);
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, "old-caller"), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    assert_int_equal(cbt_flush(2000), CBT_OK);
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_metrics_get(&m), CBT_OK);
+    assert_int_equal(m.published, 1);
+    assert_int_equal(cbt_shutdown(), CBT_OK);
+
+    /* only the header: every field a default */
+    cbt_config h = cbt_config_default();
+    h.size = 8;
+    assert_int_equal(cbt_init(&h), CBT_OK);
+    assert_non_null(cbt_tracer_get());
+    assert_int_equal(cbt_shutdown(), CBT_OK);
+}
+
+/* A newer caller's config is refused, naming the sizes; nothing starts. */
+static void config_newer_caller(void **state)
+{
+    (void)state;
+    union {
+        cbt_config c;
+        unsigned char raw[sizeof(cbt_config) + 16];
+    } u;
+    memset(&u, 0, sizeof u);
+    u.c = cbt_config_default();
+    u.c.size = (uint32_t)sizeof u.raw;
+    assert_int_equal(cbt_init(&u.c), CBT_ERR_VERSION);
+    assert_null(cbt_tracer_get());
+    u.c.size = sizeof(cbt_config);
+    u.c.version = 0;
+    assert_int_equal(cbt_init(&u.c), CBT_ERR_VERSION);
+    assert_null(cbt_tracer_get());
+    assert_string_not_equal(cbt_strerror(CBT_ERR_VERSION), cbt_strerror(CBT_ERR_INVAL));
+}
+
+/* cbt_metrics_get: an older caller's struct ends before `lanes`; nothing past
+ * it is written and size says what was. A newer caller's tail stays as it was. */
+static void metrics_both_directions(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    tu_pub(CBT_EV_MP_REQUEST_START, "m");
+    tu_flush();
+
+    union {
+        cbt_metrics m;
+        unsigned char raw[sizeof(cbt_metrics) + 32];
+    } u;
+    size_t old = offsetof(cbt_metrics, lanes);
+    memset(&u, POISON, sizeof u);
+    u.m.version = CBT_METRICS_VERSION;
+    u.m.size = (uint32_t)old;
+    assert_int_equal(cbt_metrics_get(&u.m), CBT_OK);
+    assert_int_equal(u.m.size, old);
+    assert_int_equal(u.m.published, 1);
+    assert_true(poisoned(u.raw + old, sizeof u.raw - old));
+
+    memset(&u, POISON, sizeof u);
+    u.m.version = CBT_METRICS_VERSION;
+    u.m.size = (uint32_t)sizeof u.raw;
+    assert_int_equal(cbt_metrics_get(&u.m), CBT_OK);
+    assert_int_equal(u.m.size, sizeof(cbt_metrics));
+    assert_int_equal(u.m.published, 1);
+    assert_true(poisoned(u.raw + sizeof(cbt_metrics), sizeof u.raw - sizeof(cbt_metrics)));
+
+    /* size not set: refused, nothing written past the header */
+    memset(&u, POISON, sizeof u);
+    u.m.version = CBT_METRICS_VERSION;
+    u.m.size = 0;
+    assert_int_equal(cbt_metrics_get(&u.m), CBT_ERR_VERSION);
+    assert_true(poisoned(u.raw + 8, sizeof u.raw - 8));
+    tu_stop();
+}
+
+/* Every *_stats getter writes at most the caller's size: a struct that knows
+ * only the header and its first counter gets that counter and nothing else. */
+#define CHECK_OUT(type, call)                                                     \
+    do {                                                                          \
+        union {                                                                   \
+            type v;                                                               \
+            unsigned char raw[sizeof(type) + 16];                                 \
+        } u_;                                                                     \
+        memset(&u_, POISON, sizeof u_);                                           \
+        u_.v.version = 1;                                                         \
+        u_.v.size = 16;                                                           \
+        type *o_ = &u_.v;                                                        \
+        cbt_status st_ = (call);                                                  \
+        assert_true(st_ == CBT_OK || st_ == CBT_ERR_UNSUPPORTED);                 \
+        assert_int_equal(u_.v.size, 16);                                          \
+        assert_true(poisoned(u_.raw + 16, sizeof u_.raw - 16));                   \
+        memset(&u_, POISON, sizeof u_);                                           \
+        u_.v.version = 1;                                                         \
+        u_.v.size = (uint32_t)sizeof u_.raw;                                      \
+        st_ = (call);                                                             \
+        assert_true(st_ == CBT_OK || st_ == CBT_ERR_UNSUPPORTED);                 \
+        assert_int_equal(u_.v.size, sizeof(type));                                \
+        assert_true(poisoned(u_.raw + sizeof(type), 16));                         \
+        u_.v.size = 0;                                                            \
+        assert_int_equal((call), CBT_ERR_VERSION);                                \
+    } while (0)
+
+static void stats_getters_bounded(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    CHECK_OUT(cbt_mp_stats, cbt_mp_stats_get(NULL, o_));
+    CHECK_OUT(cbt_pspan_stats, cbt_pspan_stats_get(o_));
+    CHECK_OUT(cbt_ring_stats, cbt_ring_stats_get(o_));
+    CHECK_OUT(cbt_cupti_stats, cbt_cupti_stats_get(o_));
+#ifdef CBT_WITH_OTLP
+    CHECK_OUT(cbt_otlp_stats, cbt_otlp_exporter_stats(NULL, o_));
+#endif
+    cbt_subscriber cb;
+    assert_int_equal(cbt_cb_subscriber_create(0, &cb), CBT_OK);
+    assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
+    CHECK_OUT(cbt_cb_stats, cbt_cb_stats_get(NULL, o_));
+    tu_stop();
+}
+
+static int g_on_span, g_bad_called;
+static cbt_status count_span(void *ctx, const cbt_span *s)
+{
+    (void)ctx;
+    (void)s;
+    g_on_span++;
+    return CBT_OK;
+}
+static void bad_destroy(void *ctx)
+{
+    (void)ctx;
+    g_bad_called++;
+}
+
+/* A sink from an older caller knows on_span but not destroy or on_cta: the
+ * callbacks past its size are NULL to cbt, whatever the memory holds. A
+ * subscriber likewise. */
+static void sink_older_caller(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.version = CBT_SINK_VERSION;
+    k.size = (uint32_t)offsetof(cbt_sink, destroy);
+    k.name = "old";
+    k.on_span = count_span;
+    k.destroy = bad_destroy; /* past size: must never be called */
+    assert_int_equal(cbt_add_sink(&k), CBT_OK);
+
+    union {
+        cbt_sink s;
+        unsigned char raw[sizeof(cbt_sink) + 16];
+    } nu;
+    memset(&nu, 0, sizeof nu);
+    nu.s = k;
+    nu.s.size = (uint32_t)sizeof nu.raw;
+    assert_int_equal(cbt_add_sink(&nu.s), CBT_ERR_VERSION);
+
+    cbt_subscriber sub;
+    memset(&sub, 0, sizeof sub);
+    sub.version = CBT_SUBSCRIBER_VERSION;
+    sub.size = (uint32_t)sizeof sub + 8;
+    assert_int_equal(cbt_add_subscriber(&sub), CBT_ERR_VERSION);
+
+    tu_pub(CBT_EV_MP_REQUEST_START, "s");
+    tu_pub(CBT_EV_MP_REQUEST_END, "s");
+    tu_flush();
+    assert_true(g_on_span >= 1);
+    tu_stop();
+    assert_int_equal(g_bad_called, 0);
+}
+
+/* cbt_launch_info from an older caller: n_ctas and what follows default. */
+static void launch_info_both_directions(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cpu_create(0, &s), CBT_OK);
+    union {
+        cbt_launch_info li;
+        unsigned char raw[sizeof(cbt_launch_info) + 16];
+    } u;
+    memset(&u, POISON, sizeof u);
+    u.li.version = CBT_LAUNCH_INFO_VERSION;
+    u.li.size = (uint32_t)offsetof(cbt_launch_info, mode); /* knows op only */
+    u.li.op = CBT_KOP_USER;
+    cbt_kspan span;
+    assert_int_equal(cbt_launch_begin(s, "k", &u.li, &span), CBT_OK);
+    assert_non_null(span.ring);
+    assert_int_equal(span.mode, CBT_REC_LAUNCH); /* the default, not the poison */
+    u.li.size = (uint32_t)sizeof u.raw;
+    assert_int_equal(cbt_launch_begin(s, "k", &u.li, &span), CBT_ERR_VERSION);
+    assert_null(span.ring);
+    cbt_stream_sync(s);
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
+#ifdef CBT_WITH_OTLP
+/* cbt_otlp_config_from_env works on a full copy and writes back no more than
+ * an older caller's size; a newer caller's config is refused by create. */
+static void otlp_config_both_directions(void **state)
+{
+    (void)state;
+    static union {
+        cbt_otlp_config c;
+        unsigned char raw[sizeof(cbt_otlp_config) + 32];
+    } u;
+    memset(&u, POISON, sizeof u);
+    cbt_otlp_config_default(&u.c);
+    size_t old = offsetof(cbt_otlp_config, endpoint) + sizeof u.c.endpoint;
+    u.c.size = (uint32_t)old;
+    memset(u.raw + old, POISON, sizeof u.raw - old);
+    assert_int_equal(cbt_otlp_config_from_env(&u.c, NULL), CBT_OK);
+    assert_int_equal(u.c.size, old);
+    assert_true(poisoned(u.raw + old, sizeof u.raw - old));
+
+    cbt_otlp_config_default(&u.c);
+    u.c.size = (uint32_t)sizeof u.raw;
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&u.c, &e, &sink), CBT_ERR_VERSION);
+    assert_null(e);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(config_older_caller, tu_teardown),
+        cmocka_unit_test_teardown(config_newer_caller, tu_teardown),
+        cmocka_unit_test_teardown(metrics_both_directions, tu_teardown),
+        cmocka_unit_test_teardown(stats_getters_bounded, tu_teardown),
+        cmocka_unit_test_teardown(sink_older_caller, tu_teardown),
+        cmocka_unit_test_teardown(launch_info_both_directions, tu_teardown),
+#ifdef CBT_WITH_OTLP
+        cmocka_unit_test(otlp_config_both_directions),
+#endif
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
