@@ -1,30 +1,57 @@
 # cbt — the two commands a new user needs:
-#   make demo   install what is missing, build, run the demo workload
-#   make test   install what is missing, build, run every test: plain build
-#               (CUDA files compiled by nvcc when present), then the whole
-#               suite under ASan+UBSan, then under TSan
-# Other targets: build, test-plain, test-asan, test-tsan, bench, clean.
+#   make demo   install what the library needs, build the library and the cbt
+#               command alone (no tests, no benchmarks), run the demo workload
+#   make test   install what is missing (cmocka, python3-venv, clang with
+#               libFuzzer too), build, run every test: plain build (CUDA files
+#               compiled by nvcc when present), the whole suite under
+#               ASan+UBSan, then under TSan, then a 20 s fuzz run; what was
+#               skipped (SKIP: lines) is repeated at the end
+# Other targets: build, test-plain, test-asan, test-tsan, bench, clean, fuzz.
+# CBT_NO_DEPS=1 skips scripts/deps.sh (you provide what it would install);
+# CBT_DEPS_DRY_RUN=1 makes it print what it would install, and go on.
+SHELL := /bin/bash
 JOBS ?= 2
 BUILD ?= build
 CMAKE_FLAGS ?=
+FUZZ_LOG = $(BUILD)/fuzz.log
 
-.PHONY: all deps build demo test test-plain test-asan test-tsan bench clean fuzz
+.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-asan test-tsan bench clean fuzz
 
 all: build
 
+# scripts/deps.sh: test = everything make test uses; lib = the library and
+# the cbt command; fuzz = clang with libFuzzer
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh test
 
+deps-lib:
+	@scripts/deps.sh lib
+
+deps-fuzz:
+	@scripts/deps.sh fuzz
+
+# The test builds say -DCBT_BUILD_TESTS=ON: without cmocka they stop, they
+# never quietly build no tests.
 build: deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCBT_BUILD_TESTS=ON -DCBT_BUILD_BENCH=ON $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 
-demo: build
+# The demo needs the library and the command (./build/cbt), nothing else.
+demo: deps-lib
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCBT_BUILD_TESTS=OFF -DCBT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j$(JOBS) --target cbt_cli
 	./$(BUILD)/cbt demo --requests 32 --output cbt-trace.json --spans cbt-spans.jsonl
 	@echo "cbt: trace file $(CURDIR)/cbt-trace.json: open it at https://ui.perfetto.dev (drag the file in) or chrome://tracing"
 	@echo "cbt: spans also in $(CURDIR)/cbt-spans.jsonl (one JSON object per line)"
 
 test: test-plain test-asan test-tsan fuzz
+	@skips="$$(cat $(BUILD)/Testing/Temporary/LastTest.log build-asan/Testing/Temporary/LastTest.log \
+	    build-tsan/Testing/Temporary/LastTest.log $(FUZZ_LOG) 2>/dev/null | grep '^SKIP:' | awk '!seen[$$0]++')"; \
+	if [ -n "$$skips" ]; then \
+	  echo "cbt: make test passed (plain, ASan/UBSan, TSan, fuzz), with these skipped:"; echo "$$skips"; \
+	else \
+	  echo "cbt: make test passed (plain, ASan/UBSan, TSan, fuzz), nothing skipped"; \
+	fi
 
 test-plain: build
 	@scripts/pydeps.sh || echo "cbt: the official OTLP decode test will report itself skipped"
@@ -35,19 +62,19 @@ test-plain: build
 # and the plain build already compiles and runs every CUDA file.
 test-asan: deps
 	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCBT_WITH_CUDA=OFF \
-	  -DCBT_SANITIZE=address,undefined -DCBT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	  -DCBT_SANITIZE=address,undefined -DCBT_BUILD_TESTS=ON -DCBT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir build-asan --output-on-failure -j$(JOBS)
 
 test-tsan: deps
 	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DCBT_WITH_CUDA=OFF \
-	  -DCBT_SANITIZE=thread -DCBT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	  -DCBT_SANITIZE=thread -DCBT_BUILD_TESTS=ON -DCBT_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build build-tsan -j$(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --test-dir build-tsan --output-on-failure -j$(JOBS)
 
-bench: deps
+bench: deps-lib
 	cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release -DCBT_BUILD_TESTS=OFF $(CMAKE_FLAGS)
 	cmake --build build-release -j$(JOBS)
 	./build-release/bench/bench_publish
@@ -55,5 +82,8 @@ bench: deps
 clean:
 	rm -rf $(BUILD) build-asan build-tsan build-release
 
-fuzz:
-	@scripts/fuzz.sh
+# Within make test, deps has already seen to clang and libFuzzer. The output
+# is kept in $(FUZZ_LOG) so that make test can repeat a SKIP: line at its end.
+fuzz: $(if $(filter test,$(MAKECMDGOALS)),,deps-fuzz)
+	@mkdir -p $(BUILD)
+	@set -o pipefail; scripts/fuzz.sh 2>&1 | tee $(FUZZ_LOG)

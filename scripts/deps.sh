@@ -1,31 +1,212 @@
 #!/usr/bin/env bash
-# scripts/deps.sh — make sure the Debian packages cbt builds with are present.
-# As root: installs what is missing (apt-get). Otherwise: prints the one
-# apt-get line needed and exits 1. CUDA is not a Debian package here: nvcc is
-# looked for at /usr/local/cuda/bin/nvcc and the build goes without it when absent.
+# scripts/deps.sh — make sure what cbt builds with is present.
+#
+#   scripts/deps.sh [lib] [test] [fuzz]    (no word: test, which is all three)
+#
+#   lib    the library and the cbt command (make demo, make bench): a C
+#          compiler, make, cmake, pkg-config, protoc-c, and the pkg-config
+#          modules libprotobuf-c, libcurl, zlib
+#   test   lib + cmocka + python3 with venv/ensurepip + fuzz (make test)
+#   fuzz   clang that links -fsanitize=fuzzer,address,undefined (make fuzz)
+#
+# Each need is checked by what the build itself uses (a command on PATH, a
+# pkg-config module, a compile-and-link probe), not by dpkg, so tools that
+# came some other way count. Each unmet need maps to a Debian package:
+#   as root     apt-get update once, then installs only those packages
+#   otherwise   prints the one apt-get line needed and exits 1
+#
+#   CBT_NO_DEPS=1        skip this script entirely (you provide everything)
+#   CBT_DEPS_DRY_RUN=1   print what is missing and what would be installed, exit 0
+#   CC, CLANG            the compilers probed (default cc, clang), as cmake
+#                        and scripts/fuzz.sh use them
+#
+# CUDA is not a Debian package here: nvcc is looked for at
+# /usr/local/cuda/bin/nvcc and the build goes without it when absent.
 set -euo pipefail
 
-PKGS=(build-essential cmake pkg-config python3 python3-venv libcmocka-dev libprotobuf-c-dev
-      protobuf-c-compiler libcurl4-openssl-dev zlib1g-dev)
-
-missing=()
-for p in "${PKGS[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-    missing+=("$p")
-  fi
-done
-
-if [ ${#missing[@]} -eq 0 ]; then
+if [ -n "${CBT_NO_DEPS:-}" ] && [ "${CBT_NO_DEPS}" != 0 ]; then
+  echo "cbt: CBT_NO_DEPS=${CBT_NO_DEPS}: not checking or installing dependencies (scripts/deps.sh skipped)"
   exit 0
 fi
 
+want_lib=0 want_test=0 want_fuzz=0
+[ $# -eq 0 ] && set -- test
+for a in "$@"; do
+  case "${a#--}" in
+    lib) want_lib=1 ;;
+    fuzz) want_fuzz=1 ;;
+    test|all) want_lib=1 want_test=1 want_fuzz=1 ;;
+    *) echo "usage: scripts/deps.sh [lib] [test] [fuzz]" >&2; exit 2 ;;
+  esac
+done
+
+CC_PROBE="${CC:-cc}"
+CC_FUZZ="${CLANG:-clang}"
+work="$(mktemp -d "${TMPDIR:-/tmp}/cbt-deps.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+dry=0
+if [ -n "${CBT_DEPS_DRY_RUN:-}" ] && [ "${CBT_DEPS_DRY_RUN}" != 0 ]; then dry=1; fi
+
+have() { command -v "$1" >/dev/null 2>&1; }
+list() { local out="" x; for x in "$@"; do out="${out:+$out, }$x"; done; printf '%s' "$out"; }
+
+# probe_c "<includes>" [link flags...]: does $CC_PROBE compile and link a
+# program with these headers and libraries?
+probe_c() {
+  local inc="$1"; shift
+  have "$CC_PROBE" || return 1
+  { printf '%b\n' "$inc"; printf 'int main(void) { return 0; }\n'; } >"$work/p.c"
+  "$CC_PROBE" "$work/p.c" -o "$work/p" "$@" >/dev/null 2>&1
+}
+
+# a pkg-config module the build finds with pkg_check_modules; without
+# pkg-config (itself a need), its header and library stand in for it
+pc_module() { # module "<includes>" link-flag
+  if have pkg-config; then
+    pkg-config --exists "$1"
+  else
+    probe_c "$2" "$3"
+  fi
+}
+
+# clang with libFuzzer and the sanitizer runtimes, as scripts/fuzz.sh builds
+fuzz_links() {
+  have "$CC_FUZZ" || return 1
+  printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+    >"$work/fz.c"
+  "$CC_FUZZ" -fsanitize=fuzzer,address,undefined "$work/fz.c" -o "$work/fz" >/dev/null 2>&1
+}
+
+# The Debian package that has libclang_rt.fuzzer for the clang in use (or the
+# one `clang` would bring): libclang-rt-N-dev (Debian 12), libclang-common-N-dev
+# (Debian 11 and before). Empty when it cannot be told.
+clang_major() {
+  local v=""
+  if have "$CC_FUZZ"; then
+    v="$("$CC_FUZZ" --version 2>/dev/null | sed -n 's/.*clang version \([0-9][0-9]*\).*/\1/p' | head -n1)"
+  fi
+  if [ -z "$v" ]; then
+    case "$(basename "$CC_FUZZ")" in
+      clang-[0-9]*) v="${CC_FUZZ##*clang-}" ;;
+      *) have apt-cache && v="$(apt-cache depends clang 2>/dev/null | sed -n 's/^ *Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n1)" ;;
+    esac
+  fi
+  printf '%s' "$v"
+}
+fuzzer_pkg() {
+  local n; n="$(clang_major)"
+  [ -n "$n" ] || return 0
+  if ! have apt-cache; then
+    printf 'libclang-rt-%s-dev' "$n"; return 0
+  fi
+  local p
+  for p in "libclang-rt-$n-dev" "libclang-common-$n-dev"; do
+    if apt-cache show "$p" >/dev/null 2>&1; then
+      printf '%s' "$p"; return 0
+    fi
+  done
+}
+
+# check: fills needs[] ("what (package)") and pkgs[] (unique packages);
+# soft needs (python venv, fuzz) are only warned about if an install
+# leaves them unmet: their steps then say they are skipped.
+needs=() pkgs=() hard_unmet=0 notes=()
+need() { # what package [soft]
+  needs+=("$1 ($2)")
+  [ "${3:-}" = soft ] || hard_unmet=1
+  local p
+  for p in "${pkgs[@]+"${pkgs[@]}"}"; do [ "$p" = "$2" ] && return 0; done
+  pkgs+=("$2")
+}
+check() {
+  needs=() pkgs=() hard_unmet=0 notes=()
+  if [ $want_lib = 1 ]; then
+    if ! have "$CC_PROBE" || ! probe_c '#include <stdio.h>'; then
+      need "C compiler $CC_PROBE" build-essential
+    fi
+    have make || need make build-essential
+    have cmake || need cmake cmake
+    have pkg-config || need pkg-config pkg-config
+    have protoc-c || need protoc-c protobuf-c-compiler
+    pc_module libprotobuf-c '#include <protobuf-c/protobuf-c.h>' -lprotobuf-c \
+      || need "pkg-config libprotobuf-c" libprotobuf-c-dev
+    pc_module libcurl '#include <curl/curl.h>' -lcurl || need "pkg-config libcurl" libcurl4-openssl-dev
+    pc_module zlib '#include <zlib.h>' -lz || need "pkg-config zlib" zlib1g-dev
+  fi
+  if [ $want_test = 1 ]; then
+    # CMake finds cmocka by its header and library (find_path/find_library)
+    # (a pkg-config cmocka elsewhere counts when its flags make the probe pass)
+    local cm='#include <stdarg.h>\n#include <stddef.h>\n#include <stdint.h>\n#include <setjmp.h>\n#include <cmocka.h>'
+    if ! probe_c "$cm" -lcmocka; then
+      # shellcheck disable=SC2046
+      if ! { have pkg-config && pkg-config --exists cmocka \
+             && probe_c "$cm" $(pkg-config --cflags --libs cmocka); }; then
+        need "cmocka.h + libcmocka" libcmocka-dev
+      fi
+    fi
+    if ! have python3; then
+      need python3 python3 soft
+      need "python3 venv+ensurepip" python3-venv soft
+    elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+      need "python3 venv+ensurepip" python3-venv soft
+    fi
+  fi
+  if [ $want_fuzz = 1 ] && ! fuzz_links; then
+    if ! have "$CC_FUZZ"; then
+      case "$(basename "$CC_FUZZ")" in
+        clang-[0-9]*) need "$CC_FUZZ" "$(basename "$CC_FUZZ")" soft ;;
+        *) need "$CC_FUZZ" clang soft ;;
+      esac
+    fi
+    local fp; fp="$(fuzzer_pkg)"
+    if [ -n "$fp" ]; then
+      need "libFuzzer for $CC_FUZZ" "$fp" soft
+    else
+      notes+=("cbt: cannot tell which Debian package has libFuzzer for $CC_FUZZ; the fuzz step will print SKIP:")
+    fi
+  fi
+}
+
+check
+for n in "${notes[@]+"${notes[@]}"}"; do echo "$n" >&2; done
+if [ ${#pkgs[@]} -eq 0 ]; then
+  if [ $dry = 1 ]; then echo "cbt: nothing missing"; fi
+  exit 0
+fi
+
+echo "cbt: missing: $(list "${needs[@]}")" >&2
+if [ $dry = 1 ]; then
+  echo "cbt: would run: apt-get update && apt-get install -y --no-install-recommends ${pkgs[*]}"
+  exit 0
+fi
+if ! have apt-get; then
+  echo "cbt: no apt-get here: install the equivalents of these Debian packages: ${pkgs[*]}" >&2
+  exit 1
+fi
 if [ "$(id -u)" -ne 0 ]; then
-  echo "cbt: missing Debian packages. Install them with:" >&2
-  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  echo "cbt: install them with (or set CBT_NO_DEPS=1 if you provide them yourself):" >&2
+  echo "  sudo apt-get install -y ${pkgs[*]}" >&2
   exit 1
 fi
 
-echo "cbt: installing ${missing[*]}" >&2
+echo "cbt: installing ${pkgs[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+apt-get update -qq || echo "cbt: apt-get update failed; trying the install with the package lists at hand" >&2
+if ! apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; then
+  echo "cbt: apt-get install ${pkgs[*]} failed (see above)" >&2
+  exit 1
+fi
+
+# What the install did not bring (a compiler earlier on PATH than the
+# Debian one, say) is named here rather than left to fail later.
+hash -r
+check
+if [ ${#pkgs[@]} -ne 0 ]; then
+  echo "cbt: still missing after the install: $(list "${needs[@]}")" >&2
+  if [ $hard_unmet = 1 ]; then
+    exit 1
+  fi
+  echo "cbt: going on without them: the steps that need them say they are skipped" >&2
+fi
+exit 0

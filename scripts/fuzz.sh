@@ -2,7 +2,8 @@
 # scripts/fuzz.sh — build and run the W3C traceparent libFuzzer target
 # (tests/fuzz_traceparent.c) against host/trace/context.c, with ASan + UBSan, for a
 # bounded time. Exits non-zero when the fuzzer finds a crash or an invariant
-# violation; prints "SKIP: ..." and exits 0 when clang or libFuzzer is missing.
+# violation; prints "SKIP: ..." and exits 0 when clang or libFuzzer is missing
+# (scripts/deps.sh installs both; make test repeats the SKIP line at its end).
 #
 #   scripts/fuzz.sh            20 s
 #   FUZZ_SECONDS=120 scripts/fuzz.sh
@@ -14,18 +15,19 @@ SECONDS_BUDGET="${FUZZ_SECONDS:-20}"
 CC_FUZZ="${CLANG:-clang}"
 
 if ! command -v "$CC_FUZZ" >/dev/null 2>&1; then
-  echo "SKIP: fuzz: $CC_FUZZ not found"
+  echo "SKIP: fuzz: $CC_FUZZ not found (as root, scripts/deps.sh fuzz installs it)"
   exit 0
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/cbt-fuzz.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-# libFuzzer present? (clang without compiler-rt's fuzzer runtime fails here)
+# libFuzzer and the sanitizer runtimes present? (clang without compiler-rt's
+# runtimes, Debian's libclang-rt-N-dev, fails here)
 printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n);\nint LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
   > "$work/probe.c"
-if ! "$CC_FUZZ" -fsanitize=fuzzer "$work/probe.c" -o "$work/probe" >/dev/null 2>&1; then
-  echo "SKIP: fuzz: $CC_FUZZ cannot link -fsanitize=fuzzer (libFuzzer missing)"
+if ! "$CC_FUZZ" -fsanitize=fuzzer,address,undefined "$work/probe.c" -o "$work/probe" >/dev/null 2>&1; then
+  echo "SKIP: fuzz: $CC_FUZZ cannot link -fsanitize=fuzzer,address,undefined (libFuzzer missing; as root, scripts/deps.sh fuzz installs it)"
   exit 0
 fi
 
