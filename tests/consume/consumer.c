@@ -122,10 +122,7 @@ int main(void)
         CHECK(has_session(&store), "'mp.store' lacks session_id=" SID);
     }
 
-    cbt_metrics m;
-    memset(&m, 0, sizeof m);
-    m.version = 1;
-    m.size = (uint32_t)sizeof m;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics); /* version and size set, as cbt.h asks */
     if (cbt_metrics_get(&m) == CBT_OK)
         CHECK(m.dropped_full == 0 && m.rejected == 0 && m.subscriber_errors == 0,
               "events lost: dropped %llu rejected %llu subscriber errors %llu",

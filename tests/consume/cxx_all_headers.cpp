@@ -93,6 +93,9 @@ int main()
         }
     }
     int rc = 0;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    if (cbt_metrics_get(&m) != CBT_OK || m.spans_ended < 2)
+        rc = fail("cbt_metrics_get with CBT_STRUCT_INIT");
     if (cbt_memsink_count(ms) != 2 || !have_root || !have_store)
         rc = fail("expected exactly the spans request and mp.store");
     else if (std::memcmp(store.parent_span_id, root.ctx.span_id, sizeof root.ctx.span_id) != 0)
