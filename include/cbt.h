@@ -15,8 +15,17 @@
  * thread's own bounded lane (a single-producer ring: no lock, no CAS); it
  * never blocks, and allocates only once per thread (its lane). With no tracer (not
  * initialised, or disabled by configuration) it is one predictable branch.
- * Defining CBT_DISABLE before including this header compiles the event and
- * publish calls to nothing.
+ *
+ * CBT_DISABLE: defined before the first cbt include, it compiles every cbt
+ * call out. Each function of this header and of every header under cbt/
+ * becomes a static inline no-op (its arguments still type-checked; no cbt
+ * symbol referenced, so no cbt library is linked) and each kernel macro a
+ * void cast; types, enums and constants stay defined. Calls return CBT_OK with
+ * defined, empty results — NULL handles, zeroed out-structs, "" strings,
+ * "cbt disabled" from cbt_strerror() — unless a header says otherwise, and
+ * cbt_config_default() keeps its defaults with enabled = false. Each header
+ * says at its top what CBT_DISABLE does to it; tests/disable_all.c uses
+ * every call and macro with it, linked against libc alone.
  *
  * Threads: cbt_init() starts one harvester thread; cbt_shutdown() stops it
  * after draining. cbt_publish() may be called from any thread. cbt_shutdown()
@@ -27,6 +36,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include "cbt/build_config.h"
 #include "cbt/event.h"
 #include "cbt/names.h"
@@ -104,6 +114,105 @@ typedef struct cbt_config {
 } cbt_config;
 #define CBT_CONFIG_VERSION 1u
 
+/* Self-metrics. All counters are totals since cbt_init(). */
+typedef struct cbt_metrics {
+    uint32_t version, size;     /* CBT_STRUCT_INIT(cbt_metrics) */
+    uint64_t published;         /* events accepted into the queue */
+    uint64_t dropped_full;      /* events dropped: queue or stream pool full */
+    uint64_t rejected;          /* events refused: invalid type or session */
+    uint64_t session_too_long;  /* cbt_event_init refusals */
+    uint64_t dispatched;        /* events handed to subscribers */
+    uint64_t subscriber_errors; /* non-zero returns from subscribers */
+    uint64_t sink_errors;       /* non-zero returns from sinks */
+    uint64_t queue_depth;       /* events waiting now, all lanes and the shared queue */
+    uint64_t queue_capacity;    /* of the shared queue */
+    uint64_t lanes;             /* threads with a lane of their own now */
+    uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
+    uint64_t lag_last_ns;       /* oldest-event lag: dispatch time - stamp of the
+                                   oldest event of the harvester's last round */
+    uint64_t lag_max_ns;        /* worst oldest-event lag seen */
+    uint64_t spans_started;
+    uint64_t spans_ended;
+    uint64_t spans_dropped;     /* span pool exhausted */
+    uint64_t spans_open;
+    uint64_t registry_full;     /* registry puts refused */
+    uint64_t harvester_busy_ns; /* harvester time spent dispatching (not polling idle) */
+    uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
+} cbt_metrics;
+#define CBT_METRICS_VERSION 1u
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_config cbt_config_default(void)
+{
+    cbt_config c;
+    memset(&c, 0, sizeof c);
+    c.version = CBT_CONFIG_VERSION;
+    c.size = (uint32_t)sizeof c;
+    c.enabled = false; /* the one difference: there is no tracer to install */
+    c.mp_subscriber = true;
+    c.queue_capacity = 16384;
+    c.lane_capacity = 4096;
+    c.max_lanes = 64;
+    c.span_pool = 8192;
+    c.registry_capacity = 16384;
+    c.max_sessions = 4096;
+    c.poll_interval_us = 200;
+    c.shutdown_timeout_ms = 2000;
+    c.ring_capacity = 1u << 16;
+    c.cuda_ring_capacity = 1u << 16;
+    c.ring_placement = CBT_RING_MAPPED;
+    return c;
+}
+static inline cbt_status cbt_init(const cbt_config *cfg)
+{
+    (void)cfg;
+    return CBT_OK;
+}
+static inline cbt_status cbt_shutdown(void) { return CBT_OK; }
+static inline cbt_tracer *cbt_tracer_get(void) { return NULL; }
+static inline cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
+{
+    (void)sub; /* never called, never destroyed */
+    return CBT_OK;
+}
+static inline cbt_status cbt_add_sink(const cbt_sink *sink)
+{
+    (void)sink; /* never called, never destroyed */
+    return CBT_OK;
+}
+static inline cbt_status cbt_flush(uint32_t timeout_ms)
+{
+    (void)timeout_ms;
+    return CBT_OK;
+}
+static inline cbt_status cbt_metrics_get(cbt_metrics *out)
+{
+    if (out) { /* all zero, written in full (the out-struct rule, above) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_METRICS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+static inline cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
+{
+    (void)t, (void)ev;
+    return CBT_OK;
+}
+static inline cbt_status cbt_publish_checked(const cbt_event *ev)
+{
+    (void)ev;
+    return CBT_OK;
+}
+static inline bool cbt_enabled(void) { return false; }
+static inline cbt_status cbt_publish(const cbt_event *ev)
+{
+    (void)ev;
+    return CBT_OK;
+}
+#else /* the calls */
+
 /* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
  * lanes for up to 64 threads, 65536-record rings (mapped placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound. */
@@ -133,33 +242,7 @@ cbt_status cbt_add_sink(const cbt_sink *sink);
  * `timeout_ms` (CBT_ERR_TIMEOUT). Call cbt_stream_sync() first for streams. */
 cbt_status cbt_flush(uint32_t timeout_ms);
 
-/* Self-metrics. All counters are totals since cbt_init(). */
-typedef struct cbt_metrics {
-    uint32_t version, size;     /* CBT_STRUCT_INIT(cbt_metrics) */
-    uint64_t published;         /* events accepted into the queue */
-    uint64_t dropped_full;      /* events dropped: queue or stream pool full */
-    uint64_t rejected;          /* events refused: invalid type or session */
-    uint64_t session_too_long;  /* cbt_event_init refusals */
-    uint64_t dispatched;        /* events handed to subscribers */
-    uint64_t subscriber_errors; /* non-zero returns from subscribers */
-    uint64_t sink_errors;       /* non-zero returns from sinks */
-    uint64_t queue_depth;       /* events waiting now, all lanes and the shared queue */
-    uint64_t queue_capacity;    /* of the shared queue */
-    uint64_t lanes;             /* threads with a lane of their own now */
-    uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
-    uint64_t lag_last_ns;       /* oldest-event lag: dispatch time - stamp of the
-                                   oldest event of the harvester's last round */
-    uint64_t lag_max_ns;        /* worst oldest-event lag seen */
-    uint64_t spans_started;
-    uint64_t spans_ended;
-    uint64_t spans_dropped;     /* span pool exhausted */
-    uint64_t spans_open;
-    uint64_t registry_full;     /* registry puts refused */
-    uint64_t harvester_busy_ns; /* harvester time spent dispatching (not polling idle) */
-    uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
-} cbt_metrics;
-#define CBT_METRICS_VERSION 1u
-
+/* The self-metrics (cbt_metrics, above) as of now. */
 cbt_status cbt_metrics_get(cbt_metrics *out);
 
 /* ---- publishing ------------------------------------------------------------ */
@@ -169,17 +252,7 @@ cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev);
 /* Out-of-line cbt_publish, for C++ and FFI callers. */
 cbt_status cbt_publish_checked(const cbt_event *ev);
 
-#if defined(CBT_DISABLE)
-/* Compiled out: arguments are not evaluated beyond a cast to void. */
-#define cbt_event_init(ev, type, session) ((void)(ev), (void)(type), (void)(session), CBT_OK)
-#define cbt_event_i64(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
-#define cbt_event_f64(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
-#define cbt_event_bool(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
-#define cbt_event_str(ev, k, v) ((void)(ev), (void)(k), (void)(v), CBT_OK)
-#define cbt_publish(ev) ((void)(ev), CBT_OK)
-#define cbt_publish_on_stream(s, ev) ((void)(s), (void)(ev), CBT_OK)
-#define cbt_enabled() (false)
-#elif !defined(__cplusplus)
+#if !defined(__cplusplus)
 #include <stdatomic.h>
 /* The process-wide tracer. Written only by cbt_init/cbt_shutdown. */
 extern _Atomic(cbt_tracer *) cbt_active_tracer_;
@@ -205,6 +278,8 @@ static inline cbt_status cbt_publish(const cbt_event *ev)
 static inline bool cbt_enabled(void) { return cbt_tracer_get() != NULL; }
 static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_checked(ev); }
 #endif
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -17,11 +17,19 @@
  * Thread safety: updates (harvester thread) and snapshots (any thread) take
  * the set's own mutex; both are short, fixed-size copies. No allocation after
  * create.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types, enums and
+ * bounds stay defined and every call is a static inline no-op referencing
+ * no cbt symbol: there is no set (create gives NULL, current is NULL),
+ * updates are dropped, a snapshot is all zero, names are "", and
+ * cbt_blend_bounds_ms() still returns the CBT_BLEND_BOUNDS_MS array.
  */
 #ifndef CBT_BLEND_METRICS_H
 #define CBT_BLEND_METRICS_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "cbt/event.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
@@ -135,6 +143,64 @@ typedef struct cbt_blend_snapshot {
 
 typedef struct cbt_blend_metrics cbt_blend_metrics;
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_blend_metrics_create(cbt_blend_metrics **out)
+{
+    if (out)
+        *out = NULL;
+    return CBT_OK;
+}
+static inline void cbt_blend_metrics_free(cbt_blend_metrics *m) { (void)m; }
+static inline cbt_blend_metrics *cbt_blend_metrics_current(void) { return NULL; }
+static inline void cbt_blend_count(cbt_blend_metrics *m, cbt_blend_counter c, uint64_t n)
+{
+    (void)m, (void)c, (void)n;
+}
+static inline void cbt_blend_observe(cbt_blend_metrics *m, cbt_blend_hist h, double ms,
+                                     const cbt_span *from)
+{
+    (void)m, (void)h, (void)ms, (void)from;
+}
+static inline cbt_status cbt_blend_snapshot_take(cbt_blend_metrics *m, cbt_blend_snapshot *out)
+{
+    (void)m;
+    if (out)
+        memset(out, 0, sizeof *out);
+    return CBT_OK;
+}
+static inline const char *cbt_blend_counter_name(cbt_blend_counter c)
+{
+    (void)c;
+    return "";
+}
+static inline const char *cbt_blend_counter_unit(cbt_blend_counter c)
+{
+    (void)c;
+    return "";
+}
+static inline const char *cbt_blend_counter_desc(cbt_blend_counter c)
+{
+    (void)c;
+    return "";
+}
+static inline const char *cbt_blend_hist_name(cbt_blend_hist h)
+{
+    (void)h;
+    return "";
+}
+static inline const char *cbt_blend_hist_desc(cbt_blend_hist h)
+{
+    (void)h;
+    return "";
+}
+static inline const double *cbt_blend_bounds_ms(void)
+{
+    static const double bounds[CBT_BLEND_N_BOUNDS] = CBT_BLEND_BOUNDS_MS;
+    return bounds;
+}
+#else /* the calls */
+
 /* A fresh set, every value zero, start_ns = now. CBT_ERR_INVAL / NOMEM. */
 cbt_status cbt_blend_metrics_create(cbt_blend_metrics **out);
 void cbt_blend_metrics_free(cbt_blend_metrics *m);
@@ -163,6 +229,8 @@ const char *cbt_blend_hist_name(cbt_blend_hist h);
 const char *cbt_blend_hist_desc(cbt_blend_hist h);
 /* The CBT_BLEND_N_BOUNDS bucket bounds in ms, ascending. */
 const double *cbt_blend_bounds_ms(void);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -48,11 +48,16 @@
  * sub-span END) with the bool "failed" = true marks the span ERROR and counts
  * a retrieve failure; point events count chunks_evicted /
  * fingerprints_registered by their "count" value (1 when absent).
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types stay
+ * defined; both calls are static inline no-ops referencing no cbt symbol,
+ * returning CBT_OK with an empty subscriber (no callbacks) and zeroed stats.
  */
 #ifndef CBT_CB_H
 #define CBT_CB_H
 
 #include <stdint.h>
+#include <string.h>
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -83,6 +88,30 @@ typedef struct cbt_cb_stats {
 } cbt_cb_stats;
 #define CBT_CB_STATS_VERSION 1u
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+{
+    (void)max_sessions;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->version = CBT_SUBSCRIBER_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+static inline cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
+{
+    (void)sub;
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_CB_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
+
 /* Fill *out with a CB subscriber tracking at most `max_sessions` sessions at
  * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does not
  * install it. */
@@ -92,6 +121,8 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out);
  * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_NOT_FOUND
  * when none is installed. */
 cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

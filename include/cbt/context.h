@@ -38,6 +38,13 @@
  * the environment and should be called once at start-up). All functions are
  * thread-safe. None of them needs a tracer, and none calls into the rest of
  * cbt, so a process may use them with tracing disabled.
+ *
+ * CBT_DISABLE (defined before the first cbt include) compiles them out too:
+ * the types and constants stay defined and every call is a static inline
+ * no-op referencing no cbt symbol. Nothing is injected or extracted: a
+ * formatted traceparent is "", every parsed or extracted context and
+ * derived trace id is all zero (so cbt_context_sampled() is 0, and
+ * cbt_context_parent() NULL), sampling decides false, calls return CBT_OK.
  */
 #ifndef CBT_CONTEXT_H
 #define CBT_CONTEXT_H
@@ -68,6 +75,129 @@ typedef struct cbt_trace_context {
     uint8_t has_state;  /* tracestate holds an accepted, non-empty value */
     uint8_t remote;     /* 1: ctx came from a valid traceparent (Option A) */
 } cbt_trace_context;
+
+/* A head sampler (cbt_sampler_parse and the rest, below). */
+typedef enum cbt_sampler_kind {
+    CBT_SAMPLER_ALWAYS_ON = 0,
+    CBT_SAMPLER_ALWAYS_OFF,
+    CBT_SAMPLER_TRACEIDRATIO,
+    CBT_SAMPLER_PARENTBASED_ALWAYS_ON,  /* OpenTelemetry's default */
+    CBT_SAMPLER_PARENTBASED_ALWAYS_OFF,
+    CBT_SAMPLER_PARENTBASED_TRACEIDRATIO,
+    CBT_SAMPLER_KIND_COUNT_
+} cbt_sampler_kind;
+
+typedef struct cbt_sampler {
+    cbt_sampler_kind kind;
+    double ratio; /* [0, 1]; used by the two traceidratio kinds */
+} cbt_sampler;
+
+/* ---- sampled-out requests cost what the disabled path costs -------------------- */
+
+/* 1 when tc's request is sampled in. A process skips a sampled-out request
+ * with one branch before building anything:
+ *
+ *   if (cbt_context_sampled(&tc)) { cbt_event_init(...); cbt_publish(&e); }
+ *
+ * and hands its kernels an untraced span (cbt_launch_info.sampled_out = 1:
+ * the ring pointer is NULL, the macros write nothing). No event is queued
+ * and no ring record written for it; bench_publish measures the branch. */
+static inline int cbt_context_sampled(const cbt_trace_context *tc)
+{
+    return tc != NULL && (tc->ctx.trace_flags & CBT_TRACE_FLAG_SAMPLED) != 0;
+}
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_traceparent_format(const cbt_span_ctx *c,
+                                                char out[CBT_TRACEPARENT_LEN + 1])
+{
+    (void)c;
+    if (out)
+        out[0] = '\0';
+    return CBT_OK;
+}
+static inline cbt_status cbt_traceparent_parse(const char *s, size_t len, cbt_span_ctx *out)
+{
+    (void)s, (void)len;
+    if (out)
+        memset(out, 0, sizeof *out);
+    return CBT_OK;
+}
+static inline cbt_status cbt_tracestate_check(const char *s, size_t len)
+{
+    (void)s, (void)len;
+    return CBT_OK;
+}
+static inline cbt_status cbt_context_extract(const char *traceparent, const char *tracestate,
+                                             cbt_trace_context *out)
+{
+    (void)traceparent, (void)tracestate;
+    if (out)
+        memset(out, 0, sizeof *out);
+    return CBT_OK;
+}
+static inline void cbt_trace_id_from_request(const char *request_id, size_t len, uint8_t out[16])
+{
+    (void)request_id, (void)len;
+    if (out)
+        memset(out, 0, 16);
+}
+static inline cbt_sampler cbt_sampler_default(void)
+{
+    cbt_sampler s;
+    s.kind = CBT_SAMPLER_PARENTBASED_ALWAYS_ON;
+    s.ratio = 1.0;
+    return s;
+}
+static inline const char *cbt_sampler_name(cbt_sampler_kind k)
+{
+    (void)k;
+    return "";
+}
+static inline cbt_status cbt_sampler_parse(const char *name, const char *arg, cbt_sampler *out,
+                                           FILE *log)
+{
+    (void)name, (void)arg, (void)log;
+    if (out)
+        *out = cbt_sampler_default();
+    return CBT_OK;
+}
+static inline cbt_status cbt_sampler_from_env(cbt_sampler *out, FILE *log)
+{
+    (void)log;
+    if (out)
+        *out = cbt_sampler_default();
+    return CBT_OK;
+}
+static inline bool cbt_sampler_decide(const cbt_sampler *s, const uint8_t trace_id[16],
+                                      const cbt_span_ctx *parent)
+{
+    (void)s, (void)trace_id, (void)parent;
+    return false;
+}
+static inline cbt_status cbt_context_begin(const char *traceparent, const char *tracestate,
+                                           const char *request_id, size_t request_id_len,
+                                           const cbt_sampler *sampler, cbt_trace_context *out,
+                                           cbt_status *why)
+{
+    (void)traceparent, (void)tracestate, (void)request_id, (void)request_id_len, (void)sampler;
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (why)
+        *why = CBT_OK;
+    return CBT_OK;
+}
+static inline const cbt_span_ctx *cbt_context_parent(const cbt_trace_context *tc)
+{
+    (void)tc;
+    return NULL;
+}
+static inline void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *tc)
+{
+    (void)s, (void)tc;
+}
+#else /* the calls */
 
 /* ---- traceparent / tracestate ------------------------------------------------ */
 
@@ -116,21 +246,6 @@ cbt_status cbt_context_extract(const char *traceparent, const char *tracestate,
 void cbt_trace_id_from_request(const char *request_id, size_t len, uint8_t out[16]);
 
 /* ---- head sampling ----------------------------------------------------------- */
-
-typedef enum cbt_sampler_kind {
-    CBT_SAMPLER_ALWAYS_ON = 0,
-    CBT_SAMPLER_ALWAYS_OFF,
-    CBT_SAMPLER_TRACEIDRATIO,
-    CBT_SAMPLER_PARENTBASED_ALWAYS_ON,  /* OpenTelemetry's default */
-    CBT_SAMPLER_PARENTBASED_ALWAYS_OFF,
-    CBT_SAMPLER_PARENTBASED_TRACEIDRATIO,
-    CBT_SAMPLER_KIND_COUNT_
-} cbt_sampler_kind;
-
-typedef struct cbt_sampler {
-    cbt_sampler_kind kind;
-    double ratio; /* [0, 1]; used by the two traceidratio kinds */
-} cbt_sampler;
 
 /* parentbased_always_on, ratio 1. */
 cbt_sampler cbt_sampler_default(void);
@@ -194,20 +309,7 @@ const cbt_span_ctx *cbt_context_parent(const cbt_trace_context *tc);
  * writes s->ctx. No-op when either pointer is NULL. */
 void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *tc);
 
-/* ---- sampled-out requests cost what the disabled path costs -------------------- */
-
-/* 1 when tc's request is sampled in. A process skips a sampled-out request
- * with one branch before building anything:
- *
- *   if (cbt_context_sampled(&tc)) { cbt_event_init(...); cbt_publish(&e); }
- *
- * and hands its kernels an untraced span (cbt_launch_info.sampled_out = 1:
- * the ring pointer is NULL, the macros write nothing). No event is queued
- * and no ring record written for it; bench_publish measures the branch. */
-static inline int cbt_context_sampled(const cbt_trace_context *tc)
-{
-    return tc != NULL && (tc->ctx.trace_flags & CBT_TRACE_FLAG_SAMPLED) != 0;
-}
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -27,17 +27,56 @@
  * CUPTI could not store, or one that found cbt's queue full, is counted in
  * `dropped`. CUPTI stays subscribed for the life of the process (until
  * cbt_cupti_disable()); records that arrive while no tracer runs are dropped.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types stay
+ * defined and every call is a static inline no-op referencing no cbt (or
+ * CUPTI) symbol: each returns CBT_OK, and the stats are zero (enabled 0).
  */
 #ifndef CBT_CUPTI_H
 #define CBT_CUPTI_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cbt/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct cbt_cupti_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cupti_stats): what the caller knows (cbt.h) */
+    uint64_t records;       /* kernel records received from CUPTI */
+    uint64_t spans;         /* gpu.kernel spans ended */
+    uint64_t dropped;       /* records CUPTI dropped + records our queue refused */
+    uint64_t unjoined;      /* bracketed kernels whose launch never became known (root spans) */
+    uint64_t clock_checks;  /* launches seen by both CUPTI and the ring */
+    int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
+    int enabled;
+} cbt_cupti_stats;
+#define CBT_CUPTI_STATS_VERSION 1u
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_cupti_enable(void) { return CBT_OK; }
+static inline cbt_status cbt_cupti_disable(void) { return CBT_OK; }
+static inline cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id)
+{
+    (void)launch_id;
+    return CBT_OK;
+}
+static inline cbt_status cbt_cupti_launch_scope_end(void) { return CBT_OK; }
+static inline cbt_status cbt_cupti_flush(void) { return CBT_OK; }
+static inline cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
+{
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_CUPTI_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
 
 /* Subscribe to CUPTI kernel activity. CBT_OK; CBT_ERR_UNSUPPORTED when CUPTI
  * is not in this build, or when CUPTI refuses (another tool such as Nsight
@@ -65,21 +104,11 @@ cbt_status cbt_cupti_launch_scope_end(void);
  * CBT_ERR_NOT_FOUND when not enabled; CBT_ERR_UNSUPPORTED without CUPTI. */
 cbt_status cbt_cupti_flush(void);
 
-typedef struct cbt_cupti_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cupti_stats): what the caller knows (cbt.h) */
-    uint64_t records;       /* kernel records received from CUPTI */
-    uint64_t spans;         /* gpu.kernel spans ended */
-    uint64_t dropped;       /* records CUPTI dropped + records our queue refused */
-    uint64_t unjoined;      /* bracketed kernels whose launch never became known (root spans) */
-    uint64_t clock_checks;  /* launches seen by both CUPTI and the ring */
-    int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
-    int enabled;
-} cbt_cupti_stats;
-#define CBT_CUPTI_STATS_VERSION 1u
-
 /* CBT_OK (zeros when never enabled); CBT_ERR_INVAL for NULL;
  * CBT_ERR_UNSUPPORTED without CUPTI (out is zeroed). */
 cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -9,12 +9,21 @@
  * The event types are those the LMCache seeds name (MP path, CacheBlend path,
  * L2 loads). Programs may register more at start-up (cbt_event_type_register)
  * for subscribers of their own, as the seed's l1.read example does.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types and constants
+ * stay defined and every call is a static inline no-op referencing no cbt
+ * symbol: cbt_event_init() zeroes the event (type set, no session), the
+ * setters store nothing and return CBT_OK, cbt_meta_*() give an empty value
+ * (CBT_META_NONE), lookups find nothing (NULL, `dflt`, "", false), and
+ * cbt_event_type_register() hands out CBT_EV_INVALID.
  */
 #ifndef CBT_EVENT_H
 #define CBT_EVENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "cbt/names.h"
 #include "cbt/status.h"
 
@@ -134,6 +143,110 @@ typedef struct cbt_event {
     cbt_event_trace trace;
 } cbt_event;
 
+/* ev's context when it carries one (CBT_EVF_TRACE), else NULL. */
+static inline const cbt_event_trace *cbt_event_trace_of(const cbt_event *ev)
+{
+    return (ev->flags & CBT_EVF_TRACE) ? &ev->trace : (const cbt_event_trace *)0;
+}
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session)
+{
+    (void)session;
+    if (ev) {
+        memset(ev, 0, sizeof *ev);
+        ev->type = type;
+    }
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v)
+{
+    (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v)
+{
+    (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v)
+{
+    (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v)
+{
+    (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent,
+                                             const uint8_t span_id[8])
+{
+    (void)ev, (void)parent, (void)span_id;
+    return CBT_OK;
+}
+static inline cbt_meta cbt_meta_i64(cbt_name key, int64_t v)
+{
+    cbt_meta m;
+    memset(&m, 0, sizeof m);
+    m.key = key;
+    (void)v;
+    return m;
+}
+static inline cbt_meta cbt_meta_f64(cbt_name key, double v)
+{
+    cbt_meta m;
+    memset(&m, 0, sizeof m);
+    m.key = key;
+    (void)v;
+    return m;
+}
+static inline cbt_meta cbt_meta_bool(cbt_name key, bool v)
+{
+    cbt_meta m;
+    memset(&m, 0, sizeof m);
+    m.key = key;
+    (void)v;
+    return m;
+}
+static inline cbt_meta cbt_meta_str(cbt_name key, const char *v)
+{
+    cbt_meta m;
+    memset(&m, 0, sizeof m);
+    m.key = key;
+    (void)v;
+    return m;
+}
+static inline const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key)
+{
+    (void)ev, (void)key;
+    return NULL;
+}
+static inline int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt)
+{
+    (void)ev, (void)key;
+    return dflt;
+}
+static inline const char *cbt_event_type_name(cbt_event_type type)
+{
+    (void)type;
+    return "";
+}
+static inline bool cbt_event_type_valid(cbt_event_type type)
+{
+    (void)type;
+    return false;
+}
+static inline cbt_status cbt_event_type_register(const char *name, cbt_event_type *out)
+{
+    (void)name;
+    if (out)
+        *out = CBT_EV_INVALID;
+    return CBT_OK;
+}
+#else /* the calls */
+
 /* Initialise `ev` as an event of `type` for `session` (may be NULL or "" for
  * session-less events). Copies at most CBT_SESSION_MAX - 1 bytes; a longer id
  * is refused: returns CBT_ERR_SESSION_TOO_LONG, counts it in the tracer's
@@ -153,12 +266,6 @@ cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
  * all zero: none), `span_id` the id the opened span must carry (NULL: drawn
  * later). Sets CBT_EVF_TRACE. CBT_ERR_INVAL when `ev` is NULL. */
 cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent, const uint8_t span_id[8]);
-
-/* ev's context when it carries one (CBT_EVF_TRACE), else NULL. */
-static inline const cbt_event_trace *cbt_event_trace_of(const cbt_event *ev)
-{
-    return (ev->flags & CBT_EVF_TRACE) ? &ev->trace : (const cbt_event_trace *)0;
-}
 
 /* Metadata values built in place, for APIs that take an array of them
  * (cbt/pspan.h). A string that does not fit CBT_META_STR_MAX - 1 bytes gives
@@ -186,6 +293,8 @@ bool cbt_event_type_valid(cbt_event_type type);
  * the same id for the same name. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
  * Thread-safe; call at start-up. */
 cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -18,11 +18,19 @@
  * when a CUDA device is present, one for the device (cbt_config.ring_*). With
  * no tracer, or when the launch cannot be traced, `out->ring` is NULL and the
  * kernel's macros cost one branch.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types stay
+ * defined and every call is a static inline referencing no cbt symbol:
+ * cbt_launch_info_default() fills its defaults, cbt_launch_begin() returns
+ * CBT_OK with a zero span (ring NULL), cbt_cpu_launch() runs every CTA's
+ * cta_fn at once on the calling thread (the work still happens), and the
+ * ring stats are zero.
  */
 #ifndef CBT_KERNEL_H
 #define CBT_KERNEL_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "cbt/names.h"
 #include "cbt/status.h"
@@ -57,6 +65,65 @@ typedef struct cbt_launch_info {
 } cbt_launch_info;
 #define CBT_LAUNCH_INFO_VERSION 1u
 
+/* One emulated CTA's work, for cbt_cpu_launch (below). */
+typedef void (*cbt_cta_fn)(void *args, uint32_t cta, uint32_t n_ctas);
+
+/* Ring and clock self-metrics, summed over the tracer's rings. */
+typedef struct cbt_ring_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_ring_stats): what the caller knows (cbt.h) */
+    uint64_t harvested;   /* records read */
+    uint64_t lost;        /* positions overwritten before they were read (overrun) */
+    uint64_t torn;        /* of those, records overwritten while being read */
+    uint64_t unjoined;    /* records whose launch never became known */
+    uint64_t kernel_spans;/* spans ended from ring records */
+    uint64_t cta_records; /* per-CTA records handed to sinks */
+    uint64_t sampled_out; /* kernel spans not built: their request is sampled out */
+    double clock_err_ns;  /* last calibration: half the tightest bracket, device ring (host ring if none) */
+    double clock_drift_ppm; /* device clock vs host clock, least-squares */
+} cbt_ring_stats;
+#define CBT_RING_STATS_VERSION 1u
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
+{
+    cbt_launch_info li;
+    memset(&li, 0, sizeof li);
+    li.version = CBT_LAUNCH_INFO_VERSION;
+    li.size = (uint32_t)sizeof li;
+    li.op = op;
+    li.mode = CBT_REC_LAUNCH;
+    li.n_ctas = n_ctas;
+    return li;
+}
+static inline cbt_status cbt_launch_begin(cbt_stream *stream, const char *session,
+                                          const cbt_launch_info *li, cbt_kspan *out)
+{
+    (void)stream, (void)session, (void)li;
+    if (out)
+        memset(out, 0, sizeof *out); /* ring NULL: the kernel's macros do nothing */
+    return CBT_OK;
+}
+static inline cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn,
+                                        void *args)
+{
+    (void)stream;
+    for (uint32_t cta = 0; cta_fn && cta < n_ctas; cta++)
+        cta_fn(args, cta, n_ctas); /* the work still happens, at once, in CTA order */
+    return CBT_OK;
+}
+static inline cbt_status cbt_ring_stats_get(cbt_ring_stats *out)
+{
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_RING_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
+
+/* Defaults: mode CBT_REC_LAUNCH, everything else zero. */
 cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas);
 
 /* Prepare the span handle for one kernel launch on `stream` for `session`
@@ -75,25 +142,12 @@ cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_l
  * stream, in stream order, each CTA with cbt_cpu_cta_enter() set so the
  * macros know which CTA they are in. `args` must stay valid until the stream
  * reaches the launch. CBT_ERR_FULL when the stream queue is full. */
-typedef void (*cbt_cta_fn)(void *args, uint32_t cta, uint32_t n_ctas);
 cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn, void *args);
 
-/* Ring and clock self-metrics, summed over the tracer's rings. */
-typedef struct cbt_ring_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_ring_stats): what the caller knows (cbt.h) */
-    uint64_t harvested;   /* records read */
-    uint64_t lost;        /* positions overwritten before they were read (overrun) */
-    uint64_t torn;        /* of those, records overwritten while being read */
-    uint64_t unjoined;    /* records whose launch never became known */
-    uint64_t kernel_spans;/* spans ended from ring records */
-    uint64_t cta_records; /* per-CTA records handed to sinks */
-    uint64_t sampled_out; /* kernel spans not built: their request is sampled out */
-    double clock_err_ns;  /* last calibration: half the tightest bracket, device ring (host ring if none) */
-    double clock_drift_ppm; /* device clock vs host clock, least-squares */
-} cbt_ring_stats;
-#define CBT_RING_STATS_VERSION 1u
-
+/* The ring and clock self-metrics (cbt_ring_stats, above). */
 cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

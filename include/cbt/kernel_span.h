@@ -21,7 +21,10 @@
  * Rules: every thread of the CTA must reach END (END holds a __syncthreads);
  * do not `break`, `continue` or `return` out of a CBT_KERNEL_SPAN block. With
  * span.ring == NULL (tracing off, request sampled out) each macro costs one
- * uniform branch. CBT_DISABLE compiles all of them to nothing.
+ * uniform branch. CBT_DISABLE (defined before the first cbt include)
+ * compiles all of them to nothing (a void cast of the arguments) and the
+ * CPU backend's calls (cbt_cpu_*) to static inline no-ops referencing no
+ * cbt symbol (no current CTA: NULL; clock and begin stamps: 0).
  *
  * The same macros compile as host C for the CPU backend: the clock is
  * CLOCK_MONOTONIC ns, an emulated CTA is one host thread whose index comes
@@ -33,12 +36,60 @@
 
 #include "cbt/ring.h"
 
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+/* The emulated CTA running on this host thread (set by the CPU launcher). */
+typedef struct cbt_cpu_cta {
+    uint32_t index;  /* linear CTA index */
+    uint32_t n_ctas; /* CTAs in the launch */
+    uint16_t sm;     /* emulated SM (the worker's number) */
+} cbt_cpu_cta;
+#ifdef __cplusplus
+}
+#endif
+
 #if defined(CBT_DISABLE)
+/* ==== CBT_DISABLE: the macros and calls below compile to nothing (see the top) */
 
 #define CBT_KERNEL_SPAN_BEGIN(span) ((void)(span))
 #define CBT_KERNEL_SPAN_END(span, tokens) ((void)(span), (void)(tokens))
 #define CBT_KERNEL_SPAN_END_USER(span, tokens, user) ((void)(span), (void)(tokens), (void)(user))
 #define CBT_KERNEL_SPAN(span, tokens) if (((void)(span), 1))
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+static inline void cbt_cpu_cta_enter(uint32_t index, uint32_t n_ctas, uint16_t sm)
+{
+    (void)index, (void)n_ctas, (void)sm;
+}
+static inline void cbt_cpu_cta_leave(void) {}
+static inline const cbt_cpu_cta *cbt_cpu_cta_current(void) { return NULL; }
+static inline uint64_t cbt_cpu_clock(void) { return 0; }
+static inline uint64_t cbt_cpu_span_begin(const cbt_kspan *s)
+{
+    (void)s;
+    return 0;
+}
+static inline void cbt_cpu_span_end(const cbt_kspan *s, uint64_t t0, uint64_t tokens,
+                                    uint64_t user)
+{
+    (void)s, (void)t0, (void)tokens, (void)user;
+}
+static inline void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1,
+                                    uint32_t launch, uint32_t cta, uint64_t tokens, uint16_t sm,
+                                    uint8_t kind, uint8_t op, uint64_t user)
+{
+    (void)r, (void)t0, (void)t1, (void)launch, (void)cta, (void)tokens, (void)sm, (void)kind;
+    (void)op, (void)user;
+}
+#ifdef __cplusplus
+}
+#endif
 
 #elif defined(__CUDACC__)
 /* ------------------------------------------------------------------ device */
@@ -169,18 +220,9 @@ __device__ __forceinline__ void cbt_dev_end(const cbt_kspan &s, unsigned long lo
 
 #else
 /* ----------------------------------------------------- host C (CPU backend) */
-#include <stdint.h>
-
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The emulated CTA running on this host thread (set by the CPU launcher). */
-typedef struct cbt_cpu_cta {
-    uint32_t index;  /* linear CTA index */
-    uint32_t n_ctas; /* CTAs in the launch */
-    uint16_t sm;     /* emulated SM (the worker's number) */
-} cbt_cpu_cta;
 
 /* Enter / leave an emulated CTA on this thread. */
 void cbt_cpu_cta_enter(uint32_t index, uint32_t n_ctas, uint16_t sm);

@@ -22,11 +22,16 @@
  * context — so an MP request shows inside the vLLM request that made it
  * (docs/distributed.md). Without one the root starts a fresh trace, as
  * before.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types stay
+ * defined; both calls are static inline no-ops referencing no cbt symbol,
+ * returning CBT_OK with an empty subscriber (no callbacks) and zeroed stats.
  */
 #ifndef CBT_MP_H
 #define CBT_MP_H
 
 #include <stdint.h>
+#include <string.h>
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -54,6 +59,30 @@ typedef struct cbt_mp_stats {
 } cbt_mp_stats;
 #define CBT_MP_STATS_VERSION 1u
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+{
+    (void)max_sessions;
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->version = CBT_SUBSCRIBER_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
+{
+    (void)sub;
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_MP_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
+
 /* Fill *out with an MP subscriber tracking at most `max_sessions` sessions at
  * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does so
  * itself when cbt_config.mp_subscriber is set. */
@@ -62,6 +91,8 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out);
 /* Counters of the MP subscriber installed in the process-wide tracer (or of
  * `sub` when given). Safe from any thread (relaxed reads). */
 cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

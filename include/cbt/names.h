@@ -9,6 +9,10 @@
  *
  * The names cbt itself uses are predefined with fixed handles (CBT_N_*),
  * so the subscribers never intern on their paths.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the handles stay
+ * defined; cbt_intern() stores handle 0 and returns CBT_OK, cbt_name_str()
+ * returns "" and cbt_name_len() 0, all static inline, no cbt symbol.
  */
 #ifndef CBT_NAMES_H
 #define CBT_NAMES_H
@@ -122,6 +126,27 @@ enum {
     CBT_N_WELL_KNOWN_COUNT_
 };
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_intern(const char *s, cbt_name *out)
+{
+    (void)s;
+    if (out)
+        *out = 0;
+    return CBT_OK;
+}
+static inline const char *cbt_name_str(cbt_name n)
+{
+    (void)n;
+    return "";
+}
+static inline uint32_t cbt_name_len(cbt_name n)
+{
+    (void)n;
+    return 0;
+}
+#else /* the calls */
+
 /* Intern `s` and store its handle in *out. Returns the same handle for equal
  * strings. Cost: a lock and a linear probe; call once, keep the handle.
  * Errors: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG (longer than
@@ -133,6 +158,8 @@ const char *cbt_name_str(cbt_name n);
 
 /* Number of bytes of the name (without NUL); 0 for unknown handles. */
 uint32_t cbt_name_len(cbt_name n);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

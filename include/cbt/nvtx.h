@@ -9,6 +9,9 @@
  * range id, which the START event also carries as the span attribute
  * nvtx.range_id: from a span in Jaeger to the same range in Nsight.
  * Without an NVTX tool attached every call is a no-op (NVTX's own rule).
+ *
+ * CBT_DISABLE (defined before the first cbt include): cbt_nvtx_enable() is
+ * a static inline returning CBT_OK, referencing no cbt (or NVTX) symbol.
  */
 #ifndef CBT_NVTX_H
 #define CBT_NVTX_H
@@ -19,10 +22,17 @@
 extern "C" {
 #endif
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the call below compiles to a no-op (see the top) ======= */
+static inline cbt_status cbt_nvtx_enable(void) { return CBT_OK; }
+#else /* the calls */
+
 /* Install the NVTX hook on the running tracer. CBT_ERR_NOT_INITIALIZED
  * without one; CBT_ERR_UNSUPPORTED in builds without NVTX. Call before the
  * first publish. */
 cbt_status cbt_nvtx_enable(void);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

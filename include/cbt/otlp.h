@@ -26,6 +26,14 @@
  * the config names a metric set (`blend`), the same thread also POSTs a
  * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
  * cbt_flush, and once at shutdown.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types and
+ * constants stay defined and every call is a static inline no-op
+ * referencing no cbt (or libcurl) symbol: encoders append nothing and
+ * return CBT_OK, cbt_otlp_config_default() fills the defaults with
+ * disabled = metrics_disabled = 1 (the resource: service.name "cbt" only),
+ * the environment is not read, the exporter is NULL with an empty sink, and
+ * its stats are zero.
  */
 #ifndef CBT_OTLP_H
 #define CBT_OTLP_H
@@ -33,6 +41,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cbt.h"
 #include "cbt/blend_metrics.h"
@@ -46,7 +55,6 @@ typedef struct cbt_buf {
     uint8_t *data;
     size_t len, cap;
 } cbt_buf;
-void cbt_buf_free(cbt_buf *b);
 
 #define CBT_OTLP_MAX_ATTRS 32     /* extra resource attributes */
 #define CBT_OTLP_MAX_HEADERS 16
@@ -66,24 +74,6 @@ typedef struct cbt_otlp_resource {
     cbt_otlp_kv extra[CBT_OTLP_MAX_ATTRS];      /* OTEL_RESOURCE_ATTRIBUTES */
     uint32_t n_extra;
 } cbt_otlp_resource;
-
-/* Fill service.name "cbt", a fresh service.instance.id, host.name, pid, and
- * the CUDA device name when there is one. */
-void cbt_otlp_resource_default(cbt_otlp_resource *r);
-
-/* Append an ExportTraceServiceRequest for spans[0..n) to `out`. */
-cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
-                                 cbt_buf *out);
-cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
-                                cbt_buf *out);
-
-/* Append an ExportMetricsServiceRequest for the snapshot `s` to `out`:
- * CBT_BC_COUNT_ Sums then CBT_BH_COUNT_ Histograms, in enum order, every one
- * present even when zero. CBT_ERR_INVAL on NULL, CBT_ERR_NOMEM. */
-cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                         cbt_buf *out);
-cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                        cbt_buf *out);
 
 typedef enum cbt_otlp_protocol {
     CBT_OTLP_HTTP_PROTOBUF = 0,
@@ -121,6 +111,131 @@ typedef struct cbt_otlp_config {
 } cbt_otlp_config;
 #define CBT_OTLP_CONFIG_VERSION 1u
 
+typedef struct cbt_otlp_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
+    uint64_t spans_queued;
+    uint64_t spans_exported;    /* accepted by the collector */
+    uint64_t spans_dropped;     /* queue full, or their batch failed for good */
+    uint64_t batches_sent;
+    uint64_t batches_failed;
+    uint64_t retries;           /* spans and metrics */
+    uint64_t bytes_sent;        /* spans and metrics, as sent (after gzip) */
+    /* appended */
+    uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
+    uint64_t metrics_failures;  /* metric exports that failed for good */
+} cbt_otlp_stats;
+#define CBT_OTLP_STATS_VERSION 1u
+
+typedef struct cbt_otlp_exporter cbt_otlp_exporter;
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline void cbt_buf_free(cbt_buf *b) { (void)b; } /* nothing is ever appended */
+static inline void cbt_otlp_resource_default(cbt_otlp_resource *r)
+{
+    if (r) {
+        memset(r, 0, sizeof *r);
+        memcpy(r->service_name, "cbt", sizeof "cbt");
+    }
+}
+static inline cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans,
+                                               size_t n, cbt_buf *out)
+{
+    (void)r, (void)spans, (void)n, (void)out;
+    return CBT_OK;
+}
+static inline cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans,
+                                              size_t n, cbt_buf *out)
+{
+    (void)r, (void)spans, (void)n, (void)out;
+    return CBT_OK;
+}
+static inline cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r,
+                                                       const cbt_blend_snapshot *s, cbt_buf *out)
+{
+    (void)r, (void)s, (void)out;
+    return CBT_OK;
+}
+static inline cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r,
+                                                      const cbt_blend_snapshot *s, cbt_buf *out)
+{
+    (void)r, (void)s, (void)out;
+    return CBT_OK;
+}
+static inline void cbt_otlp_config_default(cbt_otlp_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->version = CBT_OTLP_CONFIG_VERSION;
+    c->size = (uint32_t)sizeof *c;
+    c->disabled = 1; /* as OTEL_SDK_DISABLED=true */
+    memcpy(c->endpoint, "http://localhost:4318/v1/traces", sizeof "http://localhost:4318/v1/traces");
+    c->protocol = CBT_OTLP_HTTP_PROTOBUF;
+    c->timeout_ms = 10000;
+    c->verify_tls = 1;
+    c->max_queue = 2048;
+    c->max_batch = 512;
+    c->schedule_delay_ms = 5000;
+    c->retry_budget_ms = 30000;
+    c->shutdown_timeout_ms = 5000;
+    cbt_otlp_resource_default(&c->resource);
+    memcpy(c->metrics_endpoint, "http://localhost:4318/v1/metrics",
+           sizeof "http://localhost:4318/v1/metrics");
+    c->metrics_interval_ms = 60000;
+    c->metrics_disabled = 1;
+}
+static inline cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
+{
+    (void)c, (void)log; /* the environment is not read */
+    return CBT_OK;
+}
+static inline cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c,
+                                                  cbt_otlp_exporter **out, cbt_sink *sink_out)
+{
+    (void)c;
+    if (out)
+        *out = NULL;
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return CBT_OK;
+}
+static inline cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out)
+{
+    (void)e;
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_OTLP_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
+
+/* Free a cbt_buf's bytes; it is empty afterwards. */
+void cbt_buf_free(cbt_buf *b);
+
+/* Fill service.name "cbt", a fresh service.instance.id, host.name, pid, and
+ * the CUDA device name when there is one. */
+void cbt_otlp_resource_default(cbt_otlp_resource *r);
+
+/* Append an ExportTraceServiceRequest for spans[0..n) to `out`. */
+cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
+                                 cbt_buf *out);
+cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
+                                cbt_buf *out);
+
+/* Append an ExportMetricsServiceRequest for the snapshot `s` to `out`:
+ * CBT_BC_COUNT_ Sums then CBT_BH_COUNT_ Histograms, in enum order, every one
+ * present even when zero. CBT_ERR_INVAL on NULL, CBT_ERR_NOMEM. */
+cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                         cbt_buf *out);
+cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                        cbt_buf *out);
+
 /* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
  * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
  * protobuf, no gzip. */
@@ -139,28 +254,13 @@ void cbt_otlp_config_default(cbt_otlp_config *c);
  * is not an http(s) URL, an unsupported protocol such as grpc). */
 cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
 
-typedef struct cbt_otlp_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
-    uint64_t spans_queued;
-    uint64_t spans_exported;    /* accepted by the collector */
-    uint64_t spans_dropped;     /* queue full, or their batch failed for good */
-    uint64_t batches_sent;
-    uint64_t batches_failed;
-    uint64_t retries;           /* spans and metrics */
-    uint64_t bytes_sent;        /* spans and metrics, as sent (after gzip) */
-    /* appended */
-    uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
-    uint64_t metrics_failures;  /* metric exports that failed for good */
-} cbt_otlp_stats;
-#define CBT_OTLP_STATS_VERSION 1u
-
-typedef struct cbt_otlp_exporter cbt_otlp_exporter;
-
 /* Start the exporter thread and fill *sink_out (add it with cbt_add_sink).
  * The tracer owns the sink; *out stays readable until cbt_shutdown(). */
 cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
                                     cbt_sink *sink_out);
 cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

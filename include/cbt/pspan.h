@@ -53,12 +53,18 @@
  * may run on different threads. Ids come from a per-thread generator seeded
  * from the OS, reseeded in a forked child. With cbt not initialised, begin still fills ctx (so contexts
  * keep flowing) and returns CBT_ERR_NOT_INITIALIZED.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types stay
+ * defined and every call is a static inline no-op referencing no cbt
+ * symbol, returning CBT_OK: begin zeroes the pspan (ctx all zero, not open,
+ * not sampled), end publishes nothing, new ids are zero, stats are zero.
  */
 #ifndef CBT_PSPAN_H
 #define CBT_PSPAN_H
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include "cbt/event.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
@@ -76,6 +82,68 @@ typedef struct cbt_pspan {
     uint8_t sampled;      /* 0: begin/end publish nothing */
     cbt_stream *stream;   /* begun with _begin_on: the stream that times it */
 } cbt_pspan;
+
+/* What the pspan subscriber saw (the process-wide tracer's). */
+typedef struct cbt_pspan_stats {
+    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_pspan_stats): what the caller knows (cbt.h) */
+    uint64_t opened, closed;
+    uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
+    uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
+    uint64_t table_full;             /* BEGIN dropped: 4096 pspans open, none over a minute */
+    uint64_t evicted;                /* open pspans over a minute old, ended incomplete (at
+                                        their start) to make room: their END was most likely
+                                        dropped */
+    uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
+    uint64_t incomplete_at_shutdown;
+} cbt_pspan_stats;
+#define CBT_PSPAN_STATS_VERSION 1u
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
+                                         const char *request_id, const cbt_span_ctx *parent,
+                                         const cbt_meta *meta, uint32_t n_meta)
+{
+    (void)name, (void)kind, (void)request_id, (void)parent, (void)meta, (void)n_meta;
+    if (s)
+        memset(s, 0, sizeof *s);
+    return CBT_OK;
+}
+static inline cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta)
+{
+    (void)s, (void)meta, (void)n_meta;
+    return CBT_OK;
+}
+static inline cbt_status cbt_pspan_begin_on(cbt_pspan *s, cbt_stream *st, cbt_name name,
+                                            cbt_span_kind kind, const char *request_id,
+                                            const cbt_span_ctx *parent, const cbt_meta *meta,
+                                            uint32_t n_meta)
+{
+    (void)st, (void)name, (void)kind, (void)request_id, (void)parent, (void)meta, (void)n_meta;
+    if (s)
+        memset(s, 0, sizeof *s);
+    return CBT_OK;
+}
+static inline cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta)
+{
+    (void)s, (void)meta, (void)n_meta;
+    return CBT_OK;
+}
+static inline void cbt_pspan_new_id(uint8_t out[8])
+{
+    if (out)
+        memset(out, 0, 8);
+}
+static inline cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
+{
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_PSPAN_STATS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
 
 /* Open a span now (timed on the CPU). meta[0..n_meta) become attributes
  * (at most CBT_EVENT_META_MAX - 1: one slot stays free for the NVTX range id;
@@ -109,21 +177,10 @@ cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta)
 /* A fresh non-zero span id from the calling thread's generator. */
 void cbt_pspan_new_id(uint8_t out[8]);
 
-/* What the pspan subscriber saw (the process-wide tracer's). */
-typedef struct cbt_pspan_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_pspan_stats): what the caller knows (cbt.h) */
-    uint64_t opened, closed;
-    uint64_t unmatched_end;          /* SPAN_END whose BEGIN never arrived (or was dropped) */
-    uint64_t duplicate_begin;        /* a second BEGIN with an id already open: ignored */
-    uint64_t table_full;             /* BEGIN dropped: 4096 pspans open, none over a minute */
-    uint64_t evicted;                /* open pspans over a minute old, ended incomplete (at
-                                        their start) to make room: their END was most likely
-                                        dropped */
-    uint64_t malformed;              /* SPAN_BEGIN without a span id or a name: ignored */
-    uint64_t incomplete_at_shutdown;
-} cbt_pspan_stats;
-#define CBT_PSPAN_STATS_VERSION 1u
+/* The pspan subscriber's counters (the process-wide tracer's). */
 cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

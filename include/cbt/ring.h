@@ -22,6 +22,10 @@
  * or in device memory copied out asynchronously (docs/ring.md). `claim` and
  * the per-launch fold slots always live in device memory: atomics on them
  * stay on the GPU.
+ *
+ * CBT_DISABLE changes nothing here: this header holds only the ring's
+ * layout and one pure inline (cbt_ring_check), which reference no cbt
+ * symbol and so serve disabled builds as they are.
  */
 #ifndef CBT_RING_H
 #define CBT_RING_H

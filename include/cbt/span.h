@@ -8,6 +8,13 @@
  * A span is a fixed-size value from a bounded pool owned by the tracer
  * (cbt_config.span_pool). Its attributes are typed and stored inline: an int
  * stays an int and a ratio a double.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the types and the
+ * subscriber helpers stay defined; every other call is a static inline no-op
+ * referencing no cbt symbol: no span is ever opened (cbt_span_start() is
+ * NULL), setters return CBT_OK, lookups find nothing (NULL, "",
+ * CBT_ERR_NOT_FOUND from cbt_registry_get and cbt_memsink_get), sink
+ * constructors give an empty cbt_sink and a NULL memsink.
  */
 #ifndef CBT_SPAN_H
 #define CBT_SPAN_H
@@ -78,6 +85,223 @@ typedef struct cbt_span {
     cbt_attr attrs[CBT_SPAN_ATTR_MAX];
     char arena[CBT_SPAN_STR_ARENA];
 } cbt_span;
+
+/* ---- sinks: where finished spans go (the calls are further down) ---------- */
+
+/* One CTA's record from a per-CTA kernel span, times already in unix ns: for
+ * trace files that draw per-SM lanes. */
+typedef struct cbt_cta_record {
+    uint64_t start_ns, end_ns;
+    uint32_t launch_id;
+    uint32_t cta;
+    uint32_t tokens;
+    uint16_t sm;
+    uint8_t op;   /* cbt_kernel_op */
+    uint8_t reserved;
+    uint64_t user;
+    cbt_span_ctx parent; /* the span the launch nests under (zero if none) */
+} cbt_cta_record;
+
+typedef struct cbt_sink {
+    uint32_t version; /* CBT_SINK_VERSION */
+    uint32_t size;    /* sizeof(cbt_sink) */
+    const char *name;
+    void *ctx;
+    /* Called on the harvester thread for every finished span. Must not block
+     * for long: exporters copy and queue. Non-zero return counts as a sink error. */
+    cbt_status (*on_span)(void *ctx, const cbt_span *s);
+    /* Make everything handed over so far durable/visible. May be NULL. */
+    cbt_status (*flush)(void *ctx);
+    /* Release everything. Called once, from cbt_shutdown. May be NULL. */
+    void (*destroy)(void *ctx);
+    /* Per-CTA kernel records (harvester thread). May be NULL. */
+    cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
+} cbt_sink;
+#define CBT_SINK_VERSION 1u
+
+/* The in-memory sink (cbt_memsink_create, below). */
+typedef struct cbt_memsink cbt_memsink;
+
+/* ---- subscribers: what turns events into spans ------------------------------- */
+
+typedef struct cbt_subscriber {
+    uint32_t version; /* CBT_SUBSCRIBER_VERSION */
+    uint32_t size;    /* sizeof(cbt_subscriber) */
+    const char *name;
+    void *ctx;
+    /* Event types wanted: bit (type % 64) of mask[type / 64]. */
+    uint64_t mask[CBT_EVENT_TYPES_MAX / 64];
+    /* Called on the harvester thread for each wanted event, in dispatch order.
+     * A non-zero return is counted in subscriber_errors (the event is not
+     * retried). */
+    cbt_status (*on_event)(void *ctx, cbt_tracer *t, const cbt_event *ev);
+    /* Shutdown: end what is still open (flag CBT_SPANF_INCOMPLETE, end at
+     * `now_ns`) and free all per-session state. May be NULL. */
+    void (*on_shutdown)(void *ctx, cbt_tracer *t, uint64_t now_ns);
+    /* Release ctx. Called once after on_shutdown. May be NULL. */
+    void (*destroy)(void *ctx);
+} cbt_subscriber;
+#define CBT_SUBSCRIBER_VERSION 1u
+
+/* Fill *s: version and size set, the mask empty (add types with
+ * cbt_subscriber_want), the callbacks and ctx as given (on_shutdown and
+ * destroy may be NULL). */
+static inline void cbt_subscriber_init(cbt_subscriber *s, const char *name, void *ctx,
+                                       cbt_status (*on_event)(void *, cbt_tracer *,
+                                                              const cbt_event *),
+                                       void (*on_shutdown)(void *, cbt_tracer *, uint64_t),
+                                       void (*destroy)(void *))
+{
+    memset(s, 0, sizeof *s); /* plain assignments: the header also serves C++ */
+    s->version = CBT_SUBSCRIBER_VERSION;
+    s->size = (uint32_t)sizeof *s;
+    s->name = name;
+    s->ctx = ctx;
+    s->on_event = on_event;
+    s->on_shutdown = on_shutdown;
+    s->destroy = destroy;
+}
+
+/* Helpers for cbt_subscriber.mask. */
+static inline void cbt_subscriber_want(cbt_subscriber *s, cbt_event_type type)
+{
+    s->mask[type / 64] |= (uint64_t)1 << (type % 64);
+}
+static inline bool cbt_subscriber_wants(const cbt_subscriber *s, cbt_event_type type)
+{
+    return (s->mask[type / 64] >> (type % 64)) & 1u;
+}
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                       const cbt_span_ctx *parent, uint64_t start_ns)
+{
+    (void)t, (void)name, (void)kind, (void)parent, (void)start_ns;
+    return NULL;
+}
+static inline cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name,
+                                                 cbt_span_kind kind,
+                                                 const cbt_span_ctx *local_parent,
+                                                 const cbt_event *ev)
+{
+    (void)t, (void)name, (void)kind, (void)local_parent, (void)ev;
+    return NULL;
+}
+static inline cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v)
+{
+    (void)s, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v)
+{
+    (void)s, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v)
+{
+    (void)s, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len)
+{
+    (void)s, (void)key, (void)v, (void)len;
+    return CBT_OK;
+}
+static inline void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev) { (void)s, (void)ev; }
+static inline const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key)
+{
+    (void)s, (void)key;
+    return NULL;
+}
+static inline const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a)
+{
+    (void)s, (void)a;
+    return "";
+}
+static inline void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
+{
+    (void)t, (void)s, (void)end_ns;
+}
+static inline bool cbt_span_ctx_valid(const cbt_span_ctx *c)
+{
+    (void)c;
+    return false;
+}
+static inline cbt_status cbt_registry_put(cbt_tracer *t, const char *session, cbt_name name,
+                                          const cbt_span_ctx *ctx)
+{
+    (void)t, (void)session, (void)name, (void)ctx;
+    return CBT_OK;
+}
+static inline cbt_status cbt_registry_get(cbt_tracer *t, const char *session, cbt_name name,
+                                          cbt_span_ctx *out)
+{
+    (void)t, (void)session, (void)name;
+    if (out)
+        memset(out, 0, sizeof *out);
+    return CBT_ERR_NOT_FOUND; /* nothing is ever registered */
+}
+static inline void cbt_registry_remove(cbt_tracer *t, const char *session, cbt_name name,
+                                       const cbt_span_ctx *ctx)
+{
+    (void)t, (void)session, (void)name, (void)ctx;
+}
+static inline uint32_t cbt_registry_count(cbt_tracer *t)
+{
+    (void)t;
+    return 0;
+}
+static inline cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out,
+                                            cbt_sink *sink_out)
+{
+    (void)capacity;
+    if (out)
+        *out = NULL;
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return CBT_OK;
+}
+static inline void cbt_memsink_release(cbt_memsink *m) { (void)m; }
+static inline uint32_t cbt_memsink_count(cbt_memsink *m)
+{
+    (void)m;
+    return 0;
+}
+static inline cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out)
+{
+    (void)m, (void)i;
+    if (out)
+        memset(out, 0, sizeof *out);
+    return CBT_ERR_NOT_FOUND; /* every index is past the end of an empty sink */
+}
+static inline uint64_t cbt_memsink_dropped(cbt_memsink *m)
+{
+    (void)m;
+    return 0;
+}
+static inline void cbt_memsink_clear(cbt_memsink *m) { (void)m; }
+static inline cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
+{
+    (void)path;
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return CBT_OK;
+}
+static inline size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
+{
+    (void)s;
+    if (buf && cap)
+        buf[0] = '\0';
+    return 0;
+}
+#else /* the calls */
 
 /* ---- span building (harvester thread only) -------------------------------- */
 
@@ -153,42 +377,10 @@ uint32_t cbt_registry_count(cbt_tracer *t);
 
 /* ---- sinks: where finished spans go ------------------------------------------ */
 
-/* One CTA's record from a per-CTA kernel span, times already in unix ns: for
- * trace files that draw per-SM lanes. */
-typedef struct cbt_cta_record {
-    uint64_t start_ns, end_ns;
-    uint32_t launch_id;
-    uint32_t cta;
-    uint32_t tokens;
-    uint16_t sm;
-    uint8_t op;   /* cbt_kernel_op */
-    uint8_t reserved;
-    uint64_t user;
-    cbt_span_ctx parent; /* the span the launch nests under (zero if none) */
-} cbt_cta_record;
-
-typedef struct cbt_sink {
-    uint32_t version; /* CBT_SINK_VERSION */
-    uint32_t size;    /* sizeof(cbt_sink) */
-    const char *name;
-    void *ctx;
-    /* Called on the harvester thread for every finished span. Must not block
-     * for long: exporters copy and queue. Non-zero return counts as a sink error. */
-    cbt_status (*on_span)(void *ctx, const cbt_span *s);
-    /* Make everything handed over so far durable/visible. May be NULL. */
-    cbt_status (*flush)(void *ctx);
-    /* Release everything. Called once, from cbt_shutdown. May be NULL. */
-    void (*destroy)(void *ctx);
-    /* Per-CTA kernel records (harvester thread). May be NULL. */
-    cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
-} cbt_sink;
-#define CBT_SINK_VERSION 1u
-
 /* In-memory sink: keeps copies of up to `capacity` finished spans (more are
  * counted as dropped). For tests and for the demo's tree printer. Two owners:
  * the tracer (released at cbt_shutdown) and the caller, who reads it even
  * after shutdown and calls cbt_memsink_release() when done. */
-typedef struct cbt_memsink cbt_memsink;
 cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out);
 void cbt_memsink_release(cbt_memsink *m);
 /* Spans held so far. Safe to call after cbt_flush() from any thread: the
@@ -208,55 +400,7 @@ cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out);
  * written, or the length needed when it exceeds cap (nothing is then valid). */
 size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap);
 
-/* ---- subscribers: what turns events into spans ------------------------------- */
-
-typedef struct cbt_subscriber {
-    uint32_t version; /* CBT_SUBSCRIBER_VERSION */
-    uint32_t size;    /* sizeof(cbt_subscriber) */
-    const char *name;
-    void *ctx;
-    /* Event types wanted: bit (type % 64) of mask[type / 64]. */
-    uint64_t mask[CBT_EVENT_TYPES_MAX / 64];
-    /* Called on the harvester thread for each wanted event, in dispatch order.
-     * A non-zero return is counted in subscriber_errors (the event is not
-     * retried). */
-    cbt_status (*on_event)(void *ctx, cbt_tracer *t, const cbt_event *ev);
-    /* Shutdown: end what is still open (flag CBT_SPANF_INCOMPLETE, end at
-     * `now_ns`) and free all per-session state. May be NULL. */
-    void (*on_shutdown)(void *ctx, cbt_tracer *t, uint64_t now_ns);
-    /* Release ctx. Called once after on_shutdown. May be NULL. */
-    void (*destroy)(void *ctx);
-} cbt_subscriber;
-#define CBT_SUBSCRIBER_VERSION 1u
-
-/* Fill *s: version and size set, the mask empty (add types with
- * cbt_subscriber_want), the callbacks and ctx as given (on_shutdown and
- * destroy may be NULL). */
-static inline void cbt_subscriber_init(cbt_subscriber *s, const char *name, void *ctx,
-                                       cbt_status (*on_event)(void *, cbt_tracer *,
-                                                              const cbt_event *),
-                                       void (*on_shutdown)(void *, cbt_tracer *, uint64_t),
-                                       void (*destroy)(void *))
-{
-    memset(s, 0, sizeof *s); /* plain assignments: the header also serves C++ */
-    s->version = CBT_SUBSCRIBER_VERSION;
-    s->size = (uint32_t)sizeof *s;
-    s->name = name;
-    s->ctx = ctx;
-    s->on_event = on_event;
-    s->on_shutdown = on_shutdown;
-    s->destroy = destroy;
-}
-
-/* Helpers for cbt_subscriber.mask. */
-static inline void cbt_subscriber_want(cbt_subscriber *s, cbt_event_type type)
-{
-    s->mask[type / 64] |= (uint64_t)1 << (type % 64);
-}
-static inline bool cbt_subscriber_wants(const cbt_subscriber *s, cbt_event_type type)
-{
-    return (s->mask[type / 64] >> (type % 64)) & 1u;
-}
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,10 @@
  *
  * Codes are small positive integers, stable across versions (new codes are
  * only ever appended). CBT_OK is zero so `if (st) ...` reads naturally.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the codes stay defined
+ * and cbt_strerror() becomes a static inline that returns "cbt disabled" for
+ * every code, referencing no cbt symbol.
  */
 #ifndef CBT_STATUS_H
 #define CBT_STATUS_H
@@ -37,8 +41,19 @@ typedef enum cbt_status {
     CBT_STATUS_COUNT_         /* not a status: number of codes */
 } cbt_status;
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the call below compiles to a constant (see the top) ==== */
+static inline const char *cbt_strerror(cbt_status st)
+{
+    (void)st;
+    return "cbt disabled";
+}
+#else /* the calls */
+
 /* A short English sentence for `st`; never NULL, static storage, thread-safe. */
 const char *cbt_strerror(cbt_status st);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

@@ -15,10 +15,18 @@
  *   - CPU: a worker thread runs the stream's enqueued work (kernel reference
  *     implementations, host callbacks) in FIFO order and stamps each mark
  *     when it reaches it. This is how cbt is tested without a GPU.
+ *
+ * CBT_DISABLE (defined before the first cbt include): every call is a static
+ * inline referencing no cbt symbol. There are no streams: the constructors
+ * return CBT_OK with a NULL handle, publishing is a no-op, and
+ * cbt_stream_enqueue() runs fn(arg) at once on the calling thread, so work a
+ * program hands a stream still happens, in order (on a wrapped CUDA stream
+ * it then runs before, not after, the GPU work queued ahead of it).
  */
 #ifndef CBT_STREAM_H
 #define CBT_STREAM_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include "cbt/event.h"
 #include "cbt/status.h"
@@ -34,6 +42,52 @@ typedef void (*cbt_stream_fn)(void *arg);
 
 #define CBT_STREAM_DEFAULT_CAPACITY 1024 /* queued items per CPU stream */
 #define CBT_STREAM_CUDA_POOL 1024        /* pooled CUDA events per CUDA stream */
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
+{
+    (void)capacity;
+    if (out)
+        *out = NULL;
+    return CBT_OK;
+}
+static inline cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out)
+{
+    (void)cuda_stream;
+    if (out)
+        *out = NULL;
+    return CBT_OK;
+}
+static inline cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg)
+{
+    (void)s;
+    if (fn)
+        fn(arg);
+    return CBT_OK;
+}
+static inline cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
+{
+    (void)s, (void)ev;
+    return CBT_OK;
+}
+static inline cbt_status cbt_stream_sync(cbt_stream *s)
+{
+    (void)s;
+    return CBT_OK;
+}
+static inline uint32_t cbt_stream_ordinal(const cbt_stream *s)
+{
+    (void)s;
+    return 0;
+}
+static inline void *cbt_stream_cuda_handle(const cbt_stream *s)
+{
+    (void)s;
+    return NULL;
+}
+static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
+#else /* the calls */
 
 /* A CPU stream: one worker thread and a bounded FIFO of `capacity` items (0 =
  * CBT_STREAM_DEFAULT_CAPACITY). Works with or without a tracer. */
@@ -68,6 +122,8 @@ void *cbt_stream_cuda_handle(const cbt_stream *s);
 
 /* Drain (as cbt_stream_sync), stop the worker, free. NULL is ignored. */
 void cbt_stream_destroy(cbt_stream *s);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

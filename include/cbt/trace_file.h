@@ -7,6 +7,10 @@
  * as "X" events on one lane per SM under a "GPU SMs" process; lane names as
  * metadata events. The file is valid JSON once the sink is destroyed
  * (cbt_shutdown) or flushed.
+ *
+ * CBT_DISABLE (defined before the first cbt include): the call is a static
+ * inline returning CBT_OK with an empty cbt_sink; no file is written and no
+ * cbt symbol is referenced.
  */
 #ifndef CBT_TRACE_FILE_H
 #define CBT_TRACE_FILE_H
@@ -17,7 +21,24 @@
 extern "C" {
 #endif
 
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the call below compiles to a no-op (see the top) ======= */
+static inline cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out)
+{
+    (void)path;
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return CBT_OK;
+}
+#else /* the calls */
+
+/* A sink writing the trace file at `path` (add it with cbt_add_sink). */
 cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out);
+
+#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

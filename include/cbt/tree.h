@@ -3,6 +3,9 @@
  * For people, not machines: the demo prints each request's tree with offsets
  * from the root's start and durations in milliseconds, and the attributes
  * that matter for a KV-cache request (session_id, hit_rate, ...).
+ *
+ * CBT_DISABLE (defined before the first cbt include): both calls are static
+ * inline no-ops that print nothing and return 0, referencing no cbt symbol.
  */
 #ifndef CBT_TREE_H
 #define CBT_TREE_H
@@ -11,6 +14,21 @@
 #include <stdio.h>
 
 #include "cbt.h"
+
+#ifdef CBT_DISABLE
+/* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+static inline int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces)
+{
+    (void)f, (void)spans, (void)n, (void)max_traces;
+    return 0;
+}
+static inline int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k,
+                                      unsigned width)
+{
+    (void)f, (void)spans, (void)n, (void)k, (void)width;
+    return 0;
+}
+#else /* the calls */
 
 /* Print up to `max_traces` traces (0 = all) found in spans[0..n), roots in
  * start order, children under their parents in start order. A span whose
@@ -23,5 +41,7 @@ int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces);
  * `width`-column time axis. Returns the number printed, -1 on allocation
  * failure. */
 int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsigned width);
+
+#endif /* CBT_DISABLE */
 
 #endif /* CBT_TREE_H */

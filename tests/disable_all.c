@@ -1,0 +1,634 @@
+/* tests/disable_all.c — CBT_DISABLE removes every public call.
+ *
+ * Built with -DCBT_DISABLE and linked with no cbt library at all (libc only:
+ * tests/CMakeLists.txt), this program uses every public function and
+ * function-like macro of include/cbt.h and the headers under include/cbt/ at
+ * least once and checks the disabled results: CBT_OK (or what the header
+ * documents), NULL handles, zeroed out-structs, "" strings, and work handed
+ * to a stream still done.
+ * A call that was not compiled out is a link error; one that is missing here
+ * is a failure of tests/disable_coverage.py. The same source is also built as
+ * CUDA (C++) when the toolkit is there. Plain C (no cmocka): exits non-zero on
+ * a failed check and ends with "N passed, M failed".
+ */
+#ifndef CBT_DISABLE
+#error "tests/disable_all.c must be compiled with -DCBT_DISABLE"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt.h"
+#include "cbt/blend_metrics.h"
+#include "cbt/cb.h"
+#include "cbt/context.h"
+#include "cbt/cupti.h"
+#include "cbt/event.h"
+#include "cbt/kernel.h"
+#include "cbt/kernel_span.h"
+#include "cbt/kv_kernels.h"
+#include "cbt/mp.h"
+#include "cbt/names.h"
+#include "cbt/nvtx.h"
+#include "cbt/otlp.h"
+#include "cbt/pspan.h"
+#include "cbt/ring.h"
+#include "cbt/span.h"
+#include "cbt/status.h"
+#include "cbt/stream.h"
+#include "cbt/trace_file.h"
+#include "cbt/tree.h"
+
+static int n_pass, n_fail;
+
+#define CHECK(cond) check_((cond) ? 1 : 0, #cond, __LINE__)
+static void check_(int ok, const char *what, int line)
+{
+    if (ok) {
+        n_pass++;
+        return;
+    }
+    n_fail++;
+    fprintf(stderr, "disable_all.c:%d: FAILED: %s\n", line, what);
+}
+
+/* every byte of [p, p + n) is zero */
+static int all_zero(const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+static int empty(const char *s) { return s != NULL && s[0] == '\0'; }
+
+/* the file does not exist (a disabled sink wrote nothing) */
+static int absent(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (f)
+        fclose(f);
+    return f == NULL;
+}
+
+/* an empty sink, as every disabled sink constructor hands out */
+static int empty_sink(const cbt_sink *k)
+{
+    return k->version == CBT_SINK_VERSION && k->size == sizeof *k && k->name == NULL &&
+           k->ctx == NULL && k->on_span == NULL && k->flush == NULL && k->destroy == NULL &&
+           k->on_cta == NULL;
+}
+
+static void bump(void *arg) { ++*(int *)arg; }
+
+typedef struct ctas_seen {
+    uint32_t calls, index_sum, n;
+} ctas_seen;
+static void count_cta(void *args, uint32_t cta, uint32_t n_ctas)
+{
+    ctas_seen *c = (ctas_seen *)args;
+    c->calls++;
+    c->index_sum += cta;
+    c->n = n_ctas;
+}
+
+static cbt_status on_event_cb(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx, (void)t, (void)ev;
+    return CBT_OK;
+}
+
+static cbt_span g_span;                  /* a span value for the calls that take one */
+static cbt_span_ctx g_ctx;               /* a valid-looking context */
+static int g_dummy;                      /* what non-NULL handles point at before a call */
+static cbt_blend_snapshot g_snap;        /* large: static */
+static cbt_otlp_config g_ocfg;           /* large: static */
+
+/* ---- cbt.h ------------------------------------------------------------------ */
+static void test_cbt_h(void)
+{
+    cbt_config c = cbt_config_default();
+    CHECK(c.version == CBT_CONFIG_VERSION && c.size == sizeof c);
+    CHECK(!c.enabled);
+    CHECK(c.mp_subscriber && c.queue_capacity == 16384 && c.lane_capacity == 4096 &&
+          c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
+          c.max_sessions == 4096 && c.poll_interval_us == 200 && c.shutdown_timeout_ms == 2000);
+    CHECK(c.jsonl_path == NULL && c.ring_capacity == 65536 && c.cuda_ring_capacity == 65536 &&
+          c.ring_placement == CBT_RING_MAPPED);
+    CHECK(cbt_init(&c) == CBT_OK);
+    CHECK(cbt_init(NULL) == CBT_OK);
+    CHECK(cbt_tracer_get() == NULL);
+    CHECK(!cbt_enabled());
+
+    cbt_subscriber sub;
+    cbt_subscriber_init(&sub, "mine", NULL, on_event_cb, NULL, NULL);
+    CHECK(cbt_add_subscriber(&sub) == CBT_OK);
+    cbt_sink sink;
+    memset(&sink, 0, sizeof sink);
+    CHECK(cbt_add_sink(&sink) == CBT_OK);
+    CHECK(cbt_flush(10) == CBT_OK);
+
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    CHECK(m.version == 1u && m.size == sizeof m);
+    m.published = 5;
+    m.spans_open = 7;
+    CHECK(cbt_metrics_get(&m) == CBT_OK);
+    CHECK(m.version == CBT_METRICS_VERSION && m.size == sizeof m);
+    CHECK(m.published == 0 && m.spans_open == 0 && m.dispatched == 0);
+    CHECK(cbt_metrics_get(NULL) == CBT_OK);
+
+    cbt_event e;
+    CHECK(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, "req-1") == CBT_OK);
+    CHECK(cbt_publish(&e) == CBT_OK);
+    CHECK(cbt_publish_checked(&e) == CBT_OK);
+    CHECK(cbt_tracer_publish(cbt_tracer_get(), &e) == CBT_OK);
+    CHECK(cbt_shutdown() == CBT_OK);
+    CHECK(cbt_shutdown() == CBT_OK);
+}
+
+/* ---- cbt/status.h, cbt/names.h ---------------------------------------------------- */
+static void test_status_names(void)
+{
+    CHECK(strcmp(cbt_strerror(CBT_OK), "cbt disabled") == 0);
+    CHECK(strcmp(cbt_strerror(CBT_ERR_IO), "cbt disabled") == 0);
+    CHECK(strcmp(cbt_strerror(CBT_STATUS_COUNT_), "cbt disabled") == 0);
+
+    cbt_name n = 77;
+    CHECK(cbt_intern("my.key", &n) == CBT_OK && n == 0);
+    CHECK(cbt_intern(NULL, NULL) == CBT_OK);
+    CHECK(empty(cbt_name_str(CBT_N_REQUEST)) && empty(cbt_name_str(0)));
+    CHECK(cbt_name_len(CBT_N_REQUEST) == 0);
+
+    /* the X-macros stay: a program's tables still build from them */
+#define COUNT_NAME_(id, str) +1
+    int n_names = 0 CBT_WELL_KNOWN_NAMES(COUNT_NAME_);
+#undef COUNT_NAME_
+    CHECK(n_names == (int)CBT_N_WELL_KNOWN_COUNT_ - 1);
+}
+
+/* ---- cbt/event.h -------------------------------------------------------------- */
+static void test_event_h(void)
+{
+    cbt_event e;
+    memset(&e, 0xab, sizeof e);
+    CHECK(cbt_event_init(&e, CBT_EV_MP_STORE_START, "req-1") == CBT_OK);
+    CHECK(e.type == CBT_EV_MP_STORE_START && e.n_meta == 0 && e.session_len == 0 &&
+          e.session[0] == '\0' && e.flags == 0 && e.ts == 0 && e.pair == 0);
+    CHECK(cbt_event_init(NULL, CBT_EV_MP_STORE_START, NULL) == CBT_OK);
+    CHECK(cbt_event_i64(&e, CBT_N_HIT_TOKENS, 5) == CBT_OK);
+    CHECK(cbt_event_f64(&e, CBT_N_HIT_RATE, 0.5) == CBT_OK);
+    CHECK(cbt_event_bool(&e, CBT_N_FAILED, true) == CBT_OK);
+    CHECK(cbt_event_str(&e, CBT_N_MODEL, "a string much too long to fit") == CBT_OK);
+    CHECK(e.n_meta == 0);
+    uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    CHECK(cbt_event_trace_set(&e, &g_ctx, id) == CBT_OK);
+    CHECK(cbt_event_trace_of(&e) == NULL); /* nothing was attached */
+    CHECK(cbt_event_find(&e, CBT_N_HIT_TOKENS) == NULL);
+    CHECK(cbt_event_get_i64(&e, CBT_N_HIT_TOKENS, -3) == -3);
+
+    cbt_meta m = cbt_meta_i64(CBT_N_N_POLLS, 3);
+    CHECK(m.key == CBT_N_N_POLLS && m.type == CBT_META_NONE && m.v.i64 == 0);
+    m = cbt_meta_f64(CBT_N_RECOMP_RATIO, 0.25);
+    CHECK(m.key == CBT_N_RECOMP_RATIO && m.type == CBT_META_NONE);
+    m = cbt_meta_bool(CBT_N_IMP_EMPTY, true);
+    CHECK(m.key == CBT_N_IMP_EMPTY && m.type == CBT_META_NONE);
+    m = cbt_meta_str(CBT_N_DISPATCH, "flex");
+    CHECK(m.key == CBT_N_DISPATCH && m.type == CBT_META_NONE && m.len == 0);
+
+    CHECK(empty(cbt_event_type_name(CBT_EV_MP_STORE_START)));
+    CHECK(!cbt_event_type_valid(CBT_EV_MP_STORE_START));
+    cbt_event_type t = 9;
+    CHECK(cbt_event_type_register("L1_READ_RESERVED", &t) == CBT_OK && t == CBT_EV_INVALID);
+
+#define COUNT_EV_(n) +1
+    int n_events = 0 CBT_BUILTIN_EVENTS(COUNT_EV_);
+#undef COUNT_EV_
+    CHECK(n_events == (int)CBT_EV_BUILTIN_COUNT_ - 1);
+}
+
+/* ---- cbt/span.h ---------------------------------------------------------------- */
+static void test_span_h(void)
+{
+    cbt_event e;
+    cbt_event_init(&e, CBT_EV_MP_STORE_START, "req-1");
+    CHECK(cbt_span_start(NULL, CBT_N_REQUEST, CBT_SPAN_KIND_SERVER, &g_ctx, 1) == NULL);
+    CHECK(cbt_span_start_for_event(NULL, CBT_N_MP_STORE, CBT_SPAN_KIND_INTERNAL, NULL, &e) ==
+          NULL);
+
+    cbt_span sp;
+    memset(&sp, 0, sizeof sp);
+    CHECK(cbt_span_set_i64(&sp, CBT_N_HIT_TOKENS, 1) == CBT_OK);
+    CHECK(cbt_span_set_f64(&sp, CBT_N_HIT_RATE, 0.5) == CBT_OK);
+    CHECK(cbt_span_set_bool(&sp, CBT_N_FAILED, false) == CBT_OK);
+    CHECK(cbt_span_set_str(&sp, CBT_N_MODEL, "llama", 5) == CBT_OK);
+    cbt_span_set_from_event(&sp, &e);
+    CHECK(sp.n_attrs == 0 && sp.arena_used == 0);
+    CHECK(cbt_span_attr(&sp, CBT_N_HIT_TOKENS) == NULL);
+    CHECK(empty(cbt_attr_str(&sp, &sp.attrs[0])));
+    cbt_span_end(NULL, &sp, 2);
+    CHECK(!cbt_span_ctx_valid(&g_ctx));
+
+    cbt_span_ctx got;
+    memset(&got, 0xff, sizeof got);
+    CHECK(cbt_registry_put(NULL, "req-1", CBT_N_STORE, &g_ctx) == CBT_OK);
+    CHECK(cbt_registry_get(NULL, "req-1", CBT_N_STORE, &got) == CBT_ERR_NOT_FOUND);
+    CHECK(all_zero(&got, sizeof got));
+    cbt_registry_remove(NULL, "req-1", CBT_N_STORE, NULL);
+    CHECK(cbt_registry_count(NULL) == 0);
+
+    cbt_memsink *ms = (cbt_memsink *)&g_dummy;
+    cbt_sink k;
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_memsink_create(64, &ms, &k) == CBT_OK);
+    CHECK(ms == NULL && empty_sink(&k));
+    CHECK(cbt_memsink_count(ms) == 0);
+    memset(&sp, 0xff, sizeof sp);
+    CHECK(cbt_memsink_get(ms, 0, &sp) == CBT_ERR_NOT_FOUND); /* loops over it end at once */
+    CHECK(all_zero(&sp, sizeof sp));
+    CHECK(cbt_memsink_dropped(ms) == 0);
+    cbt_memsink_clear(ms);
+    cbt_memsink_release(ms);
+
+    const char *jsonl = "cbt-disable-all.jsonl";
+    remove(jsonl);
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_jsonl_sink_create(jsonl, &k) == CBT_OK);
+    CHECK(empty_sink(&k) && absent(jsonl));
+
+    char buf[64] = "untouched";
+    CHECK(cbt_span_to_json(&g_span, buf, sizeof buf) == 0 && buf[0] == '\0');
+    CHECK(cbt_span_to_json(&g_span, NULL, 0) == 0);
+
+    /* the subscriber helpers are plain code and still work */
+    cbt_subscriber sub;
+    cbt_subscriber_init(&sub, "mine", &g_dummy, on_event_cb, NULL, NULL);
+    CHECK(sub.version == CBT_SUBSCRIBER_VERSION && sub.size == sizeof sub && sub.ctx == &g_dummy);
+    CHECK(!cbt_subscriber_wants(&sub, CBT_EV_MP_STORE_END));
+    cbt_subscriber_want(&sub, CBT_EV_MP_STORE_END);
+    CHECK(cbt_subscriber_wants(&sub, CBT_EV_MP_STORE_END));
+}
+
+/* ---- cbt/stream.h --------------------------------------------------------------- */
+static void test_stream_h(void)
+{
+    cbt_stream *s = (cbt_stream *)&g_dummy;
+    CHECK(cbt_stream_cpu_create(0, &s) == CBT_OK && s == NULL);
+    cbt_stream *cs = (cbt_stream *)&g_dummy;
+    CHECK(cbt_stream_cuda_create(&g_dummy, &cs) == CBT_OK && cs == NULL);
+    int ran = 0;
+    CHECK(cbt_stream_enqueue(s, bump, &ran) == CBT_OK && ran == 1); /* the work still happens */
+    CHECK(cbt_stream_enqueue(cs, bump, &ran) == CBT_OK && ran == 2);
+    CHECK(cbt_stream_enqueue(s, NULL, NULL) == CBT_OK);
+    cbt_event e;
+    cbt_event_init(&e, CBT_EV_MP_STORE_END, "req-1");
+    CHECK(cbt_publish_on_stream(s, &e) == CBT_OK);
+    CHECK(cbt_stream_sync(s) == CBT_OK);
+    CHECK(cbt_stream_ordinal(s) == 0);
+    CHECK(cbt_stream_cuda_handle(cs) == NULL);
+    cbt_stream_destroy(s);
+    cbt_stream_destroy(cs);
+}
+
+/* ---- cbt/mp.h, cbt/cb.h ------------------------------------------------------------- */
+static void test_subscribers(void)
+{
+    cbt_subscriber sub;
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_mp_subscriber_create(0, &sub) == CBT_OK);
+    CHECK(sub.version == CBT_SUBSCRIBER_VERSION && sub.size == sizeof sub &&
+          sub.on_event == NULL && sub.on_shutdown == NULL && sub.destroy == NULL &&
+          sub.ctx == NULL && all_zero(sub.mask, sizeof sub.mask));
+    cbt_mp_stats mp = CBT_STRUCT_INIT(cbt_mp_stats);
+    mp.roots_opened = 3;
+    CHECK(cbt_mp_stats_get(&sub, &mp) == CBT_OK);
+    CHECK(mp.version == CBT_MP_STATS_VERSION && mp.size == sizeof mp && mp.roots_opened == 0);
+
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_cb_subscriber_create(16, &sub) == CBT_OK);
+    CHECK(sub.version == CBT_SUBSCRIBER_VERSION && sub.on_event == NULL);
+    cbt_cb_stats cb = CBT_STRUCT_INIT(cbt_cb_stats);
+    cb.roots_opened = 3;
+    CHECK(cbt_cb_stats_get(NULL, &cb) == CBT_OK);
+    CHECK(cb.version == CBT_CB_STATS_VERSION && cb.size == sizeof cb && cb.roots_opened == 0);
+}
+
+/* ---- cbt/context.h ---------------------------------------------------------------- */
+static void test_context_h(void)
+{
+    static const char tp_in[] = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    char tp[CBT_TRACEPARENT_LEN + 1] = "untouched";
+    CHECK(cbt_traceparent_format(&g_ctx, tp) == CBT_OK && tp[0] == '\0');
+    cbt_span_ctx c;
+    memset(&c, 0xff, sizeof c);
+    CHECK(cbt_traceparent_parse(tp_in, CBT_TRACEPARENT_LEN, &c) == CBT_OK);
+    CHECK(all_zero(&c, sizeof c));
+    CHECK(cbt_tracestate_check("k=v", 3) == CBT_OK);
+
+    cbt_trace_context tc;
+    memset(&tc, 0xff, sizeof tc);
+    CHECK(cbt_context_extract(tp_in, "k=v", &tc) == CBT_OK);
+    CHECK(all_zero(&tc, sizeof tc));
+
+    uint8_t tid[16];
+    memset(tid, 0xff, sizeof tid);
+    cbt_trace_id_from_request("req-1", 5, tid);
+    CHECK(all_zero(tid, sizeof tid));
+
+    cbt_sampler smp = cbt_sampler_default();
+    CHECK(smp.kind == CBT_SAMPLER_PARENTBASED_ALWAYS_ON && smp.ratio == 1.0);
+    CHECK(empty(cbt_sampler_name(CBT_SAMPLER_ALWAYS_OFF)));
+    smp.kind = CBT_SAMPLER_ALWAYS_ON;
+    CHECK(cbt_sampler_parse("traceidratio", "0.5", &smp, stderr) == CBT_OK);
+    CHECK(smp.kind == CBT_SAMPLER_PARENTBASED_ALWAYS_ON && smp.ratio == 1.0);
+    smp.kind = CBT_SAMPLER_ALWAYS_ON;
+    setenv("OTEL_TRACES_SAMPLER", "always_off", 1);
+    CHECK(cbt_sampler_from_env(&smp, NULL) == CBT_OK);
+    CHECK(smp.kind == CBT_SAMPLER_PARENTBASED_ALWAYS_ON); /* the environment is not read */
+    CHECK(!cbt_sampler_decide(&smp, tid, NULL));
+
+    cbt_status why = CBT_ERR_IO;
+    memset(&tc, 0xff, sizeof tc);
+    CHECK(cbt_context_begin(tp_in, NULL, "req-1", 5, &smp, &tc, &why) == CBT_OK);
+    CHECK(why == CBT_OK && all_zero(&tc, sizeof tc));
+    CHECK(cbt_context_sampled(&tc) == 0); /* so a process skips its publishing */
+    CHECK(cbt_context_parent(&tc) == NULL);
+    cbt_span sp;
+    memset(&sp, 0, sizeof sp);
+    cbt_span_adopt_context(&sp, &tc);
+    CHECK(all_zero(&sp.ctx, sizeof sp.ctx));
+}
+
+/* ---- cbt/pspan.h -------------------------------------------------------------- */
+static void test_pspan_h(void)
+{
+    cbt_pspan p;
+    memset(&p, 0xff, sizeof p);
+    cbt_meta m[1];
+    m[0] = cbt_meta_i64(CBT_N_N_POLLS, 3);
+    CHECK(cbt_pspan_begin(&p, CBT_N_CB_REQUEST, CBT_SPAN_KIND_SERVER, "req-1", NULL, m, 1) ==
+          CBT_OK);
+    CHECK(p.open == 0 && p.sampled == 0 && p.stream == NULL && all_zero(&p.ctx, sizeof p.ctx));
+    CHECK(cbt_pspan_end(&p, m, 1) == CBT_OK);
+    memset(&p, 0xff, sizeof p);
+    CHECK(cbt_pspan_begin_on(&p, NULL, CBT_N_CB_CHECK, CBT_SPAN_KIND_INTERNAL, "req-1", &g_ctx,
+                             NULL, 0) == CBT_OK);
+    CHECK(p.open == 0 && all_zero(&p.ctx, sizeof p.ctx));
+    CHECK(cbt_pspan_end_on(&p, NULL, 0) == CBT_OK);
+    uint8_t id[8];
+    memset(id, 0xff, sizeof id);
+    cbt_pspan_new_id(id);
+    CHECK(all_zero(id, sizeof id));
+    cbt_pspan_stats st = CBT_STRUCT_INIT(cbt_pspan_stats);
+    st.opened = 9;
+    CHECK(cbt_pspan_stats_get(&st) == CBT_OK);
+    CHECK(st.version == CBT_PSPAN_STATS_VERSION && st.size == sizeof st && st.opened == 0);
+}
+
+/* ---- cbt/kernel.h, cbt/kernel_span.h, cbt/ring.h ---------------------------------------- */
+static cbt_ring_rec g_recs[8];
+static cbt_fold_slot g_fold[CBT_FOLD_SLOTS];
+
+static void test_kernels(void)
+{
+    cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 4);
+    CHECK(li.version == CBT_LAUNCH_INFO_VERSION && li.size == sizeof li);
+    CHECK(li.op == CBT_KOP_SCATTER && li.mode == CBT_REC_LAUNCH && li.n_ctas == 4 &&
+          li.name == 0 && li.sampled_out == 0);
+    cbt_kspan ks;
+    memset(&ks, 0xff, sizeof ks);
+    CHECK(cbt_launch_begin(NULL, "req-1", &li, &ks) == CBT_OK);
+    CHECK(ks.ring == NULL && ks.launch_id == 0); /* untraced: the macros write nothing */
+    ctas_seen seen = {0, 0, 0};
+    CHECK(cbt_cpu_launch(NULL, 3, count_cta, &seen) == CBT_OK);
+    CHECK(seen.calls == 3 && seen.index_sum == 0 + 1 + 2 && seen.n == 3); /* the work ran */
+    cbt_ring_stats rs = CBT_STRUCT_INIT(cbt_ring_stats);
+    rs.harvested = 4;
+    CHECK(cbt_ring_stats_get(&rs) == CBT_OK);
+    CHECK(rs.version == CBT_RING_STATS_VERSION && rs.size == sizeof rs && rs.harvested == 0);
+
+    /* the kernel macros and the CPU backend's calls, with a real ring: nothing is written */
+    unsigned long long claim = 0;
+    cbt_ring_dev ring;
+    ring.recs = g_recs;
+    ring.claim = &claim;
+    ring.fold = g_fold;
+    ring.mask = 7;
+    ring.reserved = 0;
+    cbt_kspan span;
+    span.ring = &ring;
+    span.launch_id = 1;
+    span.op = CBT_KOP_USER;
+    span.mode = CBT_REC_CTA;
+    span.n_ctas_hi = 0;
+    int body = 0;
+    cbt_cpu_cta_enter(0, 1, 0);
+    CHECK(cbt_cpu_cta_current() == NULL);
+    CBT_KERNEL_SPAN_BEGIN(span);
+    CBT_KERNEL_SPAN_END(span, 5);
+    CBT_KERNEL_SPAN_BEGIN(span);
+    CBT_KERNEL_SPAN_END_USER(span, 5, 2);
+    CBT_KERNEL_SPAN(span, 7) { body++; }
+    cbt_cpu_cta_leave();
+    CHECK(body == 1);
+    CHECK(cbt_cpu_clock() == 0);
+    CHECK(cbt_cpu_span_begin(&span) == 0);
+    cbt_cpu_span_end(&span, 0, 5, 0);
+    cbt_cpu_ring_put(&ring, 1, 2, 1, 0, 5, 0, CBT_REC_CTA, CBT_KOP_USER, 0);
+    CHECK(claim == 0 && all_zero(g_recs, sizeof g_recs) && all_zero(g_fold, sizeof g_fold));
+
+    /* ring.h: pure code, the same in every build */
+    uint32_t sko = CBT_RING_SKO(1, CBT_REC_CTA, CBT_KOP_SCATTER);
+    CHECK(sko == 0x10101u);
+    CHECK(cbt_ring_check(1, 2, 3, 4, 5, sko, 6, 7) == cbt_ring_check(1, 2, 3, 4, 5, sko, 6, 7));
+    CHECK(cbt_ring_check(1, 2, 3, 4, 5, sko, 6, 7) != cbt_ring_check(1, 2, 3, 4, 5, sko, 6, 8));
+}
+
+/* ---- cbt/kv_kernels.h: nothing is moved; CBT_ERR_UNSUPPORTED ---------------------------- */
+static void test_kv_kernels_h(void)
+{
+    CHECK(cbt_dtype_size(CBT_DT_F32) == 4 && cbt_dtype_size(CBT_DT_F16) == 2 &&
+          cbt_dtype_size(CBT_DT_BF16) == 2 && cbt_dtype_size(CBT_DT_U8) == 1 &&
+          cbt_dtype_size((cbt_dtype)9) == 0);
+    cbt_kv_geom g;
+    memset(&g, 0, sizeof g);
+    cbt_scatter_args a;
+    memset(&a, 0, sizeof a);
+    CHECK(cbt_scatter_check(&g, &a, CBT_SCATTER_RETRIEVE) == CBT_ERR_UNSUPPORTED);
+    cbt_scatter_result res;
+    memset(&res, 0xff, sizeof res);
+    CHECK(cbt_scatter_ref(&g, &a, CBT_SCATTER_STORE, NULL, 1, &res) == CBT_ERR_UNSUPPORTED);
+    CHECK(all_zero(&res, sizeof res));
+    uint32_t shifted = 5;
+    cbt_rope rope;
+    memset(&rope, 0, sizeof rope);
+    float keys[4] = {1, 2, 3, 4};
+    CHECK(cbt_rerope_ref(keys, 1, 1, 4, CBT_DT_F32, &rope, NULL, NULL, &shifted) ==
+          CBT_ERR_UNSUPPORTED);
+    CHECK(shifted == 0 && keys[3] == 4);
+    char src_chunk[16] = "0123456789abcde", dst_chunk[16] = {0};
+    void *dst[1] = {dst_chunk};
+    const void *src[1] = {src_chunk};
+    CHECK(cbt_l2_load_ref(dst, src, 1, sizeof src_chunk, NULL) == CBT_ERR_UNSUPPORTED);
+    CHECK(all_zero(dst_chunk, sizeof dst_chunk));
+    cbt_kspan none;
+    memset(&none, 0, sizeof none);
+    CHECK(cbt_scatter_cuda(&g, &a, CBT_SCATTER_RETRIEVE, none, 0, NULL) == CBT_ERR_UNSUPPORTED);
+    CHECK(cbt_rerope_cuda(keys, 1, 1, 4, CBT_DT_F32, &rope, NULL, none, NULL) ==
+          CBT_ERR_UNSUPPORTED);
+    CHECK(cbt_l2_load_cuda_kernel(dst, src, 1, 16, none, NULL) == CBT_ERR_UNSUPPORTED);
+    CHECK(cbt_l2_load_cuda_memcpy(dst, src, 1, 16, NULL) == CBT_ERR_UNSUPPORTED);
+}
+
+/* ---- cbt/cupti.h, cbt/nvtx.h ------------------------------------------------------- */
+static void test_cupti_nvtx(void)
+{
+    CHECK(cbt_cupti_enable() == CBT_OK);
+    CHECK(cbt_cupti_launch_scope_begin(1) == CBT_OK);
+    CHECK(cbt_cupti_launch_scope_end() == CBT_OK);
+    CHECK(cbt_cupti_flush() == CBT_OK);
+    cbt_cupti_stats cs = CBT_STRUCT_INIT(cbt_cupti_stats);
+    cs.records = 2;
+    cs.enabled = 1;
+    CHECK(cbt_cupti_stats_get(&cs) == CBT_OK);
+    CHECK(cs.version == CBT_CUPTI_STATS_VERSION && cs.size == sizeof cs && cs.records == 0 &&
+          cs.enabled == 0);
+    CHECK(cbt_cupti_disable() == CBT_OK);
+    CHECK(cbt_nvtx_enable() == CBT_OK);
+}
+
+/* ---- cbt/blend_metrics.h ------------------------------------------------------------ */
+static void test_blend_metrics_h(void)
+{
+    cbt_blend_metrics *bm = (cbt_blend_metrics *)&g_dummy;
+    CHECK(cbt_blend_metrics_create(&bm) == CBT_OK && bm == NULL);
+    CHECK(cbt_blend_metrics_current() == NULL);
+    cbt_blend_count(bm, CBT_BC_LOOKUP_REQUESTS, 1);
+    cbt_blend_observe(bm, CBT_BH_LOOKUP, 1.5, &g_span);
+    memset(&g_snap, 0xff, sizeof g_snap);
+    CHECK(cbt_blend_snapshot_take(bm, &g_snap) == CBT_OK);
+    CHECK(all_zero(&g_snap, sizeof g_snap));
+    CHECK(empty(cbt_blend_counter_name(CBT_BC_LOOKUP_REQUESTS)));
+    CHECK(empty(cbt_blend_counter_unit(CBT_BC_LOOKUP_REQUESTS)));
+    CHECK(empty(cbt_blend_counter_desc(CBT_BC_LOOKUP_REQUESTS)));
+    CHECK(empty(cbt_blend_hist_name(CBT_BH_SCATTER)));
+    CHECK(empty(cbt_blend_hist_desc(CBT_BH_SCATTER)));
+    const double *b = cbt_blend_bounds_ms();
+    CHECK(b != NULL && b[0] == 0.05 && b[CBT_BLEND_N_BOUNDS - 1] == 10000.0);
+    cbt_blend_metrics_free(bm);
+
+#define COUNT_BC_(e, n, u, d) +1
+#define COUNT_BH_(e, n, d) +1
+    int n_counters = 0 CBT_BLEND_COUNTERS(COUNT_BC_);
+    int n_hists = 0 CBT_BLEND_HISTOGRAMS(COUNT_BH_);
+#undef COUNT_BC_
+#undef COUNT_BH_
+    CHECK(n_counters == (int)CBT_BC_COUNT_ && n_hists == (int)CBT_BH_COUNT_);
+}
+
+/* ---- cbt/otlp.h ------------------------------------------------------------------ */
+static void test_otlp_h(void)
+{
+    cbt_otlp_resource r;
+    memset(&r, 0xff, sizeof r);
+    cbt_otlp_resource_default(&r);
+    CHECK(strcmp(r.service_name, "cbt") == 0 && empty(r.service_instance_id) &&
+          empty(r.host_name) && r.pid == 0 && empty(r.gpu_name) && r.n_extra == 0);
+    cbt_buf buf;
+    buf.data = NULL;
+    buf.len = buf.cap = 0;
+    CHECK(cbt_otlp_encode_proto(&r, &g_span, 1, &buf) == CBT_OK);
+    CHECK(cbt_otlp_encode_json(&r, &g_span, 1, &buf) == CBT_OK);
+    CHECK(cbt_otlp_encode_metrics_proto(&r, &g_snap, &buf) == CBT_OK);
+    CHECK(cbt_otlp_encode_metrics_json(&r, &g_snap, &buf) == CBT_OK);
+    CHECK(buf.data == NULL && buf.len == 0 && buf.cap == 0); /* nothing appended */
+    cbt_buf_free(&buf);
+
+    memset(&g_ocfg, 0xff, sizeof g_ocfg);
+    cbt_otlp_config_default(&g_ocfg);
+    CHECK(g_ocfg.version == CBT_OTLP_CONFIG_VERSION && g_ocfg.size == sizeof g_ocfg);
+    CHECK(g_ocfg.disabled == 1 && g_ocfg.metrics_disabled == 1);
+    CHECK(strcmp(g_ocfg.endpoint, "http://localhost:4318/v1/traces") == 0 &&
+          strcmp(g_ocfg.metrics_endpoint, "http://localhost:4318/v1/metrics") == 0);
+    CHECK(g_ocfg.protocol == CBT_OTLP_HTTP_PROTOBUF && g_ocfg.gzip == 0 &&
+          g_ocfg.timeout_ms == 10000 && g_ocfg.n_headers == 0 && g_ocfg.verify_tls == 1 &&
+          g_ocfg.max_queue == 2048 && g_ocfg.max_batch == 512 &&
+          g_ocfg.schedule_delay_ms == 5000 && g_ocfg.retry_budget_ms == 30000 &&
+          g_ocfg.shutdown_timeout_ms == 5000 && g_ocfg.metrics_interval_ms == 60000 &&
+          g_ocfg.blend == NULL && strcmp(g_ocfg.resource.service_name, "cbt") == 0);
+    setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1234", 1);
+    CHECK(cbt_otlp_config_from_env(&g_ocfg, stderr) == CBT_OK);
+    CHECK(g_ocfg.timeout_ms == 10000); /* the environment is not read */
+
+    cbt_otlp_exporter *ex = (cbt_otlp_exporter *)&g_dummy;
+    cbt_sink k;
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_otlp_exporter_create(&g_ocfg, &ex, &k) == CBT_OK);
+    CHECK(ex == NULL && empty_sink(&k));
+    cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
+    os.spans_queued = 1;
+    CHECK(cbt_otlp_exporter_stats(ex, &os) == CBT_OK);
+    CHECK(os.version == CBT_OTLP_STATS_VERSION && os.size == sizeof os && os.spans_queued == 0);
+}
+
+/* ---- cbt/trace_file.h, cbt/tree.h ------------------------------------------------------ */
+static void test_files_trees(void)
+{
+    const char *trace = "cbt-disable-all-trace.json";
+    remove(trace);
+    cbt_sink k;
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_trace_file_sink_create(trace, &k) == CBT_OK);
+    CHECK(empty_sink(&k) && absent(trace));
+
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    if (!f)
+        return;
+    CHECK(cbt_tree_print(f, &g_span, 1, 0) == 0);
+    CHECK(cbt_waterfall_print(f, &g_span, 1, 3, 80) == 0);
+    CHECK(ftell(f) == 0); /* nothing printed */
+    fclose(f);
+}
+
+#ifdef __CUDACC__
+/* The CUDA build of this file: the macros compile to nothing in device code too. */
+__global__ void disabled_kernel(cbt_kspan span, int *out)
+{
+    CBT_KERNEL_SPAN_BEGIN(span);
+    out[threadIdx.x] = 1;
+    CBT_KERNEL_SPAN_END(span, 1);
+    CBT_KERNEL_SPAN_BEGIN(span);
+    CBT_KERNEL_SPAN_END_USER(span, 1, 2);
+    CBT_KERNEL_SPAN(span, 2) { out[0] = 2; }
+}
+#endif
+
+int main(void)
+{
+    memset(&g_span, 0, sizeof g_span);
+    memset(&g_ctx, 0, sizeof g_ctx);
+    g_ctx.trace_id[15] = 1;
+    g_ctx.span_id[7] = 1;
+    g_ctx.trace_flags = CBT_TRACE_FLAG_SAMPLED;
+
+    test_cbt_h();
+    test_status_names();
+    test_event_h();
+    test_span_h();
+    test_stream_h();
+    test_subscribers();
+    test_context_h();
+    test_pspan_h();
+    test_kernels();
+    test_kv_kernels_h();
+    test_cupti_nvtx();
+    test_blend_metrics_h();
+    test_otlp_h();
+    test_files_trees();
+
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}
