@@ -5,20 +5,28 @@
  * path), children for lookup_prefetch / store / retrieve, roots closed exactly
  * when the request's pending GPU work has finished (see docs/spans.md).
  *
+ * It includes every public header a host program needs: events, names,
+ * spans and sinks, streams, the MP and CacheBlend builders, kernel launches,
+ * trace context and pspans, CUPTI, the blend metrics, and the exporters
+ * (cbt/otlp.h, cbt/nvtx.h, cbt/trace_file.h, cbt/tree.h). Kernel sources add
+ * cbt/kernel_span.h (the CBT_KERNEL_SPAN macros); users of cbt's own KV
+ * kernels add cbt/kv_kernels.h (libcbt_kernels).
+ *
  * The flow, one file per stage (docs/architecture.md):
- *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/core/bus.c, host/streams/stream_*.c
+ *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/core/lane.c, host/streams/stream*.c
  *   harvester thread                         dispatch in order   host/core/harvester.c
- *   subscribers (MP, user)                   events -> spans     host/builders/mp_subscriber.c
+ *   builders (MP, CacheBlend, user)          events -> spans     host/builders/
  *   sinks                                    spans -> files/...  host/spans/sink_*.c, exporter/
  *
- * Costs: cbt_publish() is a timestamp (rdtsc) and a copy into the calling
+ * Costs: cbt_publish() is a timestamp (rdtscp) and a copy into the calling
  * thread's own bounded lane (a single-producer ring: no lock, no CAS); it
  * never blocks, and allocates only once per thread (its lane). With no tracer (not
  * initialised, or disabled by configuration) it is one predictable branch.
  *
  * CBT_DISABLE: defined before the first cbt include, it compiles every cbt
  * call out. Each function of this header and of every header under cbt/
- * becomes a static inline no-op (its arguments still type-checked; no cbt
+ * but cbt/kv_kernels.h (the KV kernels move data, which CBT_DISABLE must not
+ * stop: that header says more) becomes a static inline no-op (its arguments still type-checked; no cbt
  * symbol referenced, so no cbt library is linked) and each kernel macro a
  * void cast; types, enums and constants stay defined. Calls return CBT_OK with
  * defined, empty results — NULL handles, zeroed out-structs, "" strings,
@@ -284,4 +292,15 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
 #ifdef __cplusplus
 }
 #endif
+/* The rest of the public API (each of these includes cbt.h itself). */
+#include "cbt/blend_metrics.h"
+#include "cbt/cb.h"
+#include "cbt/context.h"
+#include "cbt/cupti.h"
+#include "cbt/pspan.h"
+#include "cbt/nvtx.h"
+#include "cbt/otlp.h"
+#include "cbt/trace_file.h"
+#include "cbt/tree.h"
+
 #endif /* CBT_H */

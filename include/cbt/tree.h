@@ -15,6 +15,10 @@
 
 #include "cbt.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
 static inline int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces)
@@ -44,4 +48,7 @@ int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsi
 
 #endif /* CBT_DISABLE */
 
+#ifdef __cplusplus
+}
+#endif
 #endif /* CBT_TREE_H */
