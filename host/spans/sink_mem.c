@@ -102,10 +102,3 @@ uint64_t cbt_memsink_dropped(cbt_memsink *m)
     pthread_mutex_unlock(&m->lock);
     return d;
 }
-
-void cbt_memsink_clear(cbt_memsink *m)
-{
-    pthread_mutex_lock(&m->lock);
-    m->n = 0;
-    pthread_mutex_unlock(&m->lock);
-}

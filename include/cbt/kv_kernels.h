@@ -32,18 +32,18 @@
  * pairs (2i, 2i+1). Tokens with p == q are copied untouched; the others
  * count as n_shifted. Arithmetic in fp32.
  *
- * CBT_DISABLE (defined before the first cbt include): the types stay
- * defined and every call is a static inline referencing no cbt symbol
- * (libcbt_kernels is not needed). cbt_dtype_size() still answers; every
- * kernel and C reference, and cbt_scatter_check(), moves nothing and
- * returns CBT_ERR_UNSUPPORTED (as the CUDA entry points do in a build
- * without CUDA), with its counts zeroed.
+ * CBT_DISABLE does not affect this header: these kernels are workload code,
+ * not instrumentation, and compiling them to no-ops would silently stop a
+ * program's KV data movement. The declarations below are visible in every
+ * build, and a program that uses the kernels links libcbt_kernels (and
+ * through it libcbt) whatever CBT_DISABLE says. Their own CBT_KERNEL_SPAN
+ * instrumentation is compiled into libcbt_kernels and costs one branch when
+ * no tracer runs (the span's ring is NULL).
  */
 #ifndef CBT_KV_KERNELS_H
 #define CBT_KV_KERNELS_H
 
 #include <stdint.h>
-#include <string.h>
 
 #include "cbt/status.h"
 #include "cbt/ring.h"
@@ -104,83 +104,6 @@ typedef struct cbt_scatter_result {
     uint64_t slot_writes; /* scattered * num_layers * 2 */
 } cbt_scatter_result;
 
-#ifdef CBT_DISABLE
-/* ==== CBT_DISABLE: the calls below compile to stubs (see the top) ========= */
-static inline uint32_t cbt_dtype_size(cbt_dtype d)
-{
-    switch (d) {
-    case CBT_DT_F32: return 4;
-    case CBT_DT_F16: return 2;
-    case CBT_DT_BF16: return 2;
-    case CBT_DT_U8: return 1;
-    }
-    return 0;
-}
-static inline cbt_status cbt_scatter_check(const cbt_kv_geom *g, const cbt_scatter_args *a,
-                                           cbt_scatter_dir dir)
-{
-    (void)g, (void)a, (void)dir;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a,
-                                         cbt_scatter_dir dir, const cbt_kspan *span,
-                                         uint32_t n_ctas, cbt_scatter_result *res)
-{
-    (void)g, (void)a, (void)dir, (void)span, (void)n_ctas;
-    if (res)
-        memset(res, 0, sizeof *res);
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_rerope_ref(void *keys, uint32_t n_tokens, uint32_t num_heads,
-                                        uint32_t head_dim, cbt_dtype dtype, const cbt_rope *rope,
-                                        const int32_t *new_positions, const cbt_kspan *span,
-                                        uint32_t *n_shifted)
-{
-    (void)keys, (void)n_tokens, (void)num_heads, (void)head_dim, (void)dtype, (void)rope;
-    (void)new_positions, (void)span;
-    if (n_shifted)
-        *n_shifted = 0;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_l2_load_ref(void *const *dst, const void *const *src,
-                                         uint32_t n_chunks, uint64_t chunk_bytes,
-                                         const cbt_kspan *span)
-{
-    (void)dst, (void)src, (void)n_chunks, (void)chunk_bytes, (void)span;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_scatter_cuda(const cbt_kv_geom *g, const cbt_scatter_args *a,
-                                          cbt_scatter_dir dir, cbt_kspan span, uint32_t n_ctas,
-                                          void *stream)
-{
-    (void)g, (void)a, (void)dir, (void)span, (void)n_ctas, (void)stream;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_rerope_cuda(void *keys, uint32_t n_tokens, uint32_t num_heads,
-                                         uint32_t head_dim, cbt_dtype dtype, const cbt_rope *rope,
-                                         const int32_t *new_positions, cbt_kspan span,
-                                         void *stream)
-{
-    (void)keys, (void)n_tokens, (void)num_heads, (void)head_dim, (void)dtype, (void)rope;
-    (void)new_positions, (void)span, (void)stream;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_l2_load_cuda_kernel(void *const *dst, const void *const *src,
-                                                 uint32_t n_chunks, uint64_t chunk_bytes,
-                                                 cbt_kspan span, void *stream)
-{
-    (void)dst, (void)src, (void)n_chunks, (void)chunk_bytes, (void)span, (void)stream;
-    return CBT_ERR_UNSUPPORTED;
-}
-static inline cbt_status cbt_l2_load_cuda_memcpy(void *const *dst, const void *const *src,
-                                                 uint32_t n_chunks, uint64_t chunk_bytes,
-                                                 void *stream)
-{
-    (void)dst, (void)src, (void)n_chunks, (void)chunk_bytes, (void)stream;
-    return CBT_ERR_UNSUPPORTED;
-}
-#else /* the calls */
-
 /* Bytes of one element of `d`. */
 uint32_t cbt_dtype_size(cbt_dtype d); /* 0 for an unknown dtype */
 
@@ -228,8 +151,6 @@ cbt_status cbt_l2_load_cuda_kernel(void *const *dst, const void *const *src, uin
  * not the ring. */
 cbt_status cbt_l2_load_cuda_memcpy(void *const *dst, const void *const *src, uint32_t n_chunks,
                                    uint64_t chunk_bytes, void *stream);
-
-#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

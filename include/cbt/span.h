@@ -283,7 +283,6 @@ static inline uint64_t cbt_memsink_dropped(cbt_memsink *m)
     (void)m;
     return 0;
 }
-static inline void cbt_memsink_clear(cbt_memsink *m) { (void)m; }
 static inline cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
 {
     (void)path;
@@ -389,8 +388,6 @@ uint32_t cbt_memsink_count(cbt_memsink *m);
 /* Copy of span i (0-based, in end order). CBT_ERR_NOT_FOUND past the end. */
 cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out);
 uint64_t cbt_memsink_dropped(cbt_memsink *m);
-/* Forget all spans held. */
-void cbt_memsink_clear(cbt_memsink *m);
 
 /* JSON-lines file sink: one object per finished span, hex ids, ns times,
  * typed attributes. See docs/spans.md for the schema. The sink owns the FILE. */
