@@ -274,9 +274,11 @@ static void test_span_h(void)
 static void test_stream_h(void)
 {
     cbt_stream *s = (cbt_stream *)&g_dummy;
-    CHECK(cbt_stream_cpu_create(0, &s) == CBT_OK && s == NULL);
-    cbt_stream *cs = (cbt_stream *)&g_dummy;
-    CHECK(cbt_stream_cuda_create(&g_dummy, &cs) == CBT_OK && cs == NULL);
+    CHECK(cbt_stream_cpu_create(0, &s) == CBT_OK && s != NULL && s != (cbt_stream *)&g_dummy);
+    CHECK(cbt_stream_cpu_create(0, NULL) == CBT_ERR_INVAL);
+    cbt_stream *cs = NULL;
+    /* the handle of a wrapped CUDA stream is that stream: kernels stay on it */
+    CHECK(cbt_stream_cuda_create(&g_dummy, &cs) == CBT_OK && cs == (cbt_stream *)&g_dummy);
     int ran = 0;
     CHECK(cbt_stream_enqueue(s, bump, &ran) == CBT_OK && ran == 1); /* the work still happens */
     CHECK(cbt_stream_enqueue(cs, bump, &ran) == CBT_OK && ran == 2);
@@ -286,7 +288,8 @@ static void test_stream_h(void)
     CHECK(cbt_publish_on_stream(s, &e) == CBT_OK);
     CHECK(cbt_stream_sync(s) == CBT_OK);
     CHECK(cbt_stream_ordinal(s) == 0);
-    CHECK(cbt_stream_cuda_handle(cs) == NULL);
+    CHECK(cbt_stream_cuda_handle(cs) == &g_dummy);
+    CHECK(cbt_stream_cuda_handle(s) == NULL);
     cbt_stream_destroy(s);
     cbt_stream_destroy(cs);
 }
@@ -430,8 +433,15 @@ static void test_kernels(void)
     CBT_KERNEL_SPAN_BEGIN(span);
     CBT_KERNEL_SPAN_END_USER(span, 5, 2);
     CBT_KERNEL_SPAN(span, 7) { body++; }
+    /* an `else` after the block binds to the `if`, as with the real macro */
+    int taken = 0;
+    if (body == 0)
+        CBT_KERNEL_SPAN(span, 1) { taken = 1; }
+    else
+        taken = 2;
     cbt_cpu_cta_leave();
     CHECK(body == 1);
+    CHECK(taken == 2);
     CHECK(cbt_cpu_clock() == 0);
     CHECK(cbt_cpu_span_begin(&span) == 0);
     cbt_cpu_span_end(&span, 0, 5, 0);

@@ -58,7 +58,9 @@ typedef struct cbt_cpu_cta {
 #define CBT_KERNEL_SPAN_BEGIN(span) ((void)(span))
 #define CBT_KERNEL_SPAN_END(span, tokens) ((void)(span), (void)(tokens))
 #define CBT_KERNEL_SPAN_END_USER(span, tokens, user) ((void)(span), (void)(tokens), (void)(user))
-#define CBT_KERNEL_SPAN(span, tokens) if (((void)(span), 1))
+/* a loop run once, like the real macro: a following `else` binds as it does there */
+#define CBT_KERNEL_SPAN(span, tokens) \
+    for (int cbt_once_ = ((void)(span), (void)(tokens), 1); cbt_once_; cbt_once_ = 0)
 
 #ifdef __cplusplus
 extern "C" {

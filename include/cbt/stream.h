@@ -17,11 +17,17 @@
  *     when it reaches it. This is how cbt is tested without a GPU.
  *
  * CBT_DISABLE (defined before the first cbt include): every call is a static
- * inline referencing no cbt symbol. There are no streams: the constructors
- * return CBT_OK with a NULL handle, publishing is a no-op, and
- * cbt_stream_enqueue() runs fn(arg) at once on the calling thread, so work a
- * program hands a stream still happens, in order (on a wrapped CUDA stream
- * it then runs before, not after, the GPU work queued ahead of it).
+ * inline referencing no cbt symbol, and publishing is a no-op; the program's
+ * own work is kept. cbt_stream_cuda_create() hands back the cudaStream_t
+ * itself as the handle, so cbt_stream_cuda_handle() still returns it and
+ * kernels launched on it stay on that stream. cbt_stream_sync() on it calls
+ * cudaStreamSynchronize() when the CUDA runtime header (cuda_runtime_api.h)
+ * was included before cbt.h, and otherwise does not wait: synchronise
+ * cbt_stream_cuda_handle(s) yourself then. A CPU stream is a non-NULL
+ * placeholder handle, and cbt_stream_enqueue() runs fn(arg) at once on the
+ * calling thread, so work a program hands a stream still happens, in order
+ * (on a CUDA stream it then runs before, not after, the GPU work queued
+ * ahead of it).
  */
 #ifndef CBT_STREAM_H
 #define CBT_STREAM_H
@@ -45,18 +51,22 @@ typedef void (*cbt_stream_fn)(void *arg);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
+/* The handle of every CPU stream: not NULL, and not a cudaStream_t value
+ * (0, cudaStreamLegacy 1 and cudaStreamPerThread 2 are). */
+#define CBT_DISABLED_CPU_STREAM_ ((cbt_stream *)~(uintptr_t)0)
 static inline cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
 {
     (void)capacity;
-    if (out)
-        *out = NULL;
+    if (!out)
+        return CBT_ERR_INVAL;
+    *out = CBT_DISABLED_CPU_STREAM_;
     return CBT_OK;
 }
 static inline cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out)
 {
-    (void)cuda_stream;
-    if (out)
-        *out = NULL;
+    if (!out)
+        return CBT_ERR_INVAL;
+    *out = (cbt_stream *)cuda_stream; /* the handle is the stream itself */
     return CBT_OK;
 }
 static inline cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg)
@@ -73,6 +83,11 @@ static inline cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *e
 }
 static inline cbt_status cbt_stream_sync(cbt_stream *s)
 {
+#ifdef CUDART_VERSION /* the program includes the CUDA runtime: wait for its stream */
+    if (s != CBT_DISABLED_CPU_STREAM_)
+        return cudaStreamSynchronize((cudaStream_t)(void *)s) == cudaSuccess ? CBT_OK
+                                                                             : CBT_ERR_CUDA;
+#endif
     (void)s;
     return CBT_OK;
 }
@@ -83,8 +98,7 @@ static inline uint32_t cbt_stream_ordinal(const cbt_stream *s)
 }
 static inline void *cbt_stream_cuda_handle(const cbt_stream *s)
 {
-    (void)s;
-    return NULL;
+    return s == CBT_DISABLED_CPU_STREAM_ ? NULL : (void *)s;
 }
 static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
 #else /* the calls */
