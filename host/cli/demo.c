@@ -298,6 +298,18 @@ static void progress(uint32_t done, uint32_t total)
 
 /* Sinks besides the in-memory one: the trace file, the span file, and with
  * --enable-tracing the OTLP exporter configured from the environment. */
+/* The spans the demo's in-memory sink holds, saying on stderr when it had to
+ * drop some (the printed trees are then incomplete; the files are not). */
+static uint32_t memsink_spans(cbt_memsink *mem)
+{
+    uint32_t n = cbt_memsink_count(mem);
+    if (cbt_memsink_dropped(mem))
+        fprintf(stderr, "cbt demo: the in-memory sink held %u spans and dropped %llu: the trees "
+                        "below are incomplete (the span and trace files are not)\n",
+                n, (unsigned long long)cbt_memsink_dropped(mem));
+    return n;
+}
+
 static int add_sinks(const cbt_demo_opts *o, void **otlp)
 {
     cbt_sink sk;
@@ -515,7 +527,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
 #endif
     cbt_shutdown();
 
-    uint32_t n = cbt_memsink_count(mem);
+    uint32_t n = memsink_spans(mem);
     cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
     for (uint32_t i = 0; spans && i < n; i++)
         cbt_memsink_get(mem, i, &spans[i]);
@@ -672,7 +684,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 #endif
     cbt_shutdown(); /* ends anything still open; closes the files */
 
-    uint32_t n = cbt_memsink_count(mem);
+    uint32_t n = memsink_spans(mem);
     cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
     for (uint32_t i = 0; spans && i < n; i++)
         cbt_memsink_get(mem, i, &spans[i]);
