@@ -47,13 +47,12 @@
 #define TRACES_PATH "v1/traces"
 #define METRICS_PATH "v1/metrics"
 
-void cbt_otlp_config_default(cbt_otlp_config *c)
+/* The fields cbt/otlp.h's inline cbt_otlp_config_default() asks for: at most
+ * the caller's size (internal/abi.h). */
+cbt_status cbt_otlp_config_default_into(cbt_otlp_config *out)
 {
-    if (!c)
-        return;
-    memset(c, 0, sizeof *c);
-    c->version = CBT_OTLP_CONFIG_VERSION;
-    c->size = sizeof *c;
+    cbt_otlp_config full, *c = &full;
+    memset(c, 0, sizeof *c); /* reserved included */
     c->disabled = 0;
     snprintf(c->endpoint, sizeof c->endpoint, "http://localhost:4318/" TRACES_PATH);
     c->protocol = CBT_OTLP_HTTP_PROTOBUF;
@@ -71,6 +70,7 @@ void cbt_otlp_config_default(cbt_otlp_config *c)
     c->metrics_interval_ms = 60000;
     c->blend = NULL; /* the caller names the set: no metrics export by default */
     c->metrics_disabled = 0;
+    return cbt_abi_defaults_(out, c, sizeof *c);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

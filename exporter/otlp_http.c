@@ -1072,31 +1072,37 @@ static cbt_status disabled_flush(void *ctx)
 
 static void disabled_destroy(void *ctx) { free(ctx); }
 
-cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
-                                    cbt_sink *sink_out)
+/* cbt/otlp.h's inline cbt_otlp_exporter_create() set sink_out's version and
+ * size: at most that many bytes are written (internal/abi.h), and only on
+ * success. */
+cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_exporter **out,
+                                         cbt_sink *sink_out)
 {
     if (!c || !out || !sink_out)
         return CBT_ERR_INVAL;
     *out = NULL;
-    memset(sink_out, 0, sizeof *sink_out);
+    cbt_status abi = cbt_abi_out_check_(sink_out);
+    if (abi)
+        return abi;
     cbt_otlp_config full; /* an older caller's config, completed with defaults */
-    cbt_status abi = cbt_otlp_config_in_(&full, c);
+    abi = cbt_otlp_config_in_(&full, c);
     if (abi)
         return abi;
     c = &full;
-    sink_out->version = CBT_SINK_VERSION;
-    sink_out->size = sizeof *sink_out;
-    sink_out->name = "otlp-http";
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.name = "otlp-http";
 
     if (c->disabled) {
         cbt_otlp_exporter *d = calloc(1, sizeof *d);
         if (!d)
             return CBT_ERR_NOMEM;
         d->disabled = 1;
-        sink_out->ctx = d;
-        sink_out->on_span = disabled_on_span;
-        sink_out->flush = disabled_flush;
-        sink_out->destroy = disabled_destroy;
+        k.ctx = d;
+        k.on_span = disabled_on_span;
+        k.flush = disabled_flush;
+        k.destroy = disabled_destroy;
+        cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
         *out = d;
         return CBT_OK;
     }
@@ -1144,10 +1150,11 @@ cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter 
         return CBT_ERR_THREAD;
     }
     e->started = 1;
-    sink_out->ctx = e;
-    sink_out->on_span = sink_on_span;
-    sink_out->flush = sink_flush;
-    sink_out->destroy = sink_destroy;
+    k.ctx = e;
+    k.on_span = sink_on_span;
+    k.flush = sink_flush;
+    k.destroy = sink_destroy;
+    cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     *out = e;
     return CBT_OK;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "cbt/ring.h"
+#include "internal/abi.h"
 #include "internal/json.h"
 
 #define TF_LANES 8192
@@ -243,10 +244,15 @@ static void tf_destroy(void *ctx)
     free(t);
 }
 
-cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out)
+/* cbt/trace_file.h's inline cbt_trace_file_sink_create() set sink_out's
+ * version and size: at most that many bytes are written (internal/abi.h). */
+cbt_status cbt_trace_file_sink_create_into(const char *path, cbt_sink *sink_out)
 {
     if (!path || !*path || !sink_out)
         return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(sink_out);
+    if (abi)
+        return abi;
     trace_file *t = calloc(1, sizeof *t);
     if (!t)
         return CBT_ERR_NOMEM;
@@ -264,14 +270,14 @@ cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out)
     meta_name(t, "process_name", 1, -1, "cbt requests", 12);
     meta_name(t, "process_name", 2, -1, "GPU kernels", 11);
     meta_name(t, "process_name", 3, -1, "GPU SMs", 7);
-    memset(sink_out, 0, sizeof *sink_out);
-    sink_out->version = CBT_SINK_VERSION;
-    sink_out->size = sizeof *sink_out;
-    sink_out->name = "trace-file";
-    sink_out->ctx = t;
-    sink_out->on_span = tf_on_span;
-    sink_out->on_cta = tf_on_cta;
-    sink_out->flush = tf_flush;
-    sink_out->destroy = tf_destroy;
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.name = "trace-file";
+    k.ctx = t;
+    k.on_span = tf_on_span;
+    k.on_cta = tf_on_cta;
+    k.flush = tf_flush;
+    k.destroy = tf_destroy;
+    cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     return CBT_OK;
 }

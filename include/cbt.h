@@ -45,6 +45,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/build_config.h"
 #include "cbt/event.h"
 #include "cbt/names.h"
@@ -79,27 +80,69 @@ extern "C" {
  *   sets `size` to the number it wrote, so a caller newer than the library
  *   learns which fields were filled (the rest it left untouched). A `size`
  *   smaller than the header is CBT_ERR_VERSION.
+ *
+ * Calls that produce a versioned struct obey the same bound. Each is a
+ * static inline wrapper, compiled with the caller's sizeof, around an
+ * out-of-line entry point named <call>_into, the ABI-stable call it makes
+ * (libcbt also keeps the wrapped names as symbols, for programs built
+ * against headers from before the wrappers: host/core/abi_compat.c). The
+ * wrapper zeroes the caller's struct, sets its version and size from the
+ * caller's header and calls the entry point, which writes at most `size`
+ * bytes:
+ *   cbt_config_default()            cbt_config_default_into(&c)
+ *   cbt_launch_info_default()       cbt_launch_info_default_into(&li, op, n)
+ *   cbt_otlp_config_default()       cbt_otlp_config_default_into(c)
+ *   cbt_memsink_create(), cbt_jsonl_sink_create(),
+ *   cbt_trace_file_sink_create(),   the same names with _into, same arguments,
+ *   cbt_otlp_exporter_create(),     filling the caller's cbt_sink or
+ *   cbt_mp_subscriber_create(),     cbt_subscriber
+ *   cbt_cb_subscriber_create()
+ * A _default_into() keeps the caller's version and size (so a struct from a
+ * newer header stays refused by the calls that take it) and returns
+ * CBT_ERR_VERSION when that size is larger than this libcbt's, having
+ * filled the fields it knows. A constructor's _into() fills a complete
+ * struct of its own and copies at most `size` bytes of it, setting `size` to
+ * what it wrote (the out-struct rule); it checks the header before creating
+ * anything. Every _into() returns CBT_ERR_INVAL for NULL and CBT_ERR_VERSION,
+ * writing nothing, for a size smaller than the header.
+ *
+ * No padding at the end: sizeof every versioned struct is the end of its
+ * last field (CBT_ASSERT_NO_TAIL_PADDING_ after each, cbt/api.h), so a
+ * field appended after the last one always changes sizeof, and with it the
+ * `size` that tells cbt whether the caller knows the field. Where the last
+ * field would leave padding, the struct ends with an explicit `reserved`
+ * field instead, which must be zero: the _default() calls and
+ * CBT_STRUCT_INIT zero it and cbt writes zero there in out-structs. cbt
+ * never reads it (a program built before it existed may hold padding
+ * garbage there), and a new field never goes into it: fields are appended
+ * after it.
+ *
  * Not versioned, and changed only with the ABI major (the SONAME): cbt_event
  * and cbt_span (fixed layouts on the hot path), cbt_blend_snapshot (arrays
  * sized by the instrument enums) and the small id/context structs. */
 
 /* An out-struct with its version and size set and every other field zero:
  *   cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);  cbt_metrics_get(&m);
- * (designated initializers in C, a value-initialising template in C++, so
- * neither warns under -Wextra). */
+ * `type` is the typedef name of a struct cbt fills (cbt_metrics, every
+ * *_stats) or of one a caller builds itself (cbt_sink, cbt_subscriber); the
+ * version is that struct's own constant (CBT_METRICS_VERSION, ...), found
+ * through the macro <type>_version_ its header defines next to it, so
+ * another type does not compile (the in-structs with a _default() have no
+ * such macro: start them from it). Designated initializers in C, a
+ * value-initialising template in C++, so neither warns under -Wextra. */
 #ifdef __cplusplus
 } /* extern "C" */
-template <class T> inline T cbt_struct_init_()
+template <class T> inline T cbt_struct_init_(uint32_t version)
 {
     T v = T();
-    v.version = 1u;
+    v.version = version;
     v.size = (uint32_t)sizeof(T);
     return v;
 }
-#define CBT_STRUCT_INIT(type) cbt_struct_init_<type>()
+#define CBT_STRUCT_INIT(type) cbt_struct_init_<type>(type##_version_)
 extern "C" {
 #else
-#define CBT_STRUCT_INIT(type) {.version = 1u, .size = (uint32_t)sizeof(type)}
+#define CBT_STRUCT_INIT(type) {.version = type##_version_, .size = (uint32_t)sizeof(type)}
 #endif
 
 typedef struct cbt_config {
@@ -119,8 +162,10 @@ typedef struct cbt_config {
     uint32_t ring_capacity;      /* records in the CPU backend's ring, power of two; 0 = none */
     uint32_t cuda_ring_capacity; /* records in the device ring, power of two; 0 = none */
     uint32_t ring_placement;     /* cbt_ring_placement of the device ring */
+    uint32_t reserved;           /* must be zero (cbt_config_default() zeroes it) */
 } cbt_config;
 #define CBT_CONFIG_VERSION 1u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved);
 
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {
@@ -148,29 +193,35 @@ typedef struct cbt_metrics {
     uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
 } cbt_metrics;
 #define CBT_METRICS_VERSION 1u
+#define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, spans_unsampled);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
-static inline cbt_config cbt_config_default(void)
+static inline cbt_status cbt_config_default_into(cbt_config *c)
 {
-    cbt_config c;
-    memset(&c, 0, sizeof c);
-    c.version = CBT_CONFIG_VERSION;
-    c.size = (uint32_t)sizeof c;
-    c.enabled = false; /* the one difference: there is no tracer to install */
-    c.mp_subscriber = true;
-    c.queue_capacity = 16384;
-    c.lane_capacity = 4096;
-    c.max_lanes = 64;
-    c.span_pool = 8192;
-    c.registry_capacity = 16384;
-    c.max_sessions = 4096;
-    c.poll_interval_us = 200;
-    c.shutdown_timeout_ms = 2000;
-    c.ring_capacity = 1u << 16;
-    c.cuda_ring_capacity = 1u << 16;
-    c.ring_placement = CBT_RING_MAPPED;
-    return c;
+    if (!c)
+        return CBT_ERR_INVAL;
+    if (c->size < 8)
+        return CBT_ERR_VERSION;
+    cbt_config d;
+    memset(&d, 0, sizeof d);
+    d.enabled = false; /* the one difference: there is no tracer to install */
+    d.mp_subscriber = true;
+    d.queue_capacity = 16384;
+    d.lane_capacity = 4096;
+    d.max_lanes = 64;
+    d.span_pool = 8192;
+    d.registry_capacity = 16384;
+    d.max_sessions = 4096;
+    d.poll_interval_us = 200;
+    d.shutdown_timeout_ms = 2000;
+    d.ring_capacity = 1u << 16;
+    d.cuda_ring_capacity = 1u << 16;
+    d.ring_placement = CBT_RING_MAPPED;
+    /* the fields after the header, at most c->size bytes (the rule above) */
+    memcpy((char *)c + 8, (const char *)&d + 8, (c->size < sizeof d ? c->size : sizeof d) - 8);
+    return c->size > sizeof d ? CBT_ERR_VERSION : CBT_OK;
 }
 static inline cbt_status cbt_init(const cbt_config *cfg)
 {
@@ -221,49 +272,52 @@ static inline cbt_status cbt_publish(const cbt_event *ev)
 }
 #else /* the calls */
 
-/* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
- * lanes for up to 64 threads, 65536-record rings (mapped placement), 8192 spans,
- * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound. */
-cbt_config cbt_config_default(void);
+/* The entry point of cbt_config_default() (below): cbt's defaults into the
+ * fields of *c, at most c->size bytes; version and size stay the caller's
+ * ("versioned structs", above). */
+CBT_API cbt_status cbt_config_default_into(cbt_config *c);
 
 /* Create the process-wide tracer and start its harvester thread. `cfg` NULL
  * means defaults. CBT_ERR_ALREADY if a tracer exists; CBT_ERR_INVAL for a bad
- * field (named on stderr); CBT_ERR_NOMEM / CBT_ERR_THREAD / CBT_ERR_IO. With
+ * field (named on stderr); CBT_ERR_VERSION for a config from a newer cbt
+ * ("versioned structs", above); CBT_ERR_NOMEM / CBT_ERR_THREAD / CBT_ERR_IO. With
  * cfg->enabled false, returns CBT_OK and every call stays a no-op. */
-cbt_status cbt_init(const cbt_config *cfg);
+CBT_API cbt_status cbt_init(const cbt_config *cfg);
 
 /* Stop the harvester after draining the queue and pending stream marks (at
  * most shutdown_timeout_ms), end open spans as incomplete, free everything.
  * Idempotent. */
-cbt_status cbt_shutdown(void);
+CBT_API cbt_status cbt_shutdown(void);
 
 /* The process-wide tracer, or NULL. */
-cbt_tracer *cbt_tracer_get(void);
+CBT_API cbt_tracer *cbt_tracer_get(void);
 
 /* Add a subscriber / sink (copied). May be called while running; takes
  * effect for events dispatched afterwards. At most 16 of each. */
-cbt_status cbt_add_subscriber(const cbt_subscriber *sub);
-cbt_status cbt_add_sink(const cbt_sink *sink);
+CBT_API cbt_status cbt_add_subscriber(const cbt_subscriber *sub);
+CBT_API cbt_status cbt_add_sink(const cbt_sink *sink);
 
 /* Wait until every event published before this call has been dispatched,
  * every pending stream mark has resolved, and sinks are flushed; at most
  * `timeout_ms` (CBT_ERR_TIMEOUT). Call cbt_stream_sync() first for streams. */
-cbt_status cbt_flush(uint32_t timeout_ms);
+CBT_API cbt_status cbt_flush(uint32_t timeout_ms);
 
-/* The self-metrics (cbt_metrics, above) as of now. */
-cbt_status cbt_metrics_get(cbt_metrics *out);
+/* The self-metrics (cbt_metrics, above) as of now. CBT_ERR_INVAL for NULL;
+ * CBT_ERR_VERSION when out->size is smaller than the header (set version
+ * and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a tracer. */
+CBT_API cbt_status cbt_metrics_get(cbt_metrics *out);
 
 /* ---- publishing ------------------------------------------------------------ */
 
 /* Publish through an explicit tracer (what cbt_publish calls). */
-cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev);
+CBT_API cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev);
 /* Out-of-line cbt_publish, for C++ and FFI callers. */
-cbt_status cbt_publish_checked(const cbt_event *ev);
+CBT_API cbt_status cbt_publish_checked(const cbt_event *ev);
 
 #if !defined(__cplusplus)
 #include <stdatomic.h>
 /* The process-wide tracer. Written only by cbt_init/cbt_shutdown. */
-extern _Atomic(cbt_tracer *) cbt_active_tracer_;
+extern CBT_API _Atomic(cbt_tracer *) cbt_active_tracer_;
 
 /* True when a tracer is installed. One load. */
 static inline bool cbt_enabled(void)
@@ -288,6 +342,20 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
 #endif
 
 #endif /* CBT_DISABLE */
+
+/* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
+ * lanes for up to 64 threads, 65536-record rings (mapped placement), 8192 spans,
+ * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound.
+ * Inline, so that only this header's sizeof is written (cbt_config_default_into). */
+static inline cbt_config cbt_config_default(void)
+{
+    cbt_config c;
+    memset(&c, 0, sizeof c);
+    c.version = CBT_CONFIG_VERSION;
+    c.size = (uint32_t)sizeof c;
+    (void)cbt_config_default_into(&c); /* a newer header than libcbt: cbt_init refuses c */
+    return c;
+}
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@
 #error "tests/disable_all.c must be compiled with -DCBT_DISABLE"
 #endif
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +66,24 @@ static int all_zero(const void *p, size_t n)
 
 static int empty(const char *s) { return s != NULL && s[0] == '\0'; }
 
+/* every byte of [p, p + n) is 0xff (what a stub must not have written) */
+static int all_ff(const void *p, size_t n)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != 0xff)
+            return 0;
+    return 1;
+}
+
+/* An in-struct the size of its first `n` bytes in a 0xff buffer: the
+ * _default_into stubs write no further, and keep version and size. */
+#define TRUNCATED(var, type, ver, n)                                                 \
+    type var;                                                                        \
+    memset(&var, 0xff, sizeof var);                                                  \
+    var.version = (ver);                                                             \
+    var.size = (uint32_t)(n)
+
 /* the file does not exist (a disabled sink wrote nothing) */
 static int absent(const char *path)
 {
@@ -111,7 +130,16 @@ static cbt_otlp_config g_ocfg;           /* large: static */
 static void test_cbt_h(void)
 {
     cbt_config c = cbt_config_default();
-    CHECK(c.version == CBT_CONFIG_VERSION && c.size == sizeof c);
+    CHECK(c.version == CBT_CONFIG_VERSION && c.size == sizeof c && c.reserved == 0);
+    {   /* the entry point of the inline wrapper: at most c->size bytes */
+        TRUNCATED(t, cbt_config, CBT_CONFIG_VERSION, offsetof(cbt_config, queue_capacity));
+        CHECK(cbt_config_default_into(&t) == CBT_OK);
+        CHECK(t.size == offsetof(cbt_config, queue_capacity) && !t.enabled && t.mp_subscriber);
+        CHECK(all_ff((char *)&t + t.size, sizeof t - t.size));
+        t.size = 4;
+        CHECK(cbt_config_default_into(&t) == CBT_ERR_VERSION);
+        CHECK(cbt_config_default_into(NULL) == CBT_ERR_INVAL);
+    }
     CHECK(!c.enabled);
     CHECK(c.mp_subscriber && c.queue_capacity == 16384 && c.lane_capacity == 4096 &&
           c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
@@ -244,6 +272,9 @@ static void test_span_h(void)
     memset(&k, 0xff, sizeof k);
     CHECK(cbt_memsink_create(64, &ms, &k) == CBT_OK);
     CHECK(ms == NULL && empty_sink(&k));
+    memset(&k, 0xff, sizeof k); /* the entry point writes no sink: the wrapper's is empty */
+    ms = (cbt_memsink *)&g_dummy;
+    CHECK(cbt_memsink_create_into(64, &ms, &k) == CBT_OK && ms == NULL && all_ff(&k, sizeof k));
     CHECK(cbt_memsink_count(ms) == 0);
     memset(&sp, 0xff, sizeof sp);
     CHECK(cbt_memsink_get(ms, 0, &sp) == CBT_ERR_NOT_FOUND); /* loops over it end at once */
@@ -256,6 +287,8 @@ static void test_span_h(void)
     memset(&k, 0xff, sizeof k);
     CHECK(cbt_jsonl_sink_create(jsonl, &k) == CBT_OK);
     CHECK(empty_sink(&k) && absent(jsonl));
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_jsonl_sink_create_into(jsonl, &k) == CBT_OK && all_ff(&k, sizeof k) && absent(jsonl));
 
     char buf[64] = "untouched";
     CHECK(cbt_span_to_json(&g_span, buf, sizeof buf) == 0 && buf[0] == '\0');
@@ -308,9 +341,14 @@ static void test_subscribers(void)
     CHECK(cbt_mp_stats_get(&sub, &mp) == CBT_OK);
     CHECK(mp.version == CBT_MP_STATS_VERSION && mp.size == sizeof mp && mp.roots_opened == 0);
 
+    memset(&sub, 0xff, sizeof sub); /* the entry point writes nothing: the wrapper's is empty */
+    CHECK(cbt_mp_subscriber_create_into(0, &sub) == CBT_OK && all_ff(&sub, sizeof sub));
+
     memset(&sub, 0xff, sizeof sub);
     CHECK(cbt_cb_subscriber_create(16, &sub) == CBT_OK);
     CHECK(sub.version == CBT_SUBSCRIBER_VERSION && sub.on_event == NULL);
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_cb_subscriber_create_into(16, &sub) == CBT_OK && all_ff(&sub, sizeof sub));
     cbt_cb_stats cb = CBT_STRUCT_INIT(cbt_cb_stats);
     cb.roots_opened = 3;
     CHECK(cbt_cb_stats_get(NULL, &cb) == CBT_OK);
@@ -398,7 +436,14 @@ static void test_kernels(void)
     cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 4);
     CHECK(li.version == CBT_LAUNCH_INFO_VERSION && li.size == sizeof li);
     CHECK(li.op == CBT_KOP_SCATTER && li.mode == CBT_REC_LAUNCH && li.n_ctas == 4 &&
-          li.name == 0 && li.sampled_out == 0);
+          li.name == 0 && li.sampled_out == 0 && all_zero(li.reserved, sizeof li.reserved));
+    {   /* the entry point of the inline wrapper: at most li->size bytes */
+        TRUNCATED(t, cbt_launch_info, CBT_LAUNCH_INFO_VERSION, offsetof(cbt_launch_info, n_ctas));
+        CHECK(cbt_launch_info_default_into(&t, CBT_KOP_GATHER, 9) == CBT_OK);
+        CHECK(t.size == offsetof(cbt_launch_info, n_ctas) && t.op == CBT_KOP_GATHER &&
+              t.mode == CBT_REC_LAUNCH && all_ff((char *)&t + t.size, sizeof t - t.size));
+        CHECK(cbt_launch_info_default_into(NULL, CBT_KOP_USER, 1) == CBT_ERR_INVAL);
+    }
     cbt_kspan ks;
     memset(&ks, 0xff, sizeof ks);
     CHECK(cbt_launch_begin(NULL, "req-1", &li, &ks) == CBT_OK);
@@ -530,7 +575,16 @@ static void test_otlp_h(void)
           g_ocfg.max_queue == 2048 && g_ocfg.max_batch == 512 &&
           g_ocfg.schedule_delay_ms == 5000 && g_ocfg.retry_budget_ms == 30000 &&
           g_ocfg.shutdown_timeout_ms == 5000 && g_ocfg.metrics_interval_ms == 60000 &&
-          g_ocfg.blend == NULL && strcmp(g_ocfg.resource.service_name, "cbt") == 0);
+          g_ocfg.blend == NULL && strcmp(g_ocfg.resource.service_name, "cbt") == 0 &&
+          g_ocfg.reserved == 0);
+    {   /* the entry point of the inline wrapper: at most c->size bytes */
+        size_t n = offsetof(cbt_otlp_config, endpoint) + 8; /* "http://l" */
+        TRUNCATED(t, cbt_otlp_config, CBT_OTLP_CONFIG_VERSION, n);
+        CHECK(cbt_otlp_config_default_into(&t) == CBT_OK);
+        CHECK(t.size == n && t.disabled == 1 && memcmp(t.endpoint, "http://l", 8) == 0);
+        CHECK(all_ff((char *)&t + n, sizeof t - n));
+        CHECK(cbt_otlp_config_default_into(NULL) == CBT_ERR_INVAL);
+    }
     setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1234", 1);
     CHECK(cbt_otlp_config_from_env(&g_ocfg, stderr) == CBT_OK);
     CHECK(g_ocfg.timeout_ms == 10000); /* the environment is not read */
@@ -540,6 +594,10 @@ static void test_otlp_h(void)
     memset(&k, 0xff, sizeof k);
     CHECK(cbt_otlp_exporter_create(&g_ocfg, &ex, &k) == CBT_OK);
     CHECK(ex == NULL && empty_sink(&k));
+    memset(&k, 0xff, sizeof k);
+    ex = (cbt_otlp_exporter *)&g_dummy;
+    CHECK(cbt_otlp_exporter_create_into(&g_ocfg, &ex, &k) == CBT_OK && ex == NULL &&
+          all_ff(&k, sizeof k));
     cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
     os.spans_queued = 1;
     CHECK(cbt_otlp_exporter_stats(ex, &os) == CBT_OK);
@@ -555,6 +613,9 @@ static void test_files_trees(void)
     memset(&k, 0xff, sizeof k);
     CHECK(cbt_trace_file_sink_create(trace, &k) == CBT_OK);
     CHECK(empty_sink(&k) && absent(trace));
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_trace_file_sink_create_into(trace, &k) == CBT_OK && all_ff(&k, sizeof k) &&
+          absent(trace));
 
     FILE *f = tmpfile();
     CHECK(f != NULL);

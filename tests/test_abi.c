@@ -1,18 +1,25 @@
 /* tests/test_abi.c — the versioned-struct rule of cbt.h ("Versioned structs")
  * in both directions: an older caller (smaller `size`) and a newer one
  * (larger `size`), for structs handed in (cbt_config, cbt_sink,
- * cbt_subscriber, cbt_launch_info, cbt_otlp_config) and structs cbt fills
- * (cbt_metrics and the *_stats). A newer caller's struct is simulated by the
- * current struct inside a larger buffer whose tail is poisoned. */
+ * cbt_subscriber, cbt_launch_info, cbt_otlp_config), structs cbt fills
+ * (cbt_metrics and the *_stats) and the structs the inline producers'
+ * entry points fill (cbt_config_default_into and the other _into calls).
+ * A newer caller's struct is simulated by the current struct inside a larger
+ * buffer whose tail is poisoned, an older caller's by a smaller size in a
+ * poisoned buffer. abi_old_caller.c is a program built against the headers
+ * from before the inline producers: it calls the symbols kept for it. */
+#include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "testutil.h"
 
+#include "abi_old_caller.h"
 #include "cbt/cb.h"
 #include "cbt/cupti.h"
 #include "cbt/otlp.h"
 #include "cbt/pspan.h"
+#include "cbt/trace_file.h"
 
 #define POISON 0xA5
 
@@ -272,6 +279,203 @@ static void otlp_config_both_directions(void **state)
 }
 #endif
 
+/* ---- the entry points of the inline producers (cbt.h, "versioned structs") ---- */
+
+/* A struct of `type` knowing its first `n` bytes (an older caller's), in a
+ * poisoned buffer with room past it (for a newer caller's). */
+#define TRUNCATED(u, type, ver, n)                                                \
+    union {                                                                       \
+        type v;                                                                   \
+        unsigned char raw[sizeof(type) + 16];                                     \
+    } u;                                                                          \
+    memset(&u, POISON, sizeof u);                                                 \
+    u.v.version = (ver);                                                          \
+    u.v.size = (uint32_t)(n)
+
+/* The _default_into calls: an older caller's struct gets the defaults it
+ * knows, and nothing past its size; a newer one's gets every field this cbt
+ * knows, is told CBT_ERR_VERSION and keeps its own size (so it stays refused
+ * where it is handed in); a size short of the header writes nothing. */
+static void defaults_into_bounded(void **state)
+{
+    (void)state;
+    size_t n = offsetof(cbt_config, jsonl_path); /* up to shutdown_timeout_ms */
+    TRUNCATED(c, cbt_config, CBT_CONFIG_VERSION, n);
+    assert_int_equal(cbt_config_default_into(&c.v), CBT_OK);
+    assert_int_equal(c.v.version, CBT_CONFIG_VERSION);
+    assert_int_equal(c.v.size, n);
+    assert_true(c.v.enabled && c.v.mp_subscriber && c.v.queue_capacity == 16384 &&
+                c.v.shutdown_timeout_ms == 2000);
+    assert_true(poisoned(c.raw + n, sizeof c.raw - n));
+    c.v.size = (uint32_t)sizeof c.raw;
+    assert_int_equal(cbt_config_default_into(&c.v), CBT_ERR_VERSION);
+    assert_int_equal(c.v.size, sizeof c.raw);
+    assert_true(c.v.jsonl_path == NULL && c.v.ring_placement == CBT_RING_MAPPED &&
+                c.v.reserved == 0);
+    assert_true(poisoned(c.raw + sizeof(cbt_config), 16));
+    assert_int_equal(cbt_init(&c.v), CBT_ERR_VERSION); /* still refused */
+    memset(&c, POISON, sizeof c);
+    c.v.size = 4;
+    assert_int_equal(cbt_config_default_into(&c.v), CBT_ERR_VERSION);
+    assert_true(poisoned(c.raw + 8, sizeof c.raw - 8));
+    assert_int_equal(cbt_config_default_into(NULL), CBT_ERR_INVAL);
+
+    n = offsetof(cbt_launch_info, name); /* up to n_ctas */
+    TRUNCATED(li, cbt_launch_info, CBT_LAUNCH_INFO_VERSION, n);
+    assert_int_equal(cbt_launch_info_default_into(&li.v, CBT_KOP_L2_LOAD, 7), CBT_OK);
+    assert_int_equal(li.v.size, n);
+    assert_true(li.v.op == CBT_KOP_L2_LOAD && li.v.mode == CBT_REC_LAUNCH && li.v.n_ctas == 7);
+    assert_true(poisoned(li.raw + n, sizeof li.raw - n));
+    li.v.size = (uint32_t)sizeof li.raw;
+    assert_int_equal(cbt_launch_info_default_into(&li.v, CBT_KOP_USER, 1), CBT_ERR_VERSION);
+    assert_true(li.v.sampled_out == 0 && poisoned(li.raw + sizeof(cbt_launch_info), 16));
+    li.v.size = 7;
+    assert_int_equal(cbt_launch_info_default_into(&li.v, CBT_KOP_USER, 1), CBT_ERR_VERSION);
+    assert_int_equal(cbt_launch_info_default_into(NULL, CBT_KOP_USER, 1), CBT_ERR_INVAL);
+
+#ifdef CBT_WITH_OTLP
+    static union {
+        cbt_otlp_config v;
+        unsigned char raw[sizeof(cbt_otlp_config) + 16];
+    } o;
+    n = offsetof(cbt_otlp_config, endpoint) + 16; /* "http://localhost" */
+    memset(&o, POISON, sizeof o);
+    o.v.version = CBT_OTLP_CONFIG_VERSION;
+    o.v.size = (uint32_t)n;
+    assert_int_equal(cbt_otlp_config_default_into(&o.v), CBT_OK);
+    assert_int_equal(o.v.size, n);
+    assert_true(o.v.disabled == 0 && memcmp(o.v.endpoint, "http://localhost", 16) == 0);
+    assert_true(poisoned(o.raw + n, sizeof o.raw - n));
+    o.v.size = (uint32_t)sizeof o.raw;
+    assert_int_equal(cbt_otlp_config_default_into(&o.v), CBT_ERR_VERSION);
+    assert_true(o.v.metrics_interval_ms == 60000 && o.v.reserved == 0 &&
+                poisoned(o.raw + sizeof(cbt_otlp_config), 16));
+    assert_int_equal(cbt_otlp_config_default_into(NULL), CBT_ERR_INVAL);
+#endif
+}
+
+/* A constructor's _into call, through an adapter: `arg` is what it needs. */
+typedef cbt_status (*sink_ctor)(void *arg, cbt_sink *out);
+typedef cbt_status (*sub_ctor)(void *arg, cbt_subscriber *out);
+
+static cbt_status memsink_into(void *arg, cbt_sink *out)
+{
+    cbt_memsink *m = NULL;
+    cbt_status st = cbt_memsink_create_into(*(uint32_t *)arg, &m, out);
+    if (st == CBT_OK)
+        cbt_memsink_release(m); /* the caller's reference: the sink's destroy frees it */
+    return st;
+}
+static cbt_status jsonl_into(void *arg, cbt_sink *out) { return cbt_jsonl_sink_create_into(arg, out); }
+static cbt_status trace_file_into(void *arg, cbt_sink *out)
+{
+    return cbt_trace_file_sink_create_into(arg, out);
+}
+#ifdef CBT_WITH_OTLP
+static cbt_status otlp_into(void *arg, cbt_sink *out)
+{
+    cbt_otlp_exporter *e = NULL;
+    return cbt_otlp_exporter_create_into(arg, &e, out);
+}
+#endif
+static cbt_status mp_into(void *arg, cbt_subscriber *out)
+{
+    return cbt_mp_subscriber_create_into(*(uint32_t *)arg, out);
+}
+static cbt_status cb_into(void *arg, cbt_subscriber *out)
+{
+    return cbt_cb_subscriber_create_into(*(uint32_t *)arg, out);
+}
+
+/* An older caller's sink knows name, ctx and on_span: those are filled,
+ * size says so, nothing past it is written; a full one from the same
+ * constructor lends its destroy to release both. A size short of the header
+ * is refused before anything is created (a leak would show under ASan). */
+static void check_sink_into(sink_ctor create, void *arg)
+{
+    size_t n = offsetof(cbt_sink, flush);
+    TRUNCATED(u, cbt_sink, CBT_SINK_VERSION, n);
+    assert_int_equal(create(arg, &u.v), CBT_OK);
+    assert_int_equal(u.v.version, CBT_SINK_VERSION);
+    assert_int_equal(u.v.size, n);
+    assert_true(u.v.name != NULL && u.v.ctx != NULL && u.v.on_span != NULL);
+    assert_true(poisoned(u.raw + n, sizeof u.raw - n));
+    cbt_sink full = CBT_STRUCT_INIT(cbt_sink);
+    assert_int_equal(create(arg, &full), CBT_OK);
+    assert_int_equal(full.size, sizeof full);
+    assert_non_null(full.destroy);
+    full.destroy(u.v.ctx);
+    full.destroy(full.ctx);
+    /* a newer caller's: this cbt's fields, and the size it wrote */
+    memset(&u, POISON, sizeof u);
+    u.v.version = CBT_SINK_VERSION;
+    u.v.size = (uint32_t)sizeof u.raw;
+    assert_int_equal(create(arg, &u.v), CBT_OK);
+    assert_int_equal(u.v.size, sizeof(cbt_sink));
+    assert_true(poisoned(u.raw + sizeof(cbt_sink), 16));
+    assert_int_equal(cbt_add_sink(&u.v), CBT_OK); /* this cbt's own size: the tracer destroys it */
+    memset(&u, POISON, sizeof u);
+    u.v.size = 4;
+    assert_int_equal(create(arg, &u.v), CBT_ERR_VERSION);
+    assert_true(poisoned(u.raw + 8, sizeof u.raw - 8));
+}
+
+/* Likewise for a subscriber that knows name, ctx, mask and on_event. */
+static void check_subscriber_into(sub_ctor create, void *arg)
+{
+    size_t n = offsetof(cbt_subscriber, on_shutdown);
+    TRUNCATED(u, cbt_subscriber, CBT_SUBSCRIBER_VERSION, n);
+    assert_int_equal(create(arg, &u.v), CBT_OK);
+    assert_int_equal(u.v.size, n);
+    assert_true(u.v.name != NULL && u.v.ctx != NULL && u.v.on_event != NULL);
+    assert_true(poisoned(u.raw + n, sizeof u.raw - n));
+    cbt_subscriber full = CBT_STRUCT_INIT(cbt_subscriber);
+    assert_int_equal(create(arg, &full), CBT_OK);
+    assert_non_null(full.destroy);
+    assert_memory_equal(u.v.mask, full.mask, sizeof full.mask);
+    full.destroy(u.v.ctx);
+    full.destroy(full.ctx);
+    memset(&u, POISON, sizeof u);
+    u.v.size = 4;
+    assert_int_equal(create(arg, &u.v), CBT_ERR_VERSION);
+    assert_true(poisoned(u.raw + 8, sizeof u.raw - 8));
+}
+
+static void constructors_into_bounded(void **state)
+{
+    (void)state;
+    tu_start(NULL); /* a tracer, so the newer caller's sink can be added */
+    uint32_t cap = 8;
+    check_sink_into(memsink_into, &cap);
+    const char *jsonl = "test_abi_sink.jsonl", *trace = "test_abi_sink.trace.json";
+    check_sink_into(jsonl_into, (void *)jsonl);
+    check_sink_into(trace_file_into, (void *)trace);
+#ifdef CBT_WITH_OTLP
+    static cbt_otlp_config oc;
+    cbt_otlp_config_default(&oc);
+    oc.disabled = 1; /* no thread, no network: the sink is the same */
+    check_sink_into(otlp_into, &oc);
+#endif
+    uint32_t sessions = 16;
+    check_subscriber_into(mp_into, &sessions);
+    check_subscriber_into(cb_into, &sessions);
+    cbt_memsink *m = (cbt_memsink *)&sessions;
+    assert_int_equal(cbt_memsink_create_into(8, &m, NULL), CBT_ERR_INVAL);
+    assert_int_equal(cbt_mp_subscriber_create_into(0, NULL), CBT_ERR_INVAL);
+    tu_stop();
+    remove(jsonl);
+    remove(trace);
+}
+
+/* A program built against the headers from before the inline producers
+ * calls cbt_config_default, cbt_memsink_create, ... out of line, with
+ * version 1 structs: the symbols kept for it write no more than those hold. */
+static void old_caller_symbols(void **state)
+{
+    (void)state;
+    abi_old_caller_checks();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -284,6 +488,9 @@ int main(void)
 #ifdef CBT_WITH_OTLP
         cmocka_unit_test(otlp_config_both_directions),
 #endif
+        cmocka_unit_test(defaults_into_bounded),
+        cmocka_unit_test_teardown(constructors_into_bounded, tu_teardown),
+        cmocka_unit_test_teardown(old_caller_symbols, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -757,10 +757,15 @@ static void cb_destroy(void *ctx)
     free(st);
 }
 
-cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+/* cbt/cb.h's inline cbt_cb_subscriber_create() set out's version and size: at
+ * most that many bytes are written (internal/abi.h). */
+cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(out);
+    if (abi)
+        return abi;
     cb_state *st = calloc(1, sizeof *st);
     if (!st)
         return CBT_ERR_NOMEM;
@@ -769,7 +774,8 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         free(st);
         return rc;
     }
-    cbt_subscriber_init(out, "cb", st, cb_on_event, cb_on_shutdown, cb_destroy);
+    cbt_subscriber sub; /* complete, then at most out->size bytes of it */
+    cbt_subscriber_init(&sub, "cb", st, cb_on_event, cb_on_shutdown, cb_destroy);
     static const cbt_event_type wanted[] = {
         CBT_EV_CB_REQUEST_START,           CBT_EV_CB_REQUEST_END,
         CBT_EV_CB_LOOKUP_START,            CBT_EV_CB_LOOKUP_END,
@@ -784,7 +790,8 @@ cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         CBT_EV_L2_LOAD_TASK_SUBMITTED,     CBT_EV_L2_LOAD_TASK_COMPLETED,
     };
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
-        cbt_subscriber_want(out, wanted[i]);
+        cbt_subscriber_want(&sub, wanted[i]);
+    cbt_abi_out_(out, &sub, sizeof sub, CBT_SUBSCRIBER_VERSION);
     return CBT_OK;
 }
 

@@ -353,10 +353,15 @@ static void mp_destroy(void *ctx)
     free(st);
 }
 
-cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+/* cbt/mp.h's inline cbt_mp_subscriber_create() set out's version and size: at
+ * most that many bytes are written (internal/abi.h). */
+cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out)
 {
     if (!out)
         return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(out);
+    if (abi)
+        return abi;
     mp_state *st = calloc(1, sizeof *st);
     if (!st)
         return CBT_ERR_NOMEM;
@@ -365,7 +370,8 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         free(st);
         return rc;
     }
-    cbt_subscriber_init(out, "mp", st, mp_on_event, mp_on_shutdown, mp_destroy);
+    cbt_subscriber sub; /* complete, then at most out->size bytes of it */
+    cbt_subscriber_init(&sub, "mp", st, mp_on_event, mp_on_shutdown, mp_destroy);
     static const cbt_event_type wanted[] = {
         CBT_EV_MP_REQUEST_START,        CBT_EV_MP_REQUEST_END,       CBT_EV_MP_LOOKUP_PREFETCH_START,
         CBT_EV_MP_LOOKUP_PREFETCH_END,  CBT_EV_MP_STORE_SUBMITTED,   CBT_EV_MP_STORE_START,
@@ -373,7 +379,8 @@ cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
         CBT_EV_MP_RETRIEVE_END,
     };
     for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++)
-        cbt_subscriber_want(out, wanted[i]);
+        cbt_subscriber_want(&sub, wanted[i]);
+    cbt_abi_out_(out, &sub, sizeof sub, CBT_SUBSCRIBER_VERSION);
     return CBT_OK;
 }
 

@@ -23,12 +23,12 @@ static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static cbt_tracer *g_owned; /* the tracer cbt_init created (== active when enabled) */
 static uint64_t g_next_gen = 1; /* tracer generations, under g_life_lock */
 
-cbt_config cbt_config_default(void)
+/* The fields cbt.h's inline cbt_config_default() asks for: at most the
+ * caller's size (internal/abi.h). */
+cbt_status cbt_config_default_into(cbt_config *out)
 {
     cbt_config c;
-    memset(&c, 0, sizeof c);
-    c.version = CBT_CONFIG_VERSION;
-    c.size = sizeof c;
+    memset(&c, 0, sizeof c); /* reserved included */
     c.enabled = true;
     c.mp_subscriber = true;
     c.queue_capacity = 16384;
@@ -43,7 +43,7 @@ cbt_config cbt_config_default(void)
     c.ring_capacity = 1u << 16;
     c.cuda_ring_capacity = 1u << 16;
     c.ring_placement = CBT_RING_MAPPED;
-    return c;
+    return cbt_abi_defaults_(out, &c, sizeof c);
 }
 
 static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }

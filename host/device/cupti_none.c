@@ -23,7 +23,7 @@ cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
     cbt_status st = cbt_abi_out_check_(out);
     if (st)
         return st;
-    cbt_cupti_stats zero = CBT_STRUCT_INIT(cbt_cupti_stats);
+    cbt_cupti_stats zero; /* cbt_abi_out_ writes the header itself */
     memset(&zero, 0, sizeof zero);
     cbt_abi_out_(out, &zero, sizeof zero, CBT_CUPTI_STATS_VERSION);
     return CBT_ERR_UNSUPPORTED;

@@ -76,16 +76,16 @@ struct cbt_kspans {
     _Atomic uint64_t unjoined, kernel_spans, cta_records, sampled_out;
 };
 
-cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
+/* The fields cbt/kernel.h's inline cbt_launch_info_default() asks for: at
+ * most the caller's size (internal/abi.h). */
+cbt_status cbt_launch_info_default_into(cbt_launch_info *out, cbt_kernel_op op, uint32_t n_ctas)
 {
     cbt_launch_info li;
-    memset(&li, 0, sizeof li);
-    li.version = CBT_LAUNCH_INFO_VERSION;
-    li.size = sizeof li;
+    memset(&li, 0, sizeof li); /* reserved included */
     li.op = op;
     li.mode = CBT_REC_LAUNCH;
     li.n_ctas = n_ctas;
-    return li;
+    return cbt_abi_defaults_(out, &li, sizeof li);
 }
 
 /* ---- launching thread ---------------------------------------------------------- */

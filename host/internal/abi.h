@@ -10,9 +10,17 @@
  *       `size` bytes over them, so fields an older caller does not know keep
  *       their defaults; a size larger than cbt knows is refused
  *       (CBT_ERR_VERSION), and so is one too small to hold version and size.
- *   out (cbt fills a struct the caller owns: cbt_metrics, *_stats):
+ *   out (cbt fills a struct the caller owns: cbt_metrics, *_stats, and the
+ *       cbt_sink / cbt_subscriber a constructor's _into entry point fills):
  *       cbt_abi_out_ writes at most the caller's `size` bytes and sets `size`
  *       to what it wrote, so a newer caller learns which fields are filled.
+ *   defaults (an in-struct's _default_into entry point, called by the
+ *       header's inline cbt_config_default() and the like):
+ *       cbt_abi_defaults_ writes at most the caller's `size` bytes and leaves
+ *       version and size as the caller set them, so a struct from a newer
+ *       header stays refused where it is handed in.
+ * Reserved fields (the explicit tail of a struct that would otherwise end in
+ * padding) are never read: cbt writes zero there and appends after them.
  */
 #ifndef CBT_HOST_INTERNAL_ABI_H
 #define CBT_HOST_INTERNAL_ABI_H
@@ -70,6 +78,25 @@ static inline void cbt_abi_out_(void *out, const void *full, size_t full_size, u
     memcpy((char *)out + sizeof h, (const char *)full + sizeof h, n - sizeof h);
     cbt_abi_head w = {version, (uint32_t)n};
     memcpy(out, &w, sizeof w);
+}
+
+/* An in-struct's defaults into the caller's struct: copy the fields of
+ * `full` (full_size bytes holding cbt's defaults) into `out`, at most
+ * out->size bytes; out's version and size stay the caller's. CBT_ERR_INVAL
+ * for NULL; CBT_ERR_VERSION for a size smaller than the header (nothing
+ * written) or larger than full_size (the fields cbt knows were written: the
+ * struct comes from a newer header, and cbt_abi_in_ will refuse it). */
+static inline cbt_status cbt_abi_defaults_(void *out, const void *full, size_t full_size)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    cbt_abi_head h;
+    memcpy(&h, out, sizeof h);
+    if (h.size < sizeof h)
+        return CBT_ERR_VERSION;
+    size_t n = h.size < full_size ? h.size : full_size;
+    memcpy((char *)out + sizeof h, (const char *)full + sizeof h, n - sizeof h);
+    return h.size > full_size ? CBT_ERR_VERSION : CBT_OK;
 }
 
 #endif /* CBT_HOST_INTERNAL_ABI_H */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cbt/span.h"
+#include "internal/abi.h"
 #include "internal/json.h"
 
 static const char *kind_str(uint8_t k)
@@ -96,10 +97,15 @@ static void jsonl_destroy(void *ctx)
     free(j);
 }
 
-cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
+/* cbt/span.h's inline cbt_jsonl_sink_create() set sink_out's version and
+ * size: at most that many bytes are written (internal/abi.h). */
+cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
 {
     if (!path || !*path || !sink_out)
         return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(sink_out);
+    if (abi)
+        return abi;
     jsonl_sink *j = calloc(1, sizeof *j);
     if (!j)
         return CBT_ERR_NOMEM;
@@ -108,13 +114,13 @@ cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
         free(j);
         return CBT_ERR_IO;
     }
-    memset(sink_out, 0, sizeof *sink_out);
-    sink_out->version = CBT_SINK_VERSION;
-    sink_out->size = sizeof *sink_out;
-    sink_out->name = "jsonl";
-    sink_out->ctx = j;
-    sink_out->on_span = jsonl_on_span;
-    sink_out->flush = jsonl_flush;
-    sink_out->destroy = jsonl_destroy;
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.name = "jsonl";
+    k.ctx = j;
+    k.on_span = jsonl_on_span;
+    k.flush = jsonl_flush;
+    k.destroy = jsonl_destroy;
+    cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     return CBT_OK;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cbt/span.h"
+#include "internal/abi.h"
 
 struct cbt_memsink {
     pthread_mutex_t lock;
@@ -49,10 +50,15 @@ void cbt_memsink_release(cbt_memsink *m)
 
 static void mem_destroy(void *ctx) { cbt_memsink_release(ctx); }
 
-cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out)
+/* cbt/span.h's inline cbt_memsink_create() set sink_out's version and size:
+ * at most that many bytes are written (internal/abi.h). */
+cbt_status cbt_memsink_create_into(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out)
 {
     if (!out || !sink_out || capacity == 0)
         return CBT_ERR_INVAL;
+    cbt_status abi = cbt_abi_out_check_(sink_out);
+    if (abi)
+        return abi;
     cbt_memsink *m = calloc(1, sizeof *m);
     if (!m)
         return CBT_ERR_NOMEM;
@@ -64,13 +70,13 @@ cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *si
     pthread_mutex_init(&m->lock, NULL);
     m->cap = capacity;
     m->refs = 2;
-    memset(sink_out, 0, sizeof *sink_out);
-    sink_out->version = CBT_SINK_VERSION;
-    sink_out->size = sizeof *sink_out;
-    sink_out->name = "memory";
-    sink_out->ctx = m;
-    sink_out->on_span = mem_on_span;
-    sink_out->destroy = mem_destroy;
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.name = "memory";
+    k.ctx = m;
+    k.on_span = mem_on_span;
+    k.destroy = mem_destroy;
+    cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     *out = m;
     return CBT_OK;
 }

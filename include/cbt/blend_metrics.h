@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/event.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
@@ -202,33 +203,34 @@ static inline const double *cbt_blend_bounds_ms(void)
 #else /* the calls */
 
 /* A fresh set, every value zero, start_ns = now. CBT_ERR_INVAL / NOMEM. */
-cbt_status cbt_blend_metrics_create(cbt_blend_metrics **out);
-void cbt_blend_metrics_free(cbt_blend_metrics *m);
+CBT_API cbt_status cbt_blend_metrics_create(cbt_blend_metrics **out);
+CBT_API void cbt_blend_metrics_free(cbt_blend_metrics *m);
 
 /* The set of the process-wide tracer, or NULL when cbt is not initialised.
  * The pointer stays valid until cbt_shutdown() returns. */
-cbt_blend_metrics *cbt_blend_metrics_current(void);
+CBT_API cbt_blend_metrics *cbt_blend_metrics_current(void);
 
 /* counter += n. Out-of-range `c` or a NULL `m` is ignored. */
-void cbt_blend_count(cbt_blend_metrics *m, cbt_blend_counter c, uint64_t n);
+CBT_API void cbt_blend_count(cbt_blend_metrics *m, cbt_blend_counter c, uint64_t n);
 
 /* Record a duration. When `from` is not NULL it becomes the exemplar of the
  * value's bucket (its trace and span ids, its request_id attribute, its end
  * time, or now when it is still open). NaN, infinite and negative values are
  * counted as 0 ms. */
-void cbt_blend_observe(cbt_blend_metrics *m, cbt_blend_hist h, double ms, const cbt_span *from);
+CBT_API void cbt_blend_observe(cbt_blend_metrics *m, cbt_blend_hist h, double ms,
+                               const cbt_span *from);
 
 /* Copy everything into *out (time_ns = now). CBT_ERR_INVAL on NULL. */
-cbt_status cbt_blend_snapshot_take(cbt_blend_metrics *m, cbt_blend_snapshot *out);
+CBT_API cbt_status cbt_blend_snapshot_take(cbt_blend_metrics *m, cbt_blend_snapshot *out);
 
 /* Names, units and descriptions, for exporters: NULL when out of range. */
-const char *cbt_blend_counter_name(cbt_blend_counter c);
-const char *cbt_blend_counter_unit(cbt_blend_counter c);
-const char *cbt_blend_counter_desc(cbt_blend_counter c);
-const char *cbt_blend_hist_name(cbt_blend_hist h);
-const char *cbt_blend_hist_desc(cbt_blend_hist h);
+CBT_API const char *cbt_blend_counter_name(cbt_blend_counter c);
+CBT_API const char *cbt_blend_counter_unit(cbt_blend_counter c);
+CBT_API const char *cbt_blend_counter_desc(cbt_blend_counter c);
+CBT_API const char *cbt_blend_hist_name(cbt_blend_hist h);
+CBT_API const char *cbt_blend_hist_desc(cbt_blend_hist h);
 /* The CBT_BLEND_N_BOUNDS bucket bounds in ms, ascending. */
-const double *cbt_blend_bounds_ms(void);
+CBT_API const double *cbt_blend_bounds_ms(void);
 
 #endif /* CBT_DISABLE */
 

@@ -53,6 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "cbt/api.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -206,20 +207,20 @@ static inline void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *
  * CBT_TRACE_FLAGS_KNOWN are written as zero (W3C: unknown flags are not
  * propagated). Errors: CBT_ERR_INVAL when `c` or `out` is NULL or an id is
  * all zero (out is then ""). */
-cbt_status cbt_traceparent_format(const cbt_span_ctx *c, char out[CBT_TRACEPARENT_LEN + 1]);
+CBT_API cbt_status cbt_traceparent_format(const cbt_span_ctx *c, char out[CBT_TRACEPARENT_LEN + 1]);
 
 /* Extract, strictly (see the top of this file): parse the `len` bytes at `s`
  * (need not be NUL-terminated). CBT_OK fills *out; CBT_ERR_BAD_TRACEPARENT
  * for any malformed input (NULL `s` included) and CBT_ERR_INVAL for a NULL
  * `out`; on error *out is zeroed. A successful parse formats back to the
  * identical 55 bytes. */
-cbt_status cbt_traceparent_parse(const char *s, size_t len, cbt_span_ctx *out);
+CBT_API cbt_status cbt_traceparent_parse(const char *s, size_t len, cbt_span_ctx *out);
 
 /* CBT_OK when the `len` bytes at `s` are an acceptable tracestate: at most
  * CBT_TRACESTATE_MAX characters, each printable ASCII (0x20..0x7e). Empty is
  * acceptable (it means "none"). Otherwise CBT_ERR_BAD_TRACESTATE (NULL `s`
  * with len > 0 included). The list-member syntax is not checked: opaque. */
-cbt_status cbt_tracestate_check(const char *s, size_t len);
+CBT_API cbt_status cbt_tracestate_check(const char *s, size_t len);
 
 /* Extract both headers (NUL-terminated strings; either may be NULL).
  *   CBT_OK                   out->ctx from the traceparent, out->remote = 1,
@@ -232,8 +233,8 @@ cbt_status cbt_tracestate_check(const char *s, size_t len);
  *   CBT_ERR_INVAL            `out` is NULL.
  * On NOT_FOUND and BAD_TRACEPARENT *out is all zero: the caller starts a
  * fresh trace (cbt_context_begin does that for you). */
-cbt_status cbt_context_extract(const char *traceparent, const char *tracestate,
-                               cbt_trace_context *out);
+CBT_API cbt_status cbt_context_extract(const char *traceparent, const char *tracestate,
+                                       cbt_trace_context *out);
 
 /* ---- Option B: a trace id every process derives alike ------------------------
  * 128 bits from the request id's bytes only (no seed, no pointer, no
@@ -243,15 +244,15 @@ cbt_status cbt_context_extract(const char *traceparent, const char *tracestate,
  * cross-add and fmix64 finalizer; lane A then lane B written big-endian.
  * Never all zero (the last byte is set to 1 in that 2^-128 case). Stable:
  * tests pin known outputs; changing it splits traces across versions. */
-void cbt_trace_id_from_request(const char *request_id, size_t len, uint8_t out[16]);
+CBT_API void cbt_trace_id_from_request(const char *request_id, size_t len, uint8_t out[16]);
 
 /* ---- head sampling ----------------------------------------------------------- */
 
 /* parentbased_always_on, ratio 1. */
-cbt_sampler cbt_sampler_default(void);
+CBT_API cbt_sampler cbt_sampler_default(void);
 
 /* The OTEL_TRACES_SAMPLER spelling of `k` ("always_on", ...), or "?". */
-const char *cbt_sampler_name(cbt_sampler_kind k);
+CBT_API const char *cbt_sampler_name(cbt_sampler_kind k);
 
 /* Build a sampler from OTEL_TRACES_SAMPLER-style `name` (case-insensitive;
  * NULL or "" = the default) and OTEL_TRACES_SAMPLER_ARG-style `arg` (a
@@ -261,11 +262,12 @@ const char *cbt_sampler_name(cbt_sampler_kind k);
  * parentbased_always_on, the argument by 1.0 — and the call returns
  * CBT_ERR_INVAL with *out still usable. CBT_ERR_INVAL with nothing written
  * when `out` is NULL. */
-cbt_status cbt_sampler_parse(const char *name, const char *arg, cbt_sampler *out, FILE *log);
+CBT_API cbt_status cbt_sampler_parse(const char *name, const char *arg, cbt_sampler *out,
+                                     FILE *log);
 
 /* cbt_sampler_parse(getenv("OTEL_TRACES_SAMPLER"),
  *                   getenv("OTEL_TRACES_SAMPLER_ARG"), out, log). */
-cbt_status cbt_sampler_from_env(cbt_sampler *out, FILE *log);
+CBT_API cbt_status cbt_sampler_from_env(cbt_sampler *out, FILE *log);
 
 /* Sample a span of trace `trace_id` whose parent is `parent` (NULL, or an
  * invalid/zero context, for a root).
@@ -279,8 +281,8 @@ cbt_status cbt_sampler_from_env(cbt_sampler *out, FILE *log);
  *     named root sampler.
  * A NULL `s` means the default sampler; a NULL trace_id is never sampled by
  * traceidratio. */
-bool cbt_sampler_decide(const cbt_sampler *s, const uint8_t trace_id[16],
-                        const cbt_span_ctx *parent);
+CBT_API bool cbt_sampler_decide(const cbt_sampler *s, const uint8_t trace_id[16],
+                                const cbt_span_ctx *parent);
 
 /* ---- putting it together on the receiving side -------------------------------- */
 
@@ -294,20 +296,20 @@ bool cbt_sampler_decide(const cbt_sampler *s, const uint8_t trace_id[16],
  * can count rejected contexts. Returns CBT_OK, or CBT_ERR_INVAL when `out`
  * is NULL, or request_id is NULL with request_id_len > 0. `sampler` NULL
  * means the default. */
-cbt_status cbt_context_begin(const char *traceparent, const char *tracestate,
-                             const char *request_id, size_t request_id_len,
-                             const cbt_sampler *sampler, cbt_trace_context *out,
-                             cbt_status *why);
+CBT_API cbt_status cbt_context_begin(const char *traceparent, const char *tracestate,
+                                     const char *request_id, size_t request_id_len,
+                                     const cbt_sampler *sampler, cbt_trace_context *out,
+                                     cbt_status *why);
 
 /* The parent to pass to cbt_span_start for the request's root span: &tc->ctx
  * when remote (Option A), NULL otherwise (a fresh root, then adopted). */
-const cbt_span_ctx *cbt_context_parent(const cbt_trace_context *tc);
+CBT_API const cbt_span_ctx *cbt_context_parent(const cbt_trace_context *tc);
 
 /* Right after cbt_span_start (before any child starts), make the span carry
  * tc's decision: the sampled flag, and for Option B the derived trace id
  * (the span stays a root: a sibling of the other processes' spans). Only
  * writes s->ctx. No-op when either pointer is NULL. */
-void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *tc);
+CBT_API void cbt_span_adopt_context(cbt_span *s, const cbt_trace_context *tc);
 
 #endif /* CBT_DISABLE */
 

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cbt/api.h"
 #include "cbt/status.h"
 
 #ifdef __cplusplus
@@ -53,8 +54,11 @@ typedef struct cbt_cupti_stats {
     uint64_t clock_checks;  /* launches seen by both CUPTI and the ring */
     int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
     int enabled;
+    uint32_t reserved;      /* zero (cbt writes it so) */
 } cbt_cupti_stats;
 #define CBT_CUPTI_STATS_VERSION 1u
+#define cbt_cupti_stats_version_ CBT_CUPTI_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_cupti_stats, reserved);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -85,28 +89,30 @@ static inline cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
  * activity" to stderr, once per process, and carries on);
  * CBT_ERR_NOT_INITIALIZED without a tracer; CBT_ERR_NO_DEVICE without a CUDA
  * device; CBT_ERR_ALREADY when already enabled. Thread-safe. */
-cbt_status cbt_cupti_enable(void);
+CBT_API cbt_status cbt_cupti_enable(void);
 
 /* Unsubscribe (flushes first). CBT_ERR_NOT_FOUND when not enabled;
  * CBT_ERR_UNSUPPORTED without CUPTI in the build. */
-cbt_status cbt_cupti_disable(void);
+CBT_API cbt_status cbt_cupti_disable(void);
 
 /* Bracket the launch of the kernel of cbt launch `launch_id`
  * (cbt_kspan.launch_id) on the calling thread, so CUPTI's record of it
  * carries the id (an external correlation id, kind CUSTOM0). Not nested.
  * Both are no-ops returning CBT_OK when CUPTI is not enabled or launch_id is
  * 0; a few hundred ns otherwise. */
-cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id);
-cbt_status cbt_cupti_launch_scope_end(void);
+CBT_API cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id);
+CBT_API cbt_status cbt_cupti_launch_scope_end(void);
 
 /* Ask CUPTI to deliver every record it holds now (cuptiActivityFlushAll,
  * forced); the harvester turns them into spans on its next rounds.
  * CBT_ERR_NOT_FOUND when not enabled; CBT_ERR_UNSUPPORTED without CUPTI. */
-cbt_status cbt_cupti_flush(void);
+CBT_API cbt_status cbt_cupti_flush(void);
 
-/* CBT_OK (zeros when never enabled); CBT_ERR_INVAL for NULL;
- * CBT_ERR_UNSUPPORTED without CUPTI (out is zeroed). */
-cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out);
+/* CBT_OK (zeros when never enabled); CBT_ERR_INVAL for NULL; CBT_ERR_VERSION
+ * when out->size is smaller than the header (set version and size:
+ * CBT_STRUCT_INIT; nothing is written); CBT_ERR_UNSUPPORTED without CUPTI
+ * (out is zeroed, within its size). */
+CBT_API cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out);
 
 #endif /* CBT_DISABLE */
 

@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/names.h"
 #include "cbt/status.h"
 
@@ -252,47 +253,48 @@ static inline cbt_status cbt_event_type_register(const char *name, cbt_event_typ
  * is refused: returns CBT_ERR_SESSION_TOO_LONG, counts it in the tracer's
  * metrics, and leaves `ev` invalid so that publishing it is refused too.
  * Cost: a strnlen and a copy. Does not check that `type` exists (publish does). */
-cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session);
+CBT_API cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session);
 
 /* Append a typed value. CBT_ERR_META_FULL when the event already holds
  * CBT_EVENT_META_MAX values; CBT_ERR_META_TOO_LONG for a string that does not
  * fit CBT_META_STR_MAX - 1 bytes. On error the event is left unchanged. */
-cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
-cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
-cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
-cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
+CBT_API cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
+CBT_API cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
+CBT_API cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
+CBT_API cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
 
 /* Attach a trace context: `parent` as in cbt_event_trace.parent (NULL or
  * all zero: none), `span_id` the id the opened span must carry (NULL: drawn
  * later). Sets CBT_EVF_TRACE. CBT_ERR_INVAL when `ev` is NULL. */
-cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent, const uint8_t span_id[8]);
+CBT_API cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent,
+                                       const uint8_t span_id[8]);
 
 /* Metadata values built in place, for APIs that take an array of them
  * (cbt/pspan.h). A string that does not fit CBT_META_STR_MAX - 1 bytes gives
  * a value of type CBT_META_NONE, which those APIs refuse with
  * CBT_ERR_META_TOO_LONG. */
-cbt_meta cbt_meta_i64(cbt_name key, int64_t v);
-cbt_meta cbt_meta_f64(cbt_name key, double v);
-cbt_meta cbt_meta_bool(cbt_name key, bool v);
-cbt_meta cbt_meta_str(cbt_name key, const char *v);
+CBT_API cbt_meta cbt_meta_i64(cbt_name key, int64_t v);
+CBT_API cbt_meta cbt_meta_f64(cbt_name key, double v);
+CBT_API cbt_meta cbt_meta_bool(cbt_name key, bool v);
+CBT_API cbt_meta cbt_meta_str(cbt_name key, const char *v);
 
 /* The value stored under `key`, or NULL. */
-const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
+CBT_API const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
 
 /* Integer value of `key` (bool counts as 0/1), or `dflt` when absent or not
  * an integer. */
-int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
+CBT_API int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
 
 /* "MP_STORE_START", a registered name, or NULL for an unknown type. */
-const char *cbt_event_type_name(cbt_event_type type);
+CBT_API const char *cbt_event_type_name(cbt_event_type type);
 
 /* Whether `type` is built in or registered. Lock-free. */
-bool cbt_event_type_valid(cbt_event_type type);
+CBT_API bool cbt_event_type_valid(cbt_event_type type);
 
 /* Register a program-defined event type (e.g. "L1_READ_RESERVED"). Returns
  * the same id for the same name. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
  * Thread-safe; call at start-up. */
-cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
+CBT_API cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
 
 #endif /* CBT_DISABLE */
 

@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cbt/api.h"
 #include "cbt/names.h"
 #include "cbt/status.h"
 #include "cbt/stream.h"
@@ -62,8 +63,10 @@ typedef struct cbt_launch_info {
     /* 1: the request is sampled out (cbt_context_sampled() == 0): hand the
      * kernel an untraced span, publish nothing */
     uint8_t sampled_out;
+    uint8_t reserved[7];         /* must be zero (cbt_launch_info_default() zeroes it) */
 } cbt_launch_info;
 #define CBT_LAUNCH_INFO_VERSION 1u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_launch_info, reserved);
 
 /* One emulated CTA's work, for cbt_cpu_launch (below). */
 typedef void (*cbt_cta_fn)(void *args, uint32_t cta, uint32_t n_ctas);
@@ -82,19 +85,26 @@ typedef struct cbt_ring_stats {
     double clock_drift_ppm; /* device clock vs host clock, least-squares */
 } cbt_ring_stats;
 #define CBT_RING_STATS_VERSION 1u
+#define cbt_ring_stats_version_ CBT_RING_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_ring_stats, clock_drift_ppm);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
-static inline cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
+static inline cbt_status cbt_launch_info_default_into(cbt_launch_info *li, cbt_kernel_op op,
+                                                      uint32_t n_ctas)
 {
-    cbt_launch_info li;
-    memset(&li, 0, sizeof li);
-    li.version = CBT_LAUNCH_INFO_VERSION;
-    li.size = (uint32_t)sizeof li;
-    li.op = op;
-    li.mode = CBT_REC_LAUNCH;
-    li.n_ctas = n_ctas;
-    return li;
+    if (!li)
+        return CBT_ERR_INVAL;
+    if (li->size < 8)
+        return CBT_ERR_VERSION;
+    cbt_launch_info d;
+    memset(&d, 0, sizeof d);
+    d.op = op;
+    d.mode = CBT_REC_LAUNCH;
+    d.n_ctas = n_ctas;
+    /* the fields after the header, at most li->size bytes (cbt.h) */
+    memcpy((char *)li + 8, (const char *)&d + 8, (li->size < sizeof d ? li->size : sizeof d) - 8);
+    return li->size > sizeof d ? CBT_ERR_VERSION : CBT_OK;
 }
 static inline cbt_status cbt_launch_begin(cbt_stream *stream, const char *session,
                                           const cbt_launch_info *li, cbt_kspan *out)
@@ -123,8 +133,11 @@ static inline cbt_status cbt_ring_stats_get(cbt_ring_stats *out)
 }
 #else /* the calls */
 
-/* Defaults: mode CBT_REC_LAUNCH, everything else zero. */
-cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas);
+/* The entry point of cbt_launch_info_default() (below): the defaults for
+ * `op` and `n_ctas` into the fields of *li, at most li->size bytes; version
+ * and size stay the caller's (cbt.h, "versioned structs"). */
+CBT_API cbt_status cbt_launch_info_default_into(cbt_launch_info *li, cbt_kernel_op op,
+                                                uint32_t n_ctas);
 
 /* Prepare the span handle for one kernel launch on `stream` for `session`
  * (may be NULL: the span then nests under nothing and starts its own trace).
@@ -134,20 +147,39 @@ cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas);
  * never blocks.
  * Returns CBT_OK with out->ring == NULL when there is no tracer or no ring
  * for the stream's backend; CBT_ERR_INVAL for bad arguments;
+ * CBT_ERR_VERSION for a launch info from a newer cbt (its size or version:
+ * cbt.h, "versioned structs");
  * CBT_ERR_FULL when the launch event was dropped (out->ring is then NULL). */
-cbt_status cbt_launch_begin(cbt_stream *stream, const char *session, const cbt_launch_info *li,
-                            cbt_kspan *out);
+CBT_API cbt_status cbt_launch_begin(cbt_stream *stream, const char *session,
+                                    const cbt_launch_info *li, cbt_kspan *out);
 
 /* Run `cta_fn(args, cta, n_ctas)` for every CTA of an emulated launch on a CPU
  * stream, in stream order, each CTA with cbt_cpu_cta_enter() set so the
  * macros know which CTA they are in. `args` must stay valid until the stream
  * reaches the launch. CBT_ERR_FULL when the stream queue is full. */
-cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn, void *args);
+CBT_API cbt_status cbt_cpu_launch(cbt_stream *stream, uint32_t n_ctas, cbt_cta_fn cta_fn,
+                                  void *args);
 
-/* The ring and clock self-metrics (cbt_ring_stats, above). */
-cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
+/* The ring and clock self-metrics (cbt_ring_stats, above). CBT_ERR_INVAL for
+ * NULL; CBT_ERR_VERSION when out->size is smaller than the header (set
+ * version and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a
+ * tracer. */
+CBT_API cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
 
 #endif /* CBT_DISABLE */
+
+/* Defaults: op and n_ctas as given, mode CBT_REC_LAUNCH, everything else
+ * zero. Inline, so that only this header's sizeof is written
+ * (cbt_launch_info_default_into). */
+static inline cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
+{
+    cbt_launch_info li;
+    memset(&li, 0, sizeof li);
+    li.version = CBT_LAUNCH_INFO_VERSION;
+    li.size = (uint32_t)sizeof li;
+    (void)cbt_launch_info_default_into(&li, op, n_ctas); /* newer than libcbt: refused later */
+    return li;
+}
 
 #ifdef __cplusplus
 }

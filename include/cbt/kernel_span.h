@@ -1,5 +1,5 @@
 /* cbt/kernel_span.h — owns CBT_KERNEL_SPAN: the macros a kernel uses to stamp
- * its own time and token count into the device ring (cbt_ring.h).
+ * its own time and token count into the device ring (cbt/ring.h).
  *
  *   __global__ void k(cbt_kspan span, ...) {
  *       CBT_KERNEL_SPAN_BEGIN(span);
@@ -34,6 +34,7 @@
 #ifndef CBT_KERNEL_SPAN_H
 #define CBT_KERNEL_SPAN_H
 
+#include "cbt/api.h"
 #include "cbt/ring.h"
 
 #include <stddef.h>
@@ -227,20 +228,20 @@ extern "C" {
 #endif
 
 /* Enter / leave an emulated CTA on this thread. */
-void cbt_cpu_cta_enter(uint32_t index, uint32_t n_ctas, uint16_t sm);
-void cbt_cpu_cta_leave(void);
-const cbt_cpu_cta *cbt_cpu_cta_current(void);
+CBT_API void cbt_cpu_cta_enter(uint32_t index, uint32_t n_ctas, uint16_t sm);
+CBT_API void cbt_cpu_cta_leave(void);
+CBT_API const cbt_cpu_cta *cbt_cpu_cta_current(void);
 
 /* The CPU backend's "device clock": CLOCK_MONOTONIC ns. */
-uint64_t cbt_cpu_clock(void);
+CBT_API uint64_t cbt_cpu_clock(void);
 
-uint64_t cbt_cpu_span_begin(const cbt_kspan *s);
-void cbt_cpu_span_end(const cbt_kspan *s, uint64_t t0, uint64_t tokens, uint64_t user);
+CBT_API uint64_t cbt_cpu_span_begin(const cbt_kspan *s);
+CBT_API void cbt_cpu_span_end(const cbt_kspan *s, uint64_t t0, uint64_t tokens, uint64_t user);
 
 /* Write one record with the same protocol as the device (C11 atomics). */
-void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1, uint32_t launch,
-                      uint32_t cta, uint64_t tokens, uint16_t sm, uint8_t kind, uint8_t op,
-                      uint64_t user);
+CBT_API void cbt_cpu_ring_put(const cbt_ring_dev *r, uint64_t t0, uint64_t t1, uint32_t launch,
+                              uint32_t cta, uint64_t tokens, uint16_t sm, uint8_t kind, uint8_t op,
+                              uint64_t user);
 
 #ifdef __cplusplus
 }

@@ -10,11 +10,13 @@
  *             (the storage tier's landing buffer) into device chunk buffers
  *
  * Every function checks its arguments and returns a cbt_status; none asserts
- * or exits. The CUDA entry points exist only in builds with CUDA
- * (CBT_WITH_CUDA) and return CBT_ERR_CUDA with the launch error otherwise
- * logged nowhere: call cudaGetLastError() if you need it. The C references
- * run the same algorithm CTA by CTA (the "_cta" functions, for the CPU
- * backend's launcher) and are what the tests compare the GPU against.
+ * or exits. The CUDA entry points are in every build of libcbt_kernels: in
+ * a build without CUDA (CBT_WITH_CUDA undefined) each returns
+ * CBT_ERR_UNSUPPORTED (kernels/cuda_none.c); with CUDA, a launch or copy the
+ * CUDA runtime refuses returns CBT_ERR_CUDA, the CUDA error itself logged
+ * nowhere (the launch's is read, and so cleared, with cudaGetLastError()).
+ * The C references run the same algorithm, as emulated CTAs when given a
+ * span, and are what the tests compare the GPU against.
  *
  * Layouts (elements of `dtype`; hidden = num_heads * head_dim):
  *   chunk  [2][num_layers][chunk_tokens][hidden]            K = [0], V = [1]
@@ -45,6 +47,7 @@
 
 #include <stdint.h>
 
+#include "cbt/api.h"
 #include "cbt/status.h"
 #include "cbt/ring.h"
 
@@ -105,52 +108,57 @@ typedef struct cbt_scatter_result {
 } cbt_scatter_result;
 
 /* Bytes of one element of `d`. */
-uint32_t cbt_dtype_size(cbt_dtype d); /* 0 for an unknown dtype */
+CBT_API uint32_t cbt_dtype_size(cbt_dtype d); /* 0 for an unknown dtype */
 
 /* Check geometry and arguments. CBT_OK or CBT_ERR_INVAL (NULL pointers, zero
  * sizes, rot_dim odd or > head_dim, re-RoPE on a U8 cache or on a store,
  * chunk rows out of range). */
-cbt_status cbt_scatter_check(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatter_dir dir);
+CBT_API cbt_status cbt_scatter_check(const cbt_kv_geom *g, const cbt_scatter_args *a,
+                                     cbt_scatter_dir dir);
 
 /* ---- C references (host memory) ------------------------------------------ */
 
 /* The whole scatter on the calling thread. `span` may be NULL; when given,
  * the work runs as `n_ctas` emulated CTAs that stamp the ring through the
  * CBT_KERNEL_SPAN macros. */
-cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatter_dir dir,
-                           const cbt_kspan *span, uint32_t n_ctas, cbt_scatter_result *res);
+CBT_API cbt_status cbt_scatter_ref(const cbt_kv_geom *g, const cbt_scatter_args *a,
+                                   cbt_scatter_dir dir, const cbt_kspan *span, uint32_t n_ctas,
+                                   cbt_scatter_result *res);
 
 /* Standalone re-RoPE on keys [n_tokens][num_heads * head_dim] in place, from
  * rope->old_positions to new_positions. n_shifted may be NULL. */
-cbt_status cbt_rerope_ref(void *keys, uint32_t n_tokens, uint32_t num_heads, uint32_t head_dim,
-                          cbt_dtype dtype, const cbt_rope *rope, const int32_t *new_positions,
-                          const cbt_kspan *span, uint32_t *n_shifted);
+CBT_API cbt_status cbt_rerope_ref(void *keys, uint32_t n_tokens, uint32_t num_heads,
+                                  uint32_t head_dim, cbt_dtype dtype, const cbt_rope *rope,
+                                  const int32_t *new_positions, const cbt_kspan *span,
+                                  uint32_t *n_shifted);
 
 /* L2 load: copy chunk_bytes from src[i] to dst[i] for i < n_chunks. */
-cbt_status cbt_l2_load_ref(void *const *dst, const void *const *src, uint32_t n_chunks,
-                           uint64_t chunk_bytes, const cbt_kspan *span);
+CBT_API cbt_status cbt_l2_load_ref(void *const *dst, const void *const *src, uint32_t n_chunks,
+                                   uint64_t chunk_bytes, const cbt_kspan *span);
 
 /* ---- CUDA (device pointers; arrays of pointers live in device memory) ------ */
 
 /* Scatter on `stream` (a cudaStream_t). Instrumented through `span` (pass a
  * span with ring == NULL for none). n_ctas 0 = chosen from the sizes. */
-cbt_status cbt_scatter_cuda(const cbt_kv_geom *g, const cbt_scatter_args *a, cbt_scatter_dir dir,
-                            cbt_kspan span, uint32_t n_ctas, void *stream);
+CBT_API cbt_status cbt_scatter_cuda(const cbt_kv_geom *g, const cbt_scatter_args *a,
+                                    cbt_scatter_dir dir, cbt_kspan span, uint32_t n_ctas,
+                                    void *stream);
 
-cbt_status cbt_rerope_cuda(void *keys, uint32_t n_tokens, uint32_t num_heads, uint32_t head_dim,
-                           cbt_dtype dtype, const cbt_rope *rope, const int32_t *new_positions,
-                           cbt_kspan span, void *stream);
+CBT_API cbt_status cbt_rerope_cuda(void *keys, uint32_t n_tokens, uint32_t num_heads,
+                                   uint32_t head_dim, cbt_dtype dtype, const cbt_rope *rope,
+                                   const int32_t *new_positions, cbt_kspan span, void *stream);
 
 /* Zero-copy: a coalesced kernel reads the mapped host staging area directly
  * (src[] are device-visible pointers to pinned, mapped host memory). */
-cbt_status cbt_l2_load_cuda_kernel(void *const *dst, const void *const *src, uint32_t n_chunks,
-                                   uint64_t chunk_bytes, cbt_kspan span, void *stream);
+CBT_API cbt_status cbt_l2_load_cuda_kernel(void *const *dst, const void *const *src,
+                                           uint32_t n_chunks, uint64_t chunk_bytes, cbt_kspan span,
+                                           void *stream);
 
 /* Batched cudaMemcpyAsync, host-to-device, one per chunk. dst/src are host
  * arrays here (of device and pinned host pointers). Timed by stream marks,
  * not the ring. */
-cbt_status cbt_l2_load_cuda_memcpy(void *const *dst, const void *const *src, uint32_t n_chunks,
-                                   uint64_t chunk_bytes, void *stream);
+CBT_API cbt_status cbt_l2_load_cuda_memcpy(void *const *dst, const void *const *src,
+                                           uint32_t n_chunks, uint64_t chunk_bytes, void *stream);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -58,17 +59,15 @@ typedef struct cbt_mp_stats {
     uint64_t sessions_open;       /* sessions holding state now (after the last event) */
 } cbt_mp_stats;
 #define CBT_MP_STATS_VERSION 1u
+#define cbt_mp_stats_version_ CBT_MP_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, sessions_open);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
-static inline cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+static inline cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions,
+                                                       cbt_subscriber *out)
 {
-    (void)max_sessions;
-    if (out) {
-        memset(out, 0, sizeof *out);
-        out->version = CBT_SUBSCRIBER_VERSION;
-        out->size = (uint32_t)sizeof *out;
-    }
+    (void)max_sessions, (void)out; /* left as the wrapper made it: an empty subscriber */
     return CBT_OK;
 }
 static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
@@ -83,16 +82,33 @@ static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stat
 }
 #else /* the calls */
 
-/* Fill *out with an MP subscriber tracking at most `max_sessions` sessions at
- * once (0 = 4096). Register it with cbt_add_subscriber(); cbt_init() does so
- * itself when cbt_config.mp_subscriber is set. */
-cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out);
+/* cbt_mp_subscriber_create (below, an inline wrapper around this entry
+ * point): fill *out with an MP subscriber tracking at most `max_sessions`
+ * sessions at once (0 = 4096). Register it with cbt_add_subscriber();
+ * cbt_init() does so itself when cbt_config.mp_subscriber is set. */
+CBT_API cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out);
 
 /* Counters of the MP subscriber installed in the process-wide tracer (or of
- * `sub` when given). Safe from any thread (relaxed reads). */
-cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out);
+ * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_INVAL for
+ * a NULL out or a `sub` that is not one; CBT_ERR_VERSION when out->size is smaller than the header (set
+ * version and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a
+ * tracer; CBT_ERR_NOT_FOUND when none is installed. */
+CBT_API cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out);
 
 #endif /* CBT_DISABLE */
+
+/* Inline, so that only this header's sizeof of cbt_subscriber is written:
+ * *out zeroed, its version and size set, then the _into entry point fills at
+ * most that size (cbt.h, "versioned structs"). */
+static inline cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_subscriber *out)
+{
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->version = CBT_SUBSCRIBER_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return cbt_mp_subscriber_create_into(max_sessions, out);
+}
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@
 #define CBT_NAMES_H
 
 #include <stdint.h>
+#include "cbt/api.h"
 #include "cbt/status.h"
 
 #ifdef __cplusplus
@@ -151,13 +152,13 @@ static inline uint32_t cbt_name_len(cbt_name n)
  * strings. Cost: a lock and a linear probe; call once, keep the handle.
  * Errors: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG (longer than
  * CBT_NAME_LEN_MAX - 1), CBT_ERR_FULL (table full). Thread-safe. */
-cbt_status cbt_intern(const char *s, cbt_name *out);
+CBT_API cbt_status cbt_intern(const char *s, cbt_name *out);
 
 /* The string for a handle, or "" for 0 / unknown handles. Lock-free. */
-const char *cbt_name_str(cbt_name n);
+CBT_API const char *cbt_name_str(cbt_name n);
 
 /* Number of bytes of the name (without NUL); 0 for unknown handles. */
-uint32_t cbt_name_len(cbt_name n);
+CBT_API uint32_t cbt_name_len(cbt_name n);
 
 #endif /* CBT_DISABLE */
 

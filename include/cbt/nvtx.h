@@ -16,6 +16,7 @@
 #ifndef CBT_NVTX_H
 #define CBT_NVTX_H
 
+#include "cbt/api.h"
 #include "cbt.h"
 
 #ifdef __cplusplus
@@ -30,7 +31,7 @@ static inline cbt_status cbt_nvtx_enable(void) { return CBT_OK; }
 /* Install the NVTX hook on the running tracer. CBT_ERR_NOT_INITIALIZED
  * without one; CBT_ERR_UNSUPPORTED in builds without NVTX. Call before the
  * first publish. */
-cbt_status cbt_nvtx_enable(void);
+CBT_API cbt_status cbt_nvtx_enable(void);
 
 #endif /* CBT_DISABLE */
 

@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cbt/api.h"
 #include "cbt.h"
 #include "cbt/blend_metrics.h"
 
@@ -108,8 +109,11 @@ typedef struct cbt_otlp_config {
                                         valid until the sink is destroyed. */
     int metrics_disabled;            /* OTEL_METRICS_EXPORTER=none: no metrics
                                         export even when blend is set */
+    uint32_t reserved;               /* must be zero (cbt_otlp_config_default()
+                                        zeroes it) */
 } cbt_otlp_config;
 #define CBT_OTLP_CONFIG_VERSION 1u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, reserved);
 
 typedef struct cbt_otlp_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
@@ -125,6 +129,8 @@ typedef struct cbt_otlp_stats {
     uint64_t metrics_failures;  /* metric exports that failed for good */
 } cbt_otlp_stats;
 #define CBT_OTLP_STATS_VERSION 1u
+#define cbt_otlp_stats_version_ CBT_OTLP_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, metrics_failures);
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;
 
@@ -162,45 +168,44 @@ static inline cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r
     (void)r, (void)s, (void)out;
     return CBT_OK;
 }
-static inline void cbt_otlp_config_default(cbt_otlp_config *c)
+static inline cbt_status cbt_otlp_config_default_into(cbt_otlp_config *c)
 {
     if (!c)
-        return;
-    memset(c, 0, sizeof *c);
-    c->version = CBT_OTLP_CONFIG_VERSION;
-    c->size = (uint32_t)sizeof *c;
-    c->disabled = 1; /* as OTEL_SDK_DISABLED=true */
-    memcpy(c->endpoint, "http://localhost:4318/v1/traces", sizeof "http://localhost:4318/v1/traces");
-    c->protocol = CBT_OTLP_HTTP_PROTOBUF;
-    c->timeout_ms = 10000;
-    c->verify_tls = 1;
-    c->max_queue = 2048;
-    c->max_batch = 512;
-    c->schedule_delay_ms = 5000;
-    c->retry_budget_ms = 30000;
-    c->shutdown_timeout_ms = 5000;
-    cbt_otlp_resource_default(&c->resource);
-    memcpy(c->metrics_endpoint, "http://localhost:4318/v1/metrics",
+        return CBT_ERR_INVAL;
+    if (c->size < 8)
+        return CBT_ERR_VERSION;
+    cbt_otlp_config d;
+    memset(&d, 0, sizeof d);
+    d.disabled = 1; /* as OTEL_SDK_DISABLED=true */
+    memcpy(d.endpoint, "http://localhost:4318/v1/traces", sizeof "http://localhost:4318/v1/traces");
+    d.protocol = CBT_OTLP_HTTP_PROTOBUF;
+    d.timeout_ms = 10000;
+    d.verify_tls = 1;
+    d.max_queue = 2048;
+    d.max_batch = 512;
+    d.schedule_delay_ms = 5000;
+    d.retry_budget_ms = 30000;
+    d.shutdown_timeout_ms = 5000;
+    cbt_otlp_resource_default(&d.resource);
+    memcpy(d.metrics_endpoint, "http://localhost:4318/v1/metrics",
            sizeof "http://localhost:4318/v1/metrics");
-    c->metrics_interval_ms = 60000;
-    c->metrics_disabled = 1;
+    d.metrics_interval_ms = 60000;
+    d.metrics_disabled = 1;
+    /* the fields after the header, at most c->size bytes (cbt.h) */
+    memcpy((char *)c + 8, (const char *)&d + 8, (c->size < sizeof d ? c->size : sizeof d) - 8);
+    return c->size > sizeof d ? CBT_ERR_VERSION : CBT_OK;
 }
 static inline cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log)
 {
     (void)c, (void)log; /* the environment is not read */
     return CBT_OK;
 }
-static inline cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c,
-                                                  cbt_otlp_exporter **out, cbt_sink *sink_out)
+static inline cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c,
+                                                       cbt_otlp_exporter **out, cbt_sink *sink_out)
 {
-    (void)c;
+    (void)c, (void)sink_out; /* left as the wrapper made it: an empty sink */
     if (out)
         *out = NULL;
-    if (sink_out) {
-        memset(sink_out, 0, sizeof *sink_out);
-        sink_out->version = CBT_SINK_VERSION;
-        sink_out->size = (uint32_t)sizeof *sink_out;
-    }
     return CBT_OK;
 }
 static inline cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out)
@@ -216,30 +221,30 @@ static inline cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_
 #else /* the calls */
 
 /* Free a cbt_buf's bytes; it is empty afterwards. */
-void cbt_buf_free(cbt_buf *b);
+CBT_API void cbt_buf_free(cbt_buf *b);
 
 /* Fill service.name "cbt", a fresh service.instance.id, host.name, pid, and
  * the CUDA device name when there is one. */
-void cbt_otlp_resource_default(cbt_otlp_resource *r);
+CBT_API void cbt_otlp_resource_default(cbt_otlp_resource *r);
 
 /* Append an ExportTraceServiceRequest for spans[0..n) to `out`. */
-cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
-                                 cbt_buf *out);
-cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
-                                cbt_buf *out);
+CBT_API cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans,
+                                         size_t n, cbt_buf *out);
+CBT_API cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
+                                        cbt_buf *out);
 
 /* Append an ExportMetricsServiceRequest for the snapshot `s` to `out`:
  * CBT_BC_COUNT_ Sums then CBT_BH_COUNT_ Histograms, in enum order, every one
  * present even when zero. CBT_ERR_INVAL on NULL, CBT_ERR_NOMEM. */
-cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                         cbt_buf *out);
-cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                        cbt_buf *out);
+CBT_API cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r,
+                                                 const cbt_blend_snapshot *s, cbt_buf *out);
+CBT_API cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r,
+                                                const cbt_blend_snapshot *s, cbt_buf *out);
 
-/* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
- * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
- * protobuf, no gzip. */
-void cbt_otlp_config_default(cbt_otlp_config *c);
+/* The entry point of cbt_otlp_config_default() (below): the defaults into
+ * the fields of *c, at most c->size bytes; version and size stay the
+ * caller's (cbt.h, "versioned structs"). */
+CBT_API cbt_status cbt_otlp_config_default_into(cbt_otlp_config *c);
 
 /* Apply the OpenTelemetry environment (OTEL_SDK_DISABLED, OTEL_SERVICE_NAME,
  * OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT with /v1/traces and
@@ -252,15 +257,50 @@ void cbt_otlp_config_default(cbt_otlp_config *c);
  * variable's name (never printing header values) and its default kept;
  * returns CBT_ERR_INVAL only where no safe default exists (an endpoint that
  * is not an http(s) URL, an unsupported protocol such as grpc). */
-cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
+CBT_API cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
 
-/* Start the exporter thread and fill *sink_out (add it with cbt_add_sink).
- * The tracer owns the sink; *out stays readable until cbt_shutdown(). */
-cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c, cbt_otlp_exporter **out,
-                                    cbt_sink *sink_out);
-cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
+/* The entry point of cbt_otlp_exporter_create() (below). */
+CBT_API cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c,
+                                                 cbt_otlp_exporter **out, cbt_sink *sink_out);
+
+/* The exporter's counters (cbt_otlp_stats, above). CBT_ERR_INVAL for a NULL
+ * out; CBT_ERR_VERSION when out->size is smaller than the header (set
+ * version and size: CBT_STRUCT_INIT). */
+CBT_API cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *out);
 
 #endif /* CBT_DISABLE */
+
+/* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
+ * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
+ * protobuf, no gzip. Inline, so that only this header's sizeof is written
+ * (cbt_otlp_config_default_into). NULL is ignored. */
+static inline void cbt_otlp_config_default(cbt_otlp_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->version = CBT_OTLP_CONFIG_VERSION;
+    c->size = (uint32_t)sizeof *c;
+    (void)cbt_otlp_config_default_into(c); /* newer than libcbt: create refuses c */
+}
+
+/* Start the exporter thread and fill *sink_out (add it with cbt_add_sink).
+ * The tracer owns the sink; *out stays readable until cbt_shutdown().
+ * CBT_ERR_VERSION for a config from a newer cbt (its size or version: cbt.h,
+ * "versioned structs"). Inline,
+ * so that only this header's sizeof of cbt_sink is written: *sink_out zeroed,
+ * its version and size set, then the _into entry point fills at most that
+ * size (cbt.h, "versioned structs"). */
+static inline cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c,
+                                                  cbt_otlp_exporter **out, cbt_sink *sink_out)
+{
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return cbt_otlp_exporter_create_into(c, out, sink_out);
+}
 
 #ifdef __cplusplus
 }

@@ -65,6 +65,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/event.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
@@ -97,6 +98,8 @@ typedef struct cbt_pspan_stats {
     uint64_t incomplete_at_shutdown;
 } cbt_pspan_stats;
 #define CBT_PSPAN_STATS_VERSION 1u
+#define cbt_pspan_stats_version_ CBT_PSPAN_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_pspan_stats, incomplete_at_shutdown);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -154,9 +157,9 @@ static inline cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out)
  * status (CBT_ERR_FULL: dropped and counted). s->ctx is valid whenever the
  * arguments were. A sampled-out pspan returns CBT_OK with or without a
  * tracer: there is nothing to publish either way. */
-cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
-                           const char *request_id, const cbt_span_ctx *parent,
-                           const cbt_meta *meta, uint32_t n_meta);
+CBT_API cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
+                                   const char *request_id, const cbt_span_ctx *parent,
+                                   const cbt_meta *meta, uint32_t n_meta);
 
 /* Close it now; meta adds attributes (a bool "failed" = true also marks the
  * span's status ERROR). CBT_ERR_INVAL when s was not open (or was begun on a
@@ -164,21 +167,25 @@ cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind kind,
  * n_meta) leaves the span open so the caller can end it again; a dropped END
  * (CBT_ERR_FULL) closes it here; the recorded span is ended incomplete at
  * shutdown, or sooner when the open table is full and it is a minute old. Closing a sampled-out span is CBT_OK and publishes nothing. */
-cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
+CBT_API cbt_status cbt_pspan_end(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
 
 /* The same, timed by `st`: the begin and end happen when the stream reaches
  * them (CUDA events on a CUDA stream). End a span begun on a stream with
  * cbt_pspan_end_on on the same stream. */
-cbt_status cbt_pspan_begin_on(cbt_pspan *s, cbt_stream *st, cbt_name name, cbt_span_kind kind,
-                              const char *request_id, const cbt_span_ctx *parent,
-                              const cbt_meta *meta, uint32_t n_meta);
-cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
+CBT_API cbt_status cbt_pspan_begin_on(cbt_pspan *s, cbt_stream *st, cbt_name name,
+                                      cbt_span_kind kind, const char *request_id,
+                                      const cbt_span_ctx *parent, const cbt_meta *meta,
+                                      uint32_t n_meta);
+CBT_API cbt_status cbt_pspan_end_on(cbt_pspan *s, const cbt_meta *meta, uint32_t n_meta);
 
 /* A fresh non-zero span id from the calling thread's generator. */
-void cbt_pspan_new_id(uint8_t out[8]);
+CBT_API void cbt_pspan_new_id(uint8_t out[8]);
 
-/* The pspan subscriber's counters (the process-wide tracer's). */
-cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out);
+/* The pspan subscriber's counters (the process-wide tracer's). CBT_ERR_INVAL
+ * for NULL; CBT_ERR_VERSION when out->size is smaller than the header (set
+ * version and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a
+ * tracer. */
+CBT_API cbt_status cbt_pspan_stats_get(cbt_pspan_stats *out);
 
 #endif /* CBT_DISABLE */
 

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include "cbt/api.h"
 #include "cbt/event.h"
 #include "cbt/names.h"
 #include "cbt/status.h"
@@ -118,6 +119,8 @@ typedef struct cbt_sink {
     cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
 } cbt_sink;
 #define CBT_SINK_VERSION 1u
+#define cbt_sink_version_ CBT_SINK_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, on_cta);
 
 /* The in-memory sink (cbt_memsink_create, below). */
 typedef struct cbt_memsink cbt_memsink;
@@ -142,6 +145,8 @@ typedef struct cbt_subscriber {
     void (*destroy)(void *ctx);
 } cbt_subscriber;
 #define CBT_SUBSCRIBER_VERSION 1u
+#define cbt_subscriber_version_ CBT_SUBSCRIBER_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_subscriber, destroy);
 
 /* Fill *s: version and size set, the mask empty (add types with
  * cbt_subscriber_want), the callbacks and ctx as given (on_shutdown and
@@ -252,17 +257,12 @@ static inline uint32_t cbt_registry_count(cbt_tracer *t)
     (void)t;
     return 0;
 }
-static inline cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out,
-                                            cbt_sink *sink_out)
+static inline cbt_status cbt_memsink_create_into(uint32_t capacity, cbt_memsink **out,
+                                                 cbt_sink *sink_out)
 {
-    (void)capacity;
+    (void)capacity, (void)sink_out; /* left as the wrapper made it: an empty sink */
     if (out)
         *out = NULL;
-    if (sink_out) {
-        memset(sink_out, 0, sizeof *sink_out);
-        sink_out->version = CBT_SINK_VERSION;
-        sink_out->size = (uint32_t)sizeof *sink_out;
-    }
     return CBT_OK;
 }
 static inline void cbt_memsink_release(cbt_memsink *m) { (void)m; }
@@ -283,14 +283,9 @@ static inline uint64_t cbt_memsink_dropped(cbt_memsink *m)
     (void)m;
     return 0;
 }
-static inline cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
+static inline cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
 {
-    (void)path;
-    if (sink_out) {
-        memset(sink_out, 0, sizeof *sink_out);
-        sink_out->version = CBT_SINK_VERSION;
-        sink_out->size = (uint32_t)sizeof *sink_out;
-    }
+    (void)path, (void)sink_out; /* left as the wrapper made it: an empty sink */
     return CBT_OK;
 }
 static inline size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
@@ -307,8 +302,8 @@ static inline size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
 /* Open a span. `parent` NULL (or all-zero) starts a new trace with fresh ids;
  * otherwise the span joins the parent's trace. Returns NULL when the pool is
  * exhausted (counted as spans_dropped). Cost: a pool pop and an id draw. */
-cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
-                         const cbt_span_ctx *parent, uint64_t start_ns);
+CBT_API cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                 const cbt_span_ctx *parent, uint64_t start_ns);
 
 /* Open the span that event `ev` starts, honouring the trace context it may
  * carry (CBT_EVF_TRACE, cbt/event.h):
@@ -319,35 +314,35 @@ cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
  *   - it names a span id: the span carries it (the publisher injected it);
  *   - otherwise as cbt_span_start(t, name, kind, local_parent, ev->ts).
  * NULL when the pool is exhausted. */
-cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
-                                   const cbt_span_ctx *local_parent, const cbt_event *ev);
+CBT_API cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
+                                           const cbt_span_ctx *local_parent, const cbt_event *ev);
 
 /* Typed attributes. Setting an existing key overwrites it. A span holds at most
  * CBT_SPAN_ATTR_MAX attributes and CBT_SPAN_STR_ARENA bytes of strings; past
  * that the call returns CBT_ERR_FULL and the span is flagged
  * CBT_SPANF_ATTRS_DROPPED (exporters report the count). */
-cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v);
-cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
-cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
-cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len);
+CBT_API cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v);
+CBT_API cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
+CBT_API cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
+CBT_API cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len);
 
 /* Copy an event's metadata onto the span as attributes, types preserved. */
-void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
+CBT_API void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
 
 /* The attribute stored under `key`, or NULL. A string value is the
  * a->str_len bytes at cbt_attr_str() (not NUL-terminated). */
-const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key);
-const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a);
+CBT_API const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key);
+CBT_API const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a);
 
 /* End the span at `end_ns` (clamped to start_ns if earlier), hand it to every
  * sink — unless its trace is sampled out (trace_flags bit 0 clear: a
  * not-sampled context it joined, or a parent that did), then to none, counted
  * in cbt_metrics.spans_unsampled — and return it to the pool: `s` is invalid
  * afterwards. */
-void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns);
+CBT_API void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns);
 
 /* True when the context names a span (non-zero ids). */
-bool cbt_span_ctx_valid(const cbt_span_ctx *c);
+CBT_API bool cbt_span_ctx_valid(const cbt_span_ctx *c);
 
 /* ---- the span registry ------------------------------------------------------
  * Maps (session id, logical name) to the context of a span that is open now,
@@ -358,46 +353,72 @@ bool cbt_span_ctx_valid(const cbt_span_ctx *c);
 
 /* Record that `ctx` is open under (session, name); replaces an older entry.
  * CBT_ERR_FULL when the table is full (counted). */
-cbt_status cbt_registry_put(cbt_tracer *t, const char *session, cbt_name name,
-                            const cbt_span_ctx *ctx);
+CBT_API cbt_status cbt_registry_put(cbt_tracer *t, const char *session, cbt_name name,
+                                    const cbt_span_ctx *ctx);
 
 /* Copy the open span's context into *out. CBT_ERR_NOT_FOUND when none. */
-cbt_status cbt_registry_get(cbt_tracer *t, const char *session, cbt_name name,
-                            cbt_span_ctx *out);
+CBT_API cbt_status cbt_registry_get(cbt_tracer *t, const char *session, cbt_name name,
+                                    cbt_span_ctx *out);
 
 /* Forget (session, name). Only removes the entry when it still names `ctx`'s
  * span (pass NULL to remove unconditionally), so a later span that replaced
  * it stays registered. */
-void cbt_registry_remove(cbt_tracer *t, const char *session, cbt_name name,
-                         const cbt_span_ctx *ctx);
+CBT_API void cbt_registry_remove(cbt_tracer *t, const char *session, cbt_name name,
+                                 const cbt_span_ctx *ctx);
 
 /* Entries currently held (for tests and self-metrics). */
-uint32_t cbt_registry_count(cbt_tracer *t);
+CBT_API uint32_t cbt_registry_count(cbt_tracer *t);
 
 /* ---- sinks: where finished spans go ------------------------------------------ */
 
-/* In-memory sink: keeps copies of up to `capacity` finished spans (more are
+/* In-memory sink (cbt_memsink_create, below, an inline wrapper around this
+ * entry point): keeps copies of up to `capacity` finished spans (more are
  * counted as dropped). For tests and for the demo's tree printer. Two owners:
  * the tracer (released at cbt_shutdown) and the caller, who reads it even
  * after shutdown and calls cbt_memsink_release() when done. */
-cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out, cbt_sink *sink_out);
-void cbt_memsink_release(cbt_memsink *m);
+CBT_API cbt_status cbt_memsink_create_into(uint32_t capacity, cbt_memsink **out,
+                                           cbt_sink *sink_out);
+CBT_API void cbt_memsink_release(cbt_memsink *m);
 /* Spans held so far. Safe to call after cbt_flush() from any thread: the
  * sink's own lock guards the array. */
-uint32_t cbt_memsink_count(cbt_memsink *m);
+CBT_API uint32_t cbt_memsink_count(cbt_memsink *m);
 /* Copy of span i (0-based, in end order). CBT_ERR_NOT_FOUND past the end. */
-cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out);
-uint64_t cbt_memsink_dropped(cbt_memsink *m);
+CBT_API cbt_status cbt_memsink_get(cbt_memsink *m, uint32_t i, cbt_span *out);
+CBT_API uint64_t cbt_memsink_dropped(cbt_memsink *m);
 
-/* JSON-lines file sink: one object per finished span, hex ids, ns times,
- * typed attributes. See docs/spans.md for the schema. The sink owns the FILE. */
-cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out);
+/* JSON-lines file sink (cbt_jsonl_sink_create, below): one object per
+ * finished span, hex ids, ns times, typed attributes. See docs/spans.md for
+ * the schema. The sink owns the FILE. */
+CBT_API cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out);
 
 /* Format one span as a JSON line (with '\n') into buf. Returns the length
  * written, or the length needed when it exceeds cap (nothing is then valid). */
-size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap);
+CBT_API size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap);
 
 #endif /* CBT_DISABLE */
+
+/* The sink constructors, inline so that only this header's sizeof of
+ * cbt_sink is written: *sink_out zeroed, its version and size set, then the
+ * _into entry point fills at most that size (cbt.h, "versioned structs"). */
+static inline cbt_status cbt_memsink_create(uint32_t capacity, cbt_memsink **out,
+                                            cbt_sink *sink_out)
+{
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return cbt_memsink_create_into(capacity, out, sink_out);
+}
+static inline cbt_status cbt_jsonl_sink_create(const char *path, cbt_sink *sink_out)
+{
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return cbt_jsonl_sink_create_into(path, sink_out);
+}
 
 #ifdef __cplusplus
 }

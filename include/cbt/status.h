@@ -10,6 +10,8 @@
 #ifndef CBT_STATUS_H
 #define CBT_STATUS_H
 
+#include "cbt/api.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,7 +53,7 @@ static inline const char *cbt_strerror(cbt_status st)
 #else /* the calls */
 
 /* A short English sentence for `st`; never NULL, static storage, thread-safe. */
-const char *cbt_strerror(cbt_status st);
+CBT_API const char *cbt_strerror(cbt_status st);
 
 #endif /* CBT_DISABLE */
 

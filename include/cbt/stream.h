@@ -34,6 +34,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "cbt/api.h"
 #include "cbt/event.h"
 #include "cbt/status.h"
 
@@ -105,37 +106,37 @@ static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
 
 /* A CPU stream: one worker thread and a bounded FIFO of `capacity` items (0 =
  * CBT_STREAM_DEFAULT_CAPACITY). Works with or without a tracer. */
-cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
+CBT_API cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
 
 /* Wrap an existing cudaStream_t (passed as void* so this header needs no CUDA
  * headers). Creates CBT_STREAM_CUDA_POOL timing events up front.
  * CBT_ERR_UNSUPPORTED when cbt was built without CUDA, CBT_ERR_NO_DEVICE when
  * no device is present. The caller keeps ownership of the cudaStream_t. */
-cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
+CBT_API cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
 
 /* Enqueue `fn(arg)` on the stream. CPU: runs on the worker. CUDA: a host
  * function (cudaLaunchHostFunc). CBT_ERR_FULL when the CPU queue is full
  * (nothing was enqueued). */
-cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg);
+CBT_API cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg);
 
 /* Publish `ev` when the stream reaches this point. Never blocks: a full queue
  * or an exhausted event pool drops the event and counts it (CBT_ERR_FULL).
  * A disabled tracer returns CBT_OK after one branch. If ev->pair is 0 it is
  * set to the stream's ordinal, so START/END pairs on different streams of one
  * session never cross. */
-cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev);
+CBT_API cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev);
 
 /* Block until everything enqueued so far has run (CPU) or completed (CUDA). */
-cbt_status cbt_stream_sync(cbt_stream *s);
+CBT_API cbt_status cbt_stream_sync(cbt_stream *s);
 
 /* Small integer naming the stream within the process (1, 2, ...). */
-uint32_t cbt_stream_ordinal(const cbt_stream *s);
+CBT_API uint32_t cbt_stream_ordinal(const cbt_stream *s);
 
 /* The cudaStream_t, or NULL for a CPU stream. */
-void *cbt_stream_cuda_handle(const cbt_stream *s);
+CBT_API void *cbt_stream_cuda_handle(const cbt_stream *s);
 
 /* Drain (as cbt_stream_sync), stop the worker, free. NULL is ignored. */
-void cbt_stream_destroy(cbt_stream *s);
+CBT_API void cbt_stream_destroy(cbt_stream *s);
 
 #endif /* CBT_DISABLE */
 

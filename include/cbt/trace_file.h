@@ -15,6 +15,7 @@
 #ifndef CBT_TRACE_FILE_H
 #define CBT_TRACE_FILE_H
 
+#include "cbt/api.h"
 #include "cbt.h"
 
 #ifdef __cplusplus
@@ -23,22 +24,31 @@ extern "C" {
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the call below compiles to a no-op (see the top) ======= */
+static inline cbt_status cbt_trace_file_sink_create_into(const char *path, cbt_sink *sink_out)
+{
+    (void)path, (void)sink_out; /* left as the wrapper made it: an empty sink */
+    return CBT_OK;
+}
+#else /* the calls */
+
+/* The entry point of cbt_trace_file_sink_create() (below). */
+CBT_API cbt_status cbt_trace_file_sink_create_into(const char *path, cbt_sink *sink_out);
+
+#endif /* CBT_DISABLE */
+
+/* A sink writing the trace file at `path` (add it with cbt_add_sink).
+ * Inline, so that only this header's sizeof of cbt_sink is written: *sink_out
+ * zeroed, its version and size set, then the _into entry point fills at most
+ * that size (cbt.h, "versioned structs"). */
 static inline cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out)
 {
-    (void)path;
     if (sink_out) {
         memset(sink_out, 0, sizeof *sink_out);
         sink_out->version = CBT_SINK_VERSION;
         sink_out->size = (uint32_t)sizeof *sink_out;
     }
-    return CBT_OK;
+    return cbt_trace_file_sink_create_into(path, sink_out);
 }
-#else /* the calls */
-
-/* A sink writing the trace file at `path` (add it with cbt_add_sink). */
-cbt_status cbt_trace_file_sink_create(const char *path, cbt_sink *sink_out);
-
-#endif /* CBT_DISABLE */
 
 #ifdef __cplusplus
 }

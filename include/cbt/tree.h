@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "cbt/api.h"
 #include "cbt.h"
 
 #ifdef __cplusplus
@@ -38,13 +39,13 @@ static inline int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, 
  * start order, children under their parents in start order. A span whose
  * parent is not among the spans is printed as a root marked "(orphan)".
  * Returns the number of traces printed, or -1 on allocation failure. */
-int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces);
+CBT_API int cbt_tree_print(FILE *f, const cbt_span *spans, size_t n, size_t max_traces);
 
 /* The `k` slowest traces by end-to-end time (root start to the last span's
  * end, GPU work included), each as a waterfall: one bar per span on a
  * `width`-column time axis. Returns the number printed, -1 on allocation
  * failure. */
-int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsigned width);
+CBT_API int cbt_waterfall_print(FILE *f, const cbt_span *spans, size_t n, size_t k, unsigned width);
 
 #endif /* CBT_DISABLE */
 

@@ -7,6 +7,7 @@
 // The list below must name every header installed under include/cbt/: the
 // script fails, naming the header, when one is installed but missing here.
 #include "cbt.h"
+#include "cbt/api.h"
 #include "cbt/blend_metrics.h"
 #include "cbt/build_config.h"
 #include "cbt/cb.h"
