@@ -84,9 +84,8 @@ extern "C" {
  * Calls that produce a versioned struct obey the same bound. Each is a
  * static inline wrapper, compiled with the caller's sizeof, around an
  * out-of-line entry point named <call>_into, the ABI-stable call it makes
- * (libcbt also keeps the wrapped names as symbols, for programs built
- * against headers from before the wrappers: host/core/abi_compat.c). The
- * wrapper zeroes the caller's struct, sets its version and size from the
+ * (no libcbt was installed before the wrappers, so the wrapped names are not
+ * kept as symbols). The wrapper zeroes the caller's struct, sets its version and size from the
  * caller's header and calls the entry point, which writes at most `size`
  * bytes:
  *   cbt_config_default()            cbt_config_default_into(&c)

@@ -6,15 +6,13 @@
  * entry points fill (cbt_config_default_into and the other _into calls).
  * A newer caller's struct is simulated by the current struct inside a larger
  * buffer whose tail is poisoned, an older caller's by a smaller size in a
- * poisoned buffer. abi_old_caller.c is a program built against the headers
- * from before the inline producers: it calls the symbols kept for it. */
+ * poisoned buffer. */
 #include <stdio.h>
 #include <stddef.h>
 #include <string.h>
 
 #include "testutil.h"
 
-#include "abi_old_caller.h"
 #include "cbt/cb.h"
 #include "cbt/cupti.h"
 #include "cbt/otlp.h"
@@ -467,15 +465,6 @@ static void constructors_into_bounded(void **state)
     remove(trace);
 }
 
-/* A program built against the headers from before the inline producers
- * calls cbt_config_default, cbt_memsink_create, ... out of line, with
- * version 1 structs: the symbols kept for it write no more than those hold. */
-static void old_caller_symbols(void **state)
-{
-    (void)state;
-    abi_old_caller_checks();
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -490,7 +479,6 @@ int main(void)
 #endif
         cmocka_unit_test(defaults_into_bounded),
         cmocka_unit_test_teardown(constructors_into_bounded, tu_teardown),
-        cmocka_unit_test_teardown(old_caller_symbols, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
