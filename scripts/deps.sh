@@ -12,7 +12,11 @@
 # Each need is checked by what the build itself uses (a command on PATH, a
 # pkg-config module, a compile-and-link probe), not by dpkg, so tools that
 # came some other way count. Each unmet need maps to a Debian package:
-#   as root     apt-get update once, then installs only those packages
+#   as root     apt-get update once (before the package names are worked out:
+#               apt-cache knows nothing on a fresh image until then), installs
+#               only those packages, checks again and installs in a second
+#               pass what that check newly names (libFuzzer's package once
+#               the installed clang tells its version)
 #   otherwise   prints the one apt-get line needed and exits 1
 #
 #   CBT_NO_DEPS=1        skip this script entirely (you provide everything)
@@ -168,16 +172,39 @@ check() {
   fi
 }
 
+# Package names come from apt-cache (which clang `clang` is, whether
+# libclang-rt-N-dev exists): on a fresh image its lists are empty until
+# `apt-get update`, so as root the lists are updated first whenever anything
+# is missing, and the needs are then checked again.
 check
+updated=0
+if [ $dry = 0 ] && { [ ${#pkgs[@]} -ne 0 ] || [ ${#notes[@]} -ne 0 ]; } \
+   && have apt-get && [ "$(id -u)" -eq 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  echo "cbt: missing: $(list "${needs[@]+"${needs[@]}"}" "${notes[@]+libFuzzer for $CC_FUZZ}"); updating the package lists first" >&2
+  if apt-get update -qq; then
+    updated=1
+  else
+    echo "cbt: apt-get update failed; going on with the package lists at hand" >&2
+  fi
+  check
+fi
 for n in "${notes[@]+"${notes[@]}"}"; do echo "$n" >&2; done
 if [ ${#pkgs[@]} -eq 0 ]; then
-  if [ $dry = 1 ]; then echo "cbt: nothing missing"; fi
+  if [ $dry = 1 ]; then
+    if [ ${#notes[@]} -eq 0 ]; then
+      echo "cbt: nothing missing"
+    else
+      echo "cbt: nothing known to install; as root this would run apt-get update and look again"
+    fi
+  fi
   exit 0
 fi
 
 echo "cbt: missing: $(list "${needs[@]}")" >&2
 if [ $dry = 1 ]; then
   echo "cbt: would run: apt-get update && apt-get install -y --no-install-recommends ${pkgs[*]}"
+  echo "cbt: (then check again, and install what that names too: with fresh package lists it may name libFuzzer's package)"
   exit 0
 fi
 if ! have apt-get; then
@@ -190,18 +217,44 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 
-echo "cbt: installing ${pkgs[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq || echo "cbt: apt-get update failed; trying the install with the package lists at hand" >&2
-if ! apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; then
+# install_pkgs PKG...: one apt-get install, recommends left out (so a package
+# wanted only as a Recommends, libclang-rt-14-dev of libclang-common-14-dev on
+# Debian 12, is named itself: by fuzzer_pkg, or by the check after an install)
+installed=()
+install_pkgs() {
+  echo "cbt: installing $*" >&2
+  installed+=("$@")
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+if [ $updated = 0 ]; then
+  apt-get update -qq || echo "cbt: apt-get update failed; trying the install with the package lists at hand" >&2
+fi
+if ! install_pkgs "${pkgs[@]}"; then
   echo "cbt: apt-get install ${pkgs[*]} failed (see above)" >&2
   exit 1
 fi
 
-# What the install did not bring (a compiler earlier on PATH than the
-# Debian one, say) is named here rather than left to fail later.
+# What the install did not bring is named by checking again. A package the
+# check names only now (libFuzzer's, once the installed clang tells its
+# version) is installed in a second pass; what is still missing after that (a
+# compiler earlier on PATH than the Debian one, say) is named here rather
+# than left to fail later.
 hash -r
 check
+more=()
+for p in "${pkgs[@]+"${pkgs[@]}"}"; do
+  seen=0
+  for q in "${installed[@]}"; do [ "$p" = "$q" ] && seen=1; done
+  [ $seen = 1 ] || more+=("$p")
+done
+if [ ${#more[@]} -ne 0 ]; then
+  if ! install_pkgs "${more[@]}"; then
+    echo "cbt: apt-get install ${more[*]} failed (see above)" >&2
+  fi
+  hash -r
+  check
+fi
+for n in "${notes[@]+"${notes[@]}"}"; do echo "$n" >&2; done
 if [ ${#pkgs[@]} -ne 0 ]; then
   echo "cbt: still missing after the install: $(list "${needs[@]}")" >&2
   if [ $hard_unmet = 1 ]; then

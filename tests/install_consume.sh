@@ -5,7 +5,11 @@
 #   install          cmake --install BUILD_DIR --prefix <tmp>; the files, the SONAME
 #   cmake cbt::cbt   find_package(cbt CONFIG REQUIRED) + cbt::cbt: consumer.c, run
 #   cmake cbt::cbt_static   the same with cbt::cbt_static: libcbt.a's exported
-#                    link interface alone must be enough
+#                    link interface alone must be enough (the consumer's own
+#                    CURL_LIBRARIES etc. must come out of find_package(cbt) unchanged)
+#   cmake missing dependency   tests/consume/missing_dep/: with pkg-config finding
+#                    neither libcurl nor libprotobuf-c, find_package(cbt) is not found
+#                    softly (cbt_NOT_FOUND_MESSAGE names both); with REQUIRED it fails, saying so
 #   pkg-config shared / static   tests/consume/Makefile: pkg-config --cflags --libs cbt,
 #                    and --static with libcbt.a; run both
 #   headers          each public header alone, as C11 and as C++, -Wall -Wextra -Werror
@@ -119,6 +123,28 @@ do_cmake_configure() {
     echo "configured and built ($expect)"
 }
 export -f do_cmake_configure
+
+# ---- CMake: find_package(cbt) where libcurl and libprotobuf-c cannot be found --------------
+do_cmake_missing_dep() {
+    pc_env
+    [ "$(pkg-config --variable=cbt_with_otlp cbt)" = ON ] ||
+        { echo "this cbt was built without OTLP: it links against no libcurl or libprotobuf-c"; exit 77; }
+    mkdir -p "$TMP/no-pc"
+    local args=(-DCMAKE_C_COMPILER="$CC" -DCMAKE_PREFIX_PATH="$PREFIX"
+                -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF)
+    PKG_CONFIG_LIBDIR="$TMP/no-pc" PKG_CONFIG_PATH="" \
+        cmake -S "$CONSUME/missing_dep" -B "$TMP/missing_dep" -DCBT_REQUIRED=OFF "${args[@]}"
+    local rc=0
+    PKG_CONFIG_LIBDIR="$TMP/no-pc" PKG_CONFIG_PATH="" \
+        cmake -S "$CONSUME/missing_dep" -B "$TMP/missing_dep_req" -DCBT_REQUIRED=ON "${args[@]}" \
+        >"$TMP/missing_dep_req.out" 2>&1 || rc=$?
+    cat "$TMP/missing_dep_req.out"
+    [ $rc -ne 0 ] || { echo "find_package(cbt REQUIRED) did not fail without libcurl and libprotobuf-c"; exit 1; }
+    grep -q "pkg-config module libcurl" "$TMP/missing_dep_req.out" ||
+        { echo "find_package(cbt REQUIRED) failed without naming libcurl"; exit 1; }
+    echo "not found softly without them; REQUIRED fails naming libcurl and libprotobuf-c"
+}
+export -f do_cmake_missing_dep
 
 # check_needed BINARY yes|no: whether the binary itself needs libcbt.so.<ABI>
 check_needed() {
@@ -247,6 +273,7 @@ if [ -s "$TMP/libdir" ]; then
     step "cmake find_package (configure, build)" do_cmake_configure
     step "cmake cbt::cbt (libcbt.so)" do_cmake_shared
     step "cmake cbt::cbt_static (libcbt.a)" do_cmake_static
+    step "cmake missing dependency (soft)" do_cmake_missing_dep
     step "pkg-config cbt (libcbt.so)" do_pc_shared
     step "pkg-config --static cbt (libcbt.a)" do_pc_static
     step "headers alone (C11, C++)" do_headers
