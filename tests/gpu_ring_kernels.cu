@@ -1,17 +1,22 @@
 // tests/gpu_ring_kernels.cu — an instrumented stand-in kernel for the GPU ring
-// tests: each CTA spins for a while on %globaltimer, then reports `tokens`
-// tokens per thread-0 and `shifted` user value, through CBT_KERNEL_SPAN.
+// tests: each CTA spins for a while on %globaltimer (capped in clock64()
+// cycles, so a stalled timer cannot hang it), then reports `tokens` tokens
+// per thread-0 and `shifted` user value, through CBT_KERNEL_SPAN. Also the
+// measured step of %globaltimer (test_gpu_kernels, test_gpu_ring).
 #include <cstdint>
 #include <cuda_runtime.h>
 
 #include "cbt/kernel_span.h"
+#include "gpu_testutil.h"
 
 __global__ void ring_test_kernel(cbt_kspan span, unsigned long long spin_ns, unsigned int tokens,
                                  unsigned int shifted)
 {
     CBT_KERNEL_SPAN_BEGIN(span);
     unsigned long long t0 = cbt_dev_clock();
-    while (cbt_dev_clock() - t0 < spin_ns)
+    long long c0 = clock64();
+    const long long cap = (long long)tu_spin_cycle_cap(spin_ns);
+    while (cbt_dev_clock() - t0 < spin_ns && clock64() - c0 < cap)
         ;
     bool lead = threadIdx.x == 0;
     CBT_KERNEL_SPAN_END_USER(span, lead ? tokens : 0u, lead ? shifted : 0u);
@@ -26,7 +31,8 @@ extern "C" int cbt_test_ring_kernel(void *stream, cbt_kspan span, unsigned int c
     return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }
 
-// The smallest non-zero step of %globaltimer seen by one thread in 4096 reads.
+// The smallest non-zero step of %globaltimer seen by one thread in 4096 reads
+// (~0ull: it never moved). A fixed number of reads: it cannot spin.
 __global__ void gtimer_step_kernel(unsigned long long *out)
 {
     unsigned long long prev = cbt_dev_clock(), best = ~0ull;

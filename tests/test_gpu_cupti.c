@@ -3,7 +3,10 @@
  * bracketed by cbt_cupti_launch_scope_begin/end; CUPTI's record of the kernel
  * becomes a gpu.kernel span with the launch geometry, nested under
  * mp.retrieve through the external correlation id, and its times agree with
- * the cb.scatter span the device ring produced for the same launch. Exits 77
+ * the cb.scatter span the device ring produced for the same launch; the
+ * harvester's periodic flush delivers it without cbt_cupti_flush; the
+ * runtime-API records came (api_records) and nothing was skipped or cut
+ * short (bad_timestamps, truncated). Exits 77
  * when no device is present; passes (saying so) when CUPTI is held by
  * another tool. */
 #include <stdio.h>
@@ -73,6 +76,19 @@ static void gpu_cupti_kernel_span(void **state)
     tu_pub(CBT_EV_MP_REQUEST_END, sid);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     const cbt_span *k = NULL;
+    /* the harvester's own flush (every 100 ms) delivers it: no cbt_cupti_flush */
+    struct timespec w0, w1;
+    clock_gettime(CLOCK_MONOTONIC, &w0);
+    for (int i = 0; i < 150 && !(k = find_kernel("ring_test_kernel")); i++) {
+        struct timespec d = {0, 10000000};
+        nanosleep(&d, NULL);
+        tu_flush();
+    }
+    clock_gettime(CLOCK_MONOTONIC, &w1);
+    int periodic = k != NULL;
+    printf("# gpu.kernel %s %.0f ms after the stream sync, without cbt_cupti_flush\n",
+           periodic ? "arrived" : "had not arrived",
+           (double)(w1.tv_sec - w0.tv_sec) * 1e3 + (double)(w1.tv_nsec - w0.tv_nsec) / 1e6);
     for (int i = 0; i < 500 && !(k = find_kernel("ring_test_kernel")); i++) {
         assert_int_equal(cbt_cupti_flush(), CBT_OK);
         tu_flush();
@@ -105,14 +121,22 @@ static void gpu_cupti_kernel_span(void **state)
     double de = ((double)k->end_ns - (double)sc->end_ns) / 1e3;
     printf("# gpu.kernel %.3f ms vs cb.scatter %.3f ms: start %+.1f us, end %+.1f us; "
            "cupti records %llu spans %llu dropped %llu unjoined %llu, clock checks %llu, "
-           "last delta %+lld ns\n",
+           "last delta %+lld ns; api records %llu, bad timestamps %llu, truncated %llu\n",
            (k->end_ns - k->start_ns) / 1e6, (sc->end_ns - sc->start_ns) / 1e6, ds, de,
            (unsigned long long)cs.records, (unsigned long long)cs.spans,
            (unsigned long long)cs.dropped, (unsigned long long)cs.unjoined,
-           (unsigned long long)cs.clock_checks, (long long)cs.clock_delta_ns);
+           (unsigned long long)cs.clock_checks, (long long)cs.clock_delta_ns,
+           (unsigned long long)cs.api_records, (unsigned long long)cs.bad_timestamps,
+           (unsigned long long)cs.truncated);
     assert_true(ds > -100.0 && ds < 100.0);
     assert_true(de > -100.0 && de < 100.0);
     assert_int_equal(cs.dropped, 0);
+    /* the runtime-API kind is on (its records carry the external correlation) */
+    assert_true(cs.api_records > 0);
+    assert_int_equal(cs.bad_timestamps, 0);
+    assert_int_equal(cs.truncated, 0);
+    /* and the periodic flush delivered the kernel without being asked */
+    assert_true(periodic);
     cbt_stream_destroy(s);
     assert_int_equal(cbt_cupti_disable(), CBT_OK);
     tu_stop();

@@ -1,7 +1,8 @@
 /* tests/test_ring.c — the device ring on the CPU backend: the same layout and
  * protocol the GPU uses, producers played by host threads. Wrap-around,
  * concurrent producers, exact overrun counts, torn and uncommitted records
- * never harvested, launch-id join into spans, the clock mapping. */
+ * never harvested, launch-id join into spans, the clock mapping, and which
+ * path frees a ring after a shutdown that gave up on pending marks. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -528,9 +529,30 @@ static void unknown_launch_counted(void **state)
     tu_stop();
 }
 
+/* Freeing after a shutdown that gave up on pending marks: a CUDA ring's
+ * frees (cudaFree waits for the device) go to a detached thread; the host
+ * ring is always freed in place, abandoned marks or not. */
+static void free_path_after_abandoned_marks(void **state)
+{
+    (void)state;
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_PLACE_HOST, 0), CBT_RING_FREE_NOW);
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_PLACE_HOST, 3), CBT_RING_FREE_NOW);
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_MAPPED, 0), CBT_RING_FREE_NOW);
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_DEVICE, 0), CBT_RING_FREE_NOW);
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_MAPPED, 1), CBT_RING_FREE_DETACHED);
+    assert_int_equal(cbt_ring_free_path_(CBT_RING_DEVICE, 7), CBT_RING_FREE_DETACHED);
+    /* the host ring with marks abandoned: freed here (a sanitizer build sees a leak or a
+     * use after free otherwise) */
+    cbt_ring *r = NULL;
+    assert_int_equal(cbt_ring_create_host(64, 1.0, &r), CBT_OK);
+    cbt_ring_destroy_after_(r, 5);
+    cbt_ring_destroy_after_(NULL, 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(free_path_after_abandoned_marks),
         cmocka_unit_test(wrap_around),
         cmocka_unit_test(overrun_counted_exactly),
         cmocka_unit_test(uncommitted_record_not_harvested),

@@ -17,8 +17,14 @@
  *
  * Stop path: cbt_shutdown() clears the active tracer, sets `stop`, and joins.
  * The loop then drains the queue, waits for pending CUDA marks up to
- * shutdown_timeout_ms, calls every subscriber's on_shutdown (which ends open
- * spans as incomplete) and flushes the sinks.
+ * shutdown_timeout_ms (marks still pending then are abandoned: their count is
+ * left in t->abandoned_marks, so the CUDA ring's frees do not wait for the
+ * device either), asks CUPTI for its completed records, calls every
+ * subscriber's on_shutdown (which ends open spans as incomplete) and flushes
+ * the sinks.
+ *
+ * CUPTI: each round, outside the lock, cbt_cupti_periodic_ (a default flush
+ * every 100 ms while CUPTI is enabled; one atomic load otherwise).
  */
 #include <stdio.h>
 #include <string.h>
@@ -185,6 +191,7 @@ void *cbt_harvester_main_(void *arg)
                         "cbt: shutdown: %u stream mark(s) still pending after %u ms were "
                         "dropped (their events and spans are lost)\n",
                         pending, t->cfg.shutdown_timeout_ms);
+                t->abandoned_marks = pending;
                 break;
             }
         }
@@ -195,10 +202,12 @@ void *cbt_harvester_main_(void *arg)
                 next_refresh = now_t + refresh_ticks;
             }
         }
+        cbt_cupti_periodic_();
         if (n == 0)
             sleep_us(stopping ? 50 : t->cfg.poll_interval_us);
     }
 
+    (void)cbt_cupti_flush(); /* completed kernel records, for the last poll */
     pthread_mutex_lock(&t->lock);
     cbt_kspans_shutdown_(t);
     uint64_t now = cbt_clock_unix_now();

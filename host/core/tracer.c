@@ -113,7 +113,9 @@ static void tracer_free(cbt_tracer *t)
     cbt_lanes_free_(t);
     cbt_kspans_free_(t);
     cbt_ring_destroy(t->host_ring);
-    cbt_ring_destroy(t->cuda_ring);
+    /* after a shutdown that gave up on pending marks, the device may be busy
+     * for long: the CUDA ring's frees must not wait for it (ring.h) */
+    cbt_ring_destroy_after_(t->cuda_ring, t->abandoned_marks);
     cbt_strtab_free(&t->reg);
     cbt_spans_free_(t);
     cbt_blend_metrics_free(t->blend); /* after the sinks: exporters read it last */

@@ -1,12 +1,26 @@
 /* host/device/cupti.c — owns cbt's CUPTI subscription: kernel activity records in,
  * `gpu.kernel` spans out (cbt/cupti.h).
  *
+ * Enabled kinds (k_kinds): the runtime API, the external correlations and
+ * the concurrent kernels. CUPTI emits an external-correlation record with the
+ * API record of the call made inside the push/pop scope, so without an API
+ * kind no kernel would ever be joined to its launch; the API records
+ * themselves are discarded (counted in api_records).
+ *
  * CUPTI's thread hands us filled activity buffers (a fixed pool of BUF_COUNT
  * buffers of BUF_SIZE bytes; when all are in flight CUPTI drops records and
- * counts them, which we add to `dropped`). The completion callback copies the
- * fields we use out of each kernel and external-correlation record into a
- * bounded queue under `g.mu` and returns the buffer to the pool; it never
- * touches the tracer.
+ * counts them, which we add to `dropped`). The completion callback walks the
+ * buffer (cbt_cupti_walk_: no device needed, tests/test_cupti_records.c),
+ * copies the fields we use out of each kernel and external-correlation record
+ * into a bounded queue under `g.mu` and returns the buffer to the pool; it
+ * never touches the tracer. A kernel whose timestamps are unknown is skipped
+ * (bad_timestamps); a record CUPTI cannot walk past ends the buffer
+ * (truncated: the rest of it is lost, said once on stderr).
+ *
+ * Delivery: the harvester asks CUPTI for completed records every 100 ms
+ * (cbt_cupti_periodic_: cuptiActivityFlushAll with CBT_CUPTI_FLUSH_FLAGS), so
+ * kernel spans are not held until a 1 MiB buffer fills; flushes are never
+ * forced (a forced flush hands back records still incomplete).
  *
  * The harvester (cbt_cupti_poll_, under t->lock, each round) drains the
  * queue: external-correlation records fill a map CUPTI correlation id ->
@@ -29,35 +43,23 @@
 
 #include "cbt/cupti.h"
 #include "internal/abi.h"
+#include "internal/cupti_records.h"
 #include "internal/tracer.h"
-
-/* CUDA 13's kernel record (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL). */
-typedef CUpti_ActivityKernel10 cbt_cupti_kernel_rec;
 
 #define BUF_SIZE (1u << 20)
 #define BUF_COUNT 8u
 #define BUF_ALIGN 8u
 #define Q_MAX 4096u
-#define KNAME_MAX 128u
+#define KNAME_MAX CBT_CUPTI_KNAME_MAX
 #define CORR_SLOTS 8192u
 #define HOLD_MAX 1024u
 #define HOLD_UNMAPPED_NS 20000000ull /* a kernel with no external id yet: wait this long */
 #define HOLD_UNKNOWN_NS 200000000ull /* an external id whose launch is not known yet */
 #define CAL_SAMPLES 16
 
-enum { REC_KERNEL = 1, REC_EXTCORR = 2 };
+enum { REC_KERNEL = CBT_CUPTI_REC_KERNEL, REC_EXTCORR = CBT_CUPTI_REC_EXTCORR };
 
-typedef struct krec {
-    uint8_t kind;
-    uint16_t regs;
-    uint32_t corr;
-    uint64_t ext;
-    uint64_t start, end; /* CUPTI ns */
-    uint32_t device, stream;
-    int32_t grid[3], block[3];
-    int32_t smem_static, smem_dyn;
-    char name[KNAME_MAX];
-} krec;
+typedef cbt_cupti_krec krec;
 
 typedef struct held {
     krec r;
@@ -76,7 +78,9 @@ static struct {
     /* calibration: CUPTI ns c0 was read between host ticks lo and hi */
     uint64_t c0, tick0;
     _Atomic uint64_t records, spans, dropped, unjoined, clock_checks;
+    _Atomic uint64_t api_records, bad_timestamps, truncated;
     _Atomic int64_t clock_delta;
+    _Atomic uint64_t next_flush; /* unix ns: the harvester's next default flush */
 } g = {.en_mu = PTHREAD_MUTEX_INITIALIZER, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 /* harvester only */
@@ -93,6 +97,141 @@ static struct {
 static cbt_name k_name, k_grid[3], k_block[3], k_stream, k_regs, k_smem_s, k_smem_d, k_corr;
 static _Thread_local int tls_pushed;
 static atomic_flag said_unavailable = ATOMIC_FLAG_INIT;
+static atomic_flag said_truncated = ATOMIC_FLAG_INIT;
+
+/* ---- record handling (no device: tests/test_cupti_records.c) ---------------------- */
+
+/* API records first, so no kernel is recorded before its correlations can be */
+static const CUpti_ActivityKind k_kinds[] = {
+    CUPTI_ACTIVITY_KIND_RUNTIME, /* carries the external correlations */
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+};
+#define N_KINDS (sizeof k_kinds / sizeof k_kinds[0])
+
+uint32_t cbt_cupti_kinds_(const CUpti_ActivityKind **kinds)
+{
+    *kinds = k_kinds;
+    return (uint32_t)N_KINDS;
+}
+
+CUptiResult cbt_cupti_enable_kinds_(cbt_cupti_kind_fn enable, cbt_cupti_kind_fn disable)
+{
+    for (uint32_t i = 0; i < N_KINDS; i++) {
+        CUptiResult r = enable(k_kinds[i]);
+        if (r != CUPTI_SUCCESS) {
+            while (i--)
+                (void)disable(k_kinds[i]);
+            return r;
+        }
+    }
+    return CUPTI_SUCCESS;
+}
+
+void cbt_cupti_disable_kinds_(cbt_cupti_kind_fn disable)
+{
+    for (uint32_t i = N_KINDS; i--;)
+        (void)disable(k_kinds[i]);
+}
+
+int cbt_cupti_flush_due_(uint64_t *next, uint64_t now)
+{
+    if (*next && now < *next)
+        return 0;
+    *next = now + CBT_CUPTI_FLUSH_PERIOD_NS;
+    return 1;
+}
+
+cbt_cupti_rec_class cbt_cupti_record_(const CUpti_Activity *rec, cbt_cupti_krec *r)
+{
+    memset(r, 0, sizeof *r);
+    switch (rec->kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+    case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const cbt_cupti_kernel_rec *k = (const cbt_cupti_kernel_rec *)(const void *)rec;
+        /* CUPTI_TIMESTAMP_UNKNOWN (0): no timing could be collected (or the
+         * record is incomplete); such a kernel has no span to give */
+        if (k->start == (uint64_t)CUPTI_TIMESTAMP_UNKNOWN ||
+            k->end == (uint64_t)CUPTI_TIMESTAMP_UNKNOWN || k->end < k->start)
+            return CBT_CUPTI_REC_BAD_TIME;
+        r->kind = REC_KERNEL;
+        r->regs = k->registersPerThread;
+        r->corr = k->correlationId;
+        r->start = k->start;
+        r->end = k->end;
+        r->device = k->deviceId;
+        r->stream = k->streamId;
+        r->grid[0] = k->gridX, r->grid[1] = k->gridY, r->grid[2] = k->gridZ;
+        r->block[0] = k->blockX, r->block[1] = k->blockY, r->block[2] = k->blockZ;
+        r->smem_static = k->staticSharedMemory;
+        r->smem_dyn = k->dynamicSharedMemory;
+        if (k->name) {
+            size_t n = strlen(k->name);
+            if (n > KNAME_MAX - 1)
+                n = KNAME_MAX - 1;
+            memcpy(r->name, k->name, n);
+        }
+        return CBT_CUPTI_REC_KERNEL;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+        const CUpti_ActivityExternalCorrelation *x =
+            (const CUpti_ActivityExternalCorrelation *)(const void *)rec;
+        if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+            return CBT_CUPTI_REC_IGNORED;
+        r->kind = REC_EXTCORR;
+        r->corr = x->correlationId;
+        r->ext = x->externalId;
+        return CBT_CUPTI_REC_EXTCORR;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+        return CBT_CUPTI_REC_API;
+    default:
+        return CBT_CUPTI_REC_IGNORED;
+    }
+}
+
+void cbt_cupti_walk_(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx,
+                     cbt_cupti_push_fn push, void *push_ctx, cbt_cupti_walk *w)
+{
+    memset(w, 0, sizeof *w);
+    w->stop = CUPTI_ERROR_MAX_LIMIT_REACHED;
+    if (!buffer || !valid)
+        return;
+    CUpti_Activity *rec = NULL;
+    for (;;) {
+        CUptiResult res = next(next_ctx, buffer, valid, &rec);
+        if (res != CUPTI_SUCCESS) {
+            w->stop = res;
+            /* anything but the end: CUPTI cannot step past this record, so
+             * the rest of the buffer is lost with it */
+            w->truncated = res != CUPTI_ERROR_MAX_LIMIT_REACHED;
+            return;
+        }
+        krec r;
+        switch (cbt_cupti_record_(rec, &r)) {
+        case CBT_CUPTI_REC_KERNEL:
+            w->kernels++;
+            if (!push(push_ctx, &r))
+                w->refused++;
+            break;
+        case CBT_CUPTI_REC_EXTCORR:
+            w->extcorr++;
+            if (!push(push_ctx, &r))
+                w->refused++;
+            break;
+        case CBT_CUPTI_REC_API:
+            w->api++;
+            break;
+        case CBT_CUPTI_REC_BAD_TIME:
+            w->bad_time++;
+            break;
+        case CBT_CUPTI_REC_IGNORED:
+            w->ignored++;
+            break;
+        }
+    }
+}
 
 /* ---- CUPTI's threads -------------------------------------------------------------- */
 
@@ -110,62 +249,69 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0;
 }
 
-static void push(const krec *r)
+/* under g.mu */
+static int push(void *ctx, const krec *r)
 {
-    if (g.q_n >= Q_MAX) {
-        atomic_fetch_add_explicit(&g.dropped, 1, memory_order_relaxed);
-        return;
-    }
+    (void)ctx;
+    if (!g.q || g.q_n >= Q_MAX)
+        return 0;
     g.q[(g.q_head + g.q_n) % Q_MAX] = *r;
     g.q_n++;
+    return 1;
+}
+
+static CUptiResult next_record(void *ctx, uint8_t *buffer, size_t valid, CUpti_Activity **rec)
+{
+    (void)ctx;
+    return cuptiActivityGetNextRecord(buffer, valid, rec);
+}
+
+static void walk_locked(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx,
+                        cbt_cupti_walk *w)
+{
+    cbt_cupti_walk_(buffer, valid, next, next_ctx, push, NULL, w);
+}
+
+static void count_walk(const cbt_cupti_walk *w)
+{
+    atomic_fetch_add_explicit(&g.records, w->kernels + w->bad_time, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g.dropped, w->refused, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g.api_records, w->api, memory_order_relaxed);
+    atomic_fetch_add_explicit(&g.bad_timestamps, w->bad_time, memory_order_relaxed);
+    if (w->truncated) {
+        atomic_fetch_add_explicit(&g.truncated, w->truncated, memory_order_relaxed);
+        if (!atomic_flag_test_and_set(&said_truncated)) {
+            const char *s = NULL;
+            if (cuptiGetResultString(w->stop, &s) != CUPTI_SUCCESS || !s)
+                s = "unknown CUPTI error";
+            fprintf(stderr,
+                    "cbt: CUPTI: a bad activity record (%s) ended a buffer early; the rest of "
+                    "it is lost (counted in cbt_cupti_stats.truncated)\n",
+                    s);
+        }
+    }
+}
+
+void cbt_cupti_deliver_(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx)
+{
+    cbt_cupti_walk w;
+    pthread_mutex_lock(&g.mu);
+    walk_locked(buffer, valid, next, next_ctx, &w);
+    pthread_mutex_unlock(&g.mu);
+    count_walk(&w);
 }
 
 static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t *buffer,
                                       size_t size, size_t valid)
 {
     (void)size;
-    CUpti_Activity *rec = NULL;
+    cbt_cupti_walk w;
     pthread_mutex_lock(&g.mu);
-    while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
-        krec r;
-        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
-            rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
-            const cbt_cupti_kernel_rec *k = (const cbt_cupti_kernel_rec *)(const void *)rec;
-            memset(&r, 0, sizeof r);
-            r.kind = REC_KERNEL;
-            r.regs = k->registersPerThread;
-            r.corr = k->correlationId;
-            r.start = k->start;
-            r.end = k->end;
-            r.device = k->deviceId;
-            r.stream = k->streamId;
-            r.grid[0] = k->gridX, r.grid[1] = k->gridY, r.grid[2] = k->gridZ;
-            r.block[0] = k->blockX, r.block[1] = k->blockY, r.block[2] = k->blockZ;
-            r.smem_static = k->staticSharedMemory;
-            r.smem_dyn = k->dynamicSharedMemory;
-            if (k->name) {
-                size_t n = strlen(k->name);
-                if (n > KNAME_MAX - 1)
-                    n = KNAME_MAX - 1;
-                memcpy(r.name, k->name, n);
-            }
-            atomic_fetch_add_explicit(&g.records, 1, memory_order_relaxed);
-            push(&r);
-        } else if (rec->kind == CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION) {
-            const CUpti_ActivityExternalCorrelation *x =
-                (const CUpti_ActivityExternalCorrelation *)(const void *)rec;
-            if (x->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
-                continue;
-            memset(&r, 0, sizeof r);
-            r.kind = REC_EXTCORR;
-            r.corr = x->correlationId;
-            r.ext = x->externalId;
-            push(&r);
-        }
-    }
+    walk_locked(buffer, valid, next_record, NULL, &w);
     if (buffer)
         g.free_bufs[g.n_free++] = buffer;
     pthread_mutex_unlock(&g.mu);
+    count_walk(&w);
     size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped)
         atomic_fetch_add_explicit(&g.dropped, dropped, memory_order_relaxed);
@@ -199,6 +345,7 @@ static void intern_names(void)
     (void)cbt_intern("correlation_id", &k_corr);
 }
 
+/* under g.mu */
 static int alloc_pool(void)
 {
     if (g.allocated)
@@ -221,6 +368,19 @@ static int alloc_pool(void)
     g.allocated = 1; /* kept for the life of the process: CUPTI may hold them */
     return 1;
 }
+
+int cbt_cupti_pool_init_(void)
+{
+    pthread_mutex_lock(&g.mu);
+    int ok = alloc_pool();
+    pthread_mutex_unlock(&g.mu);
+    if (ok)
+        intern_names(); /* idempotent: the names are process-wide */
+    return ok;
+}
+
+static CUptiResult kind_enable(CUpti_ActivityKind k) { return cuptiActivityEnable(k); }
+static CUptiResult kind_disable(CUpti_ActivityKind k) { return cuptiActivityDisable(k); }
 
 /* CUPTI ns <-> host ticks: the tightest of CAL_SAMPLES brackets. */
 static void calibrate(void)
@@ -255,28 +415,22 @@ cbt_status cbt_cupti_enable(void)
         st = CBT_ERR_ALREADY;
         goto out;
     }
-    pthread_mutex_lock(&g.mu);
-    int ok = alloc_pool();
-    pthread_mutex_unlock(&g.mu);
-    if (!ok) {
+    if (!cbt_cupti_pool_init_()) {
         st = CBT_ERR_NOMEM;
         goto out;
     }
-    intern_names();
     calibrate(); /* before any record can reach the harvester (published through g.mu) */
     if ((r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)) != CUPTI_SUCCESS) {
         st = unavailable(r);
         goto out;
     }
-    if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS) {
+    /* the runtime API, the external correlations, the kernels (k_kinds);
+     * all or none */
+    if ((r = cbt_cupti_enable_kinds_(kind_enable, kind_disable)) != CUPTI_SUCCESS) {
         st = unavailable(r);
         goto out;
     }
-    if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) != CUPTI_SUCCESS) {
-        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-        st = unavailable(r);
-        goto out;
-    }
+    atomic_store(&g.next_flush, 0);
     atomic_store(&g.enabled, 1);
 out:
     pthread_mutex_unlock(&g.en_mu);
@@ -290,9 +444,10 @@ cbt_status cbt_cupti_disable(void)
     if (!atomic_load(&g.enabled)) {
         st = CBT_ERR_NOT_FOUND;
     } else {
-        (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-        (void)cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+        /* completed records only: a forced flush would hand back kernels
+         * still running, with no end time */
+        (void)cuptiActivityFlushAll(CBT_CUPTI_FLUSH_FLAGS);
+        cbt_cupti_disable_kinds_(kind_disable);
         atomic_store(&g.enabled, 0);
     }
     pthread_mutex_unlock(&g.en_mu);
@@ -303,8 +458,21 @@ cbt_status cbt_cupti_flush(void)
 {
     if (!atomic_load_explicit(&g.enabled, memory_order_acquire))
         return CBT_ERR_NOT_FOUND;
-    return cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED) == CUPTI_SUCCESS ? CBT_OK
-                                                                                 : CBT_ERR_UNSUPPORTED;
+    /* not forced (CBT_CUPTI_FLUSH_FLAGS): completed records only */
+    return cuptiActivityFlushAll(CBT_CUPTI_FLUSH_FLAGS) == CUPTI_SUCCESS ? CBT_OK
+                                                                        : CBT_ERR_UNSUPPORTED;
+}
+
+void cbt_cupti_periodic_(void)
+{
+    if (!atomic_load_explicit(&g.enabled, memory_order_acquire))
+        return;
+    /* harvester only: a plain load/store pair on the atomic is enough */
+    uint64_t next = atomic_load_explicit(&g.next_flush, memory_order_relaxed);
+    if (!cbt_cupti_flush_due_(&next, cbt_clock_unix_now()))
+        return;
+    atomic_store_explicit(&g.next_flush, next, memory_order_relaxed);
+    (void)cuptiActivityFlushAll(CBT_CUPTI_FLUSH_FLAGS);
 }
 
 cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id)
@@ -346,6 +514,9 @@ cbt_status cbt_cupti_stats_get(cbt_cupti_stats *caller)
     out->clock_checks = atomic_load_explicit(&g.clock_checks, memory_order_relaxed);
     out->clock_delta_ns = atomic_load_explicit(&g.clock_delta, memory_order_relaxed);
     out->enabled = atomic_load_explicit(&g.enabled, memory_order_relaxed);
+    out->api_records = atomic_load_explicit(&g.api_records, memory_order_relaxed);
+    out->bad_timestamps = atomic_load_explicit(&g.bad_timestamps, memory_order_relaxed);
+    out->truncated = atomic_load_explicit(&g.truncated, memory_order_relaxed);
     cbt_abi_out_(caller, out, sizeof *out, CBT_CUPTI_STATS_VERSION);
     return CBT_OK;
 }

@@ -112,7 +112,14 @@ cbt_status cbt_ring_create_host(uint32_t capacity, double host_ns_per_tick, cbt_
     return CBT_OK;
 }
 
-void cbt_ring_destroy(cbt_ring *r)
+cbt_ring_free_path cbt_ring_free_path_(int placement, uint32_t abandoned_marks)
+{
+    if (placement == CBT_RING_PLACE_HOST || abandoned_marks == 0)
+        return CBT_RING_FREE_NOW;
+    return CBT_RING_FREE_DETACHED;
+}
+
+void cbt_ring_destroy_after_(cbt_ring *r, uint32_t abandoned_marks)
 {
     if (!r)
         return;
@@ -121,10 +128,13 @@ void cbt_ring_destroy(cbt_ring *r)
         free(r->host_dev.claim);
         free(r->host_dev.fold);
     } else {
-        cbt_ring_cuda_destroy_(r);
+        cbt_ring_cuda_destroy_(r, cbt_ring_free_path_(r->placement, abandoned_marks) ==
+                                      CBT_RING_FREE_DETACHED);
     }
-    free(r);
+    free(r); /* the host struct: the CUDA state was handed over whole */
 }
+
+void cbt_ring_destroy(cbt_ring *r) { cbt_ring_destroy_after_(r, 0); }
 
 uint32_t cbt_ring_poll(cbt_ring *r, cbt_ring_rec *out, uint32_t max)
 {

@@ -12,11 +12,21 @@
 // sample's bracket is one PCIe round trip. The kernel gives up by itself
 // after 200 ms without a ping, so a probe abandoned by a busy GPU never
 // leaves a spinning kernel behind for long.
+//
+// Freeing: cudaFree and cudaFreeHost wait until the device has finished all
+// its pending work. When shutdown gave up on pending marks (a kernel still
+// running, perhaps for seconds), the frees go to a detached thread instead
+// (cbt_ring_free_path_): it waits for the ring's own stream, frees
+// everything and exits. An atexit handler waits up to 2 s for such threads,
+// so a process that exits soon after does not tear the CUDA runtime down
+// under one of them.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <cuda_runtime.h>
+#include <pthread.h>
+#include <time.h>
 
 extern "C" {
 #include "internal/clock.h"
@@ -110,6 +120,84 @@ void free_all(ring_cuda *c, int placement)
     free(c);
 }
 
+// ---- detached frees -------------------------------------------------------------------
+
+constexpr int kExitWaitMs = 2000; // how long exit waits for detached frees
+
+struct deferred_free {
+    ring_cuda *c;
+    int placement;
+};
+
+pthread_mutex_t g_df_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_df_cv = PTHREAD_COND_INITIALIZER;
+unsigned int g_df_running; // under g_df_mu
+pthread_once_t g_df_once = PTHREAD_ONCE_INIT;
+
+void deferred_wait_at_exit()
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += kExitWaitMs / 1000;
+    dl.tv_nsec += (long)(kExitWaitMs % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&g_df_mu);
+    while (g_df_running && pthread_cond_timedwait(&g_df_cv, &g_df_mu, &dl) == 0)
+        ;
+    pthread_mutex_unlock(&g_df_mu);
+}
+
+void deferred_register() { atexit(deferred_wait_at_exit); }
+
+void *deferred_main(void *arg)
+{
+    deferred_free *d = static_cast<deferred_free *>(arg);
+    cudaSetDevice(d->c->device);
+    cudaStreamSynchronize(d->c->stream); // the probe kernel has seen kStop
+    free_all(d->c, d->placement);         // waits for the device: that is why we are here
+    cudaGetLastError();
+    free(d);
+    pthread_mutex_lock(&g_df_mu);
+    g_df_running--;
+    pthread_cond_broadcast(&g_df_cv);
+    pthread_mutex_unlock(&g_df_mu);
+    return nullptr;
+}
+
+// 1 when a detached thread took the frees over.
+bool free_detached(ring_cuda *c, int placement)
+{
+    deferred_free *d = static_cast<deferred_free *>(malloc(sizeof *d));
+    if (!d)
+        return false;
+    d->c = c;
+    d->placement = placement;
+    pthread_once(&g_df_once, deferred_register);
+    pthread_attr_t at;
+    if (pthread_attr_init(&at) != 0) {
+        free(d);
+        return false;
+    }
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    pthread_mutex_lock(&g_df_mu);
+    g_df_running++;
+    pthread_mutex_unlock(&g_df_mu);
+    pthread_t th;
+    int rc = pthread_create(&th, &at, deferred_main, d);
+    pthread_attr_destroy(&at);
+    if (rc != 0) {
+        pthread_mutex_lock(&g_df_mu);
+        g_df_running--;
+        pthread_mutex_unlock(&g_df_mu);
+        free(d);
+        return false;
+    }
+    return true;
+}
+
 } // namespace
 
 extern "C" cbt_status cbt_ring_create_cuda(uint32_t capacity, cbt_ring_placement placement,
@@ -185,15 +273,18 @@ extern "C" cbt_status cbt_ring_create_cuda(uint32_t capacity, cbt_ring_placement
     return CBT_OK;
 }
 
-extern "C" void cbt_ring_cuda_destroy_(cbt_ring *r)
+extern "C" void cbt_ring_cuda_destroy_(cbt_ring *r, int detached)
 {
     ring_cuda *c = static_cast<ring_cuda *>(r->cuda);
-    if (c) {
-        *c->ping = kStop;
-        cudaStreamSynchronize(c->stream);
-    }
-    free_all(c, r->placement);
     r->cuda = nullptr;
+    if (!c)
+        return;
+    *c->ping = kStop; // a probe kernel still running returns at its next look
+    if (detached && free_detached(c, r->placement))
+        return;
+    // here (also when no thread could start: then shutdown waits for the device)
+    cudaStreamSynchronize(c->stream);
+    free_all(c, r->placement);
 }
 
 // DEVICE placement: copy the claim counter, then the unread window of

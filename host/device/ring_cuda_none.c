@@ -19,7 +19,7 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
     (void)ctx, (void)n, (void)dev, (void)lo, (void)hi;
     return 0;
 }
-void cbt_ring_cuda_destroy_(cbt_ring *r) { (void)r; }
+void cbt_ring_cuda_destroy_(cbt_ring *r, int detached) { (void)r, (void)detached; }
 cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns)
 {
     (void)stream, (void)event, (void)dev_ns;

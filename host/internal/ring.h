@@ -50,6 +50,20 @@ cbt_status cbt_ring_create_cuda(uint32_t capacity, cbt_ring_placement placement,
                                 double host_ns_per_tick, cbt_ring **out);
 void cbt_ring_destroy(cbt_ring *r);
 
+/* How a ring's memory is freed. NOW: here, before returning (for a CUDA
+ * placement cudaFree/cudaFreeHost, which wait for the device to finish all
+ * its pending work). DETACHED: by a detached thread that frees and exits, so
+ * the caller does not wait for the device. */
+typedef enum { CBT_RING_FREE_NOW = 0, CBT_RING_FREE_DETACHED = 1 } cbt_ring_free_path;
+/* The path for a ring of `placement` when shutdown abandoned
+ * `abandoned_marks` stream marks (t->abandoned_marks): the HOST placement
+ * always NOW (plain free, never waits); a CUDA placement NOW unless marks were
+ * abandoned (work the device may still be running for a long time), then
+ * DETACHED. */
+cbt_ring_free_path cbt_ring_free_path_(int placement, uint32_t abandoned_marks);
+/* cbt_ring_destroy, on the path cbt_ring_free_path_ chooses. */
+void cbt_ring_destroy_after_(cbt_ring *r, uint32_t abandoned_marks);
+
 /* Read up to `max` committed records into out[], in position order, counting
  * overwritten positions as lost. Returns how many were read. */
 uint32_t cbt_ring_poll(cbt_ring *r, cbt_ring_rec *out, uint32_t max);
@@ -63,7 +77,9 @@ void cbt_ring_calibrate(cbt_ring *r, uint32_t n);
 /* CUDA placements (ring_cuda.cu). */
 uint32_t cbt_ring_cuda_poll_(cbt_ring *r, cbt_ring_rec *out, uint32_t max);
 uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo, uint64_t *hi);
-void cbt_ring_cuda_destroy_(cbt_ring *r);
+/* Free the CUDA state (detached: on a thread of its own, which exits after
+ * the frees; if that thread cannot start, here). */
+void cbt_ring_cuda_destroy_(cbt_ring *r, int detached);
 /* The device's %globaltimer read right before `event` completes on `stream`
  * (a one-thread kernel then cudaEventRecord): the anchor that puts CUDA-event
  * times on the device clock. */

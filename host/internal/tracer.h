@@ -89,6 +89,10 @@ struct cbt_tracer {
     pthread_t harvester;
     _Atomic int stop;
     int started;
+    /* written by the harvester as it stops, read after the join: stream marks
+     * still pending when shutdown gave up on them (the device may still be
+     * busy, so the CUDA ring's frees must not wait for it: ring.h) */
+    uint32_t abandoned_marks;
 
     pthread_mutex_t lock;
     pthread_cond_t flush_cv;
@@ -187,6 +191,11 @@ int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,
 /* CUPTI (cupti.c / cupti_none.c): turn queued kernel activity records into
  * gpu.kernel spans. Harvester, under lock, each round (from cbt_kspans_poll_). */
 void cbt_cupti_poll_(cbt_tracer *t);
+/* CUPTI: a default (not forced) flush every CBT_CUPTI_FLUSH_PERIOD_NS while
+ * enabled, so completed kernel records reach the queue without waiting for a
+ * buffer to fill; one atomic load while not. Harvester, outside the lock,
+ * each round. */
+void cbt_cupti_periodic_(void);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
 

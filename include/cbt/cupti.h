@@ -8,7 +8,9 @@
  *   cbt_cupti_launch_scope_end();
  *
  * With CUPTI in the build and a device present, cbt_cupti_enable() subscribes
- * to CUPTI's concurrent-kernel and external-correlation activity. Every kernel
+ * to CUPTI's concurrent-kernel, external-correlation and runtime-API activity
+ * (CUPTI delivers the external correlations with the API records; cbt counts
+ * the API records in `api_records` and discards them). Every kernel
  * CUPTI reports becomes a span named "gpu.kernel" with the attributes
  * kernel.name, grid_x/y/z, block_x/y/z, stream, registers_per_thread,
  * static_shared_memory, dynamic_shared_memory, device, correlation_id and,
@@ -23,10 +25,17 @@
  * (CBT_KERNEL_SPAN macros), the difference of the two start times is kept as
  * a cross-check of both calibrations (cbt_cupti_stats.clock_delta_ns).
  *
- * Records are delivered by CUPTI in bounded buffers (8 x 1 MiB); a record
- * CUPTI could not store, or one that found cbt's queue full, is counted in
- * `dropped`. CUPTI stays subscribed for the life of the process (until
- * cbt_cupti_disable()); records that arrive while no tracer runs are dropped.
+ * Records are delivered by CUPTI in bounded buffers (8 x 1 MiB); the
+ * harvester asks CUPTI for its completed records every 100 ms (a default,
+ * never a forced, flush), so a kernel's span follows it by about that much. A
+ * record CUPTI could not store, or one that found cbt's queue full, is
+ * counted in `dropped`; a kernel record whose start or end CUPTI could not
+ * collect (CUPTI_TIMESTAMP_UNKNOWN, or an end before the start) is skipped
+ * and counted in `bad_timestamps`; a buffer CUPTI could not walk to its end
+ * (a bad record: the rest of the buffer, an unknown number of records, is
+ * lost) is counted in `truncated`, and said once on stderr. CUPTI stays
+ * subscribed for the life of the process (until cbt_cupti_disable()); records
+ * that arrive while no tracer runs are dropped.
  *
  * CBT_DISABLE (defined before the first cbt include): the types stay
  * defined and every call is a static inline no-op referencing no cbt (or
@@ -47,7 +56,7 @@ extern "C" {
 
 typedef struct cbt_cupti_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cupti_stats): what the caller knows (cbt.h) */
-    uint64_t records;       /* kernel records received from CUPTI */
+    uint64_t records;       /* kernel records received from CUPTI (bad_timestamps included) */
     uint64_t spans;         /* gpu.kernel spans ended */
     uint64_t dropped;       /* records CUPTI dropped + records our queue refused */
     uint64_t unjoined;      /* bracketed kernels whose launch never became known (root spans) */
@@ -55,10 +64,16 @@ typedef struct cbt_cupti_stats {
     int64_t clock_delta_ns; /* last: CUPTI kernel start - ring span start, unix ns */
     int enabled;
     uint32_t reserved;      /* zero (cbt writes it so) */
+    /* version 2 */
+    uint64_t api_records;    /* runtime-API records received (they carry the external
+                              * correlations), discarded */
+    uint64_t bad_timestamps; /* kernel records skipped: start or end unknown, or end < start */
+    uint64_t truncated;      /* buffers whose walk stopped at a bad record: the rest of each
+                              * (an unknown number of records) is lost */
 } cbt_cupti_stats;
-#define CBT_CUPTI_STATS_VERSION 1u
+#define CBT_CUPTI_STATS_VERSION 2u
 #define cbt_cupti_stats_version_ CBT_CUPTI_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_cupti_stats, reserved);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_cupti_stats, truncated);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -91,7 +106,8 @@ static inline cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
  * device; CBT_ERR_ALREADY when already enabled. Thread-safe. */
 CBT_API cbt_status cbt_cupti_enable(void);
 
-/* Unsubscribe (flushes first). CBT_ERR_NOT_FOUND when not enabled;
+/* Unsubscribe (flushes the completed records first, as cbt_cupti_flush; then
+ * disables every kind cbt_cupti_enable enabled). CBT_ERR_NOT_FOUND when not enabled;
  * CBT_ERR_UNSUPPORTED without CUPTI in the build. */
 CBT_API cbt_status cbt_cupti_disable(void);
 
@@ -103,8 +119,10 @@ CBT_API cbt_status cbt_cupti_disable(void);
 CBT_API cbt_status cbt_cupti_launch_scope_begin(uint32_t launch_id);
 CBT_API cbt_status cbt_cupti_launch_scope_end(void);
 
-/* Ask CUPTI to deliver every record it holds now (cuptiActivityFlushAll,
- * forced); the harvester turns them into spans on its next rounds.
+/* Ask CUPTI to deliver every completed record it holds now
+ * (cuptiActivityFlushAll with flag 0: not forced, so a kernel still running
+ * stays with CUPTI until it completes); the harvester turns them into spans
+ * on its next rounds. The harvester also does this itself every 100 ms.
  * CBT_ERR_NOT_FOUND when not enabled; CBT_ERR_UNSUPPORTED without CUPTI. */
 CBT_API cbt_status cbt_cupti_flush(void);
 
