@@ -5,8 +5,8 @@
  * counted; a record CUPTI cannot step past is counted as a truncated buffer,
  * not a silent end; an external correlation joins its kernel to the cbt
  * launch (through the harvester, into a gpu.kernel span under mp.retrieve);
- * enabling CUPTI enables the runtime-API kind with the others, and disabling
- * disables them all. Built only with CUPTI (the record types are CUPTI's); no
+ * enabling CUPTI enables the kernel-launch runtime APIs (or, refused, the
+ * whole runtime-API kind) with the others, and disabling disables them all. Built only with CUPTI (the record types are CUPTI's); no
  * device is needed. */
 #include <stdalign.h>
 #include <stdio.h>
@@ -319,6 +319,9 @@ static void extcorr_joins_kernel_to_launch(void **state)
 static CUpti_ActivityKind g_on[16], g_off[16];
 static uint32_t g_n_on, g_n_off;
 static int g_refuse_at = -1;
+static CUpti_CallbackId g_api_on[32], g_api_off[32];
+static uint32_t g_n_api_on, g_n_api_off;
+static int g_api_refuse_at = -1; /* refuse the per-API enable of this (0-based) call */
 
 static CUptiResult fake_enable(CUpti_ActivityKind k)
 {
@@ -336,6 +339,26 @@ static CUptiResult fake_disable(CUpti_ActivityKind k)
     return CUPTI_SUCCESS;
 }
 
+static CUptiResult fake_api(CUpti_CallbackId cbid, uint8_t on)
+{
+    if (on) {
+        if (g_api_refuse_at >= 0 && g_n_api_on == (uint32_t)g_api_refuse_at)
+            return CUPTI_ERROR_NOT_INITIALIZED;
+        assert_true(g_n_api_on < 32);
+        g_api_on[g_n_api_on++] = cbid;
+    } else {
+        assert_true(g_n_api_off < 32);
+        g_api_off[g_n_api_off++] = cbid;
+    }
+    return CUPTI_SUCCESS;
+}
+
+static void fakes_reset(void)
+{
+    g_n_on = g_n_off = g_n_api_on = g_n_api_off = 0;
+    g_refuse_at = g_api_refuse_at = -1;
+}
+
 static int index_of(const CUpti_ActivityKind *ks, uint32_t n, CUpti_ActivityKind k)
 {
     for (uint32_t i = 0; i < n; i++)
@@ -344,47 +367,127 @@ static int index_of(const CUpti_ActivityKind *ks, uint32_t n, CUpti_ActivityKind
     return -1;
 }
 
-/* The runtime API kind is enabled with the kernels and the external
- * correlations (CUPTI delivers the correlations with the API records), before
- * the kernels; a refusal undoes what was enabled; disable undoes all. */
-static void enable_turns_on_runtime_api(void **state)
+static int has_cbid(const CUpti_CallbackId *c, uint32_t n, CUpti_CallbackId id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (c[i] == id)
+            return 1;
+    return 0;
+}
+
+/* What joins a kernel to its launch is enabled: the API records of the
+ * kernel-launch runtime calls (CUPTI delivers the external correlations with
+ * them), the external correlations, the kernels, in that order; only the
+ * launch calls, not the whole RUNTIME kind, unless CUPTI refuses the per-API
+ * enable; a refusal anywhere undoes what was enabled; disable undoes all. */
+static void enable_turns_on_launch_apis(void **state)
 {
     (void)state;
     const CUpti_ActivityKind *ks = NULL;
-    uint32_t n = cbt_cupti_kinds_(&ks);
+    const CUpti_CallbackId *cb = NULL;
+    uint32_t n = cbt_cupti_kinds_(&ks), nc = cbt_cupti_runtime_cbids_(&cb);
     assert_non_null(ks);
-    int api = index_of(ks, n, CUPTI_ACTIVITY_KIND_RUNTIME);
-    if (api < 0)
-        api = index_of(ks, n, CUPTI_ACTIVITY_KIND_DRIVER);
+    assert_non_null(cb);
     int kern = index_of(ks, n, CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     int ext = index_of(ks, n, CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
-    if (api < 0)
-        fail_msg("cbt_cupti_enable enables no API kind (RUNTIME or DRIVER): CUPTI would deliver "
-                 "no external correlations, and no kernel would join its launch");
     assert_true(kern >= 0);
     assert_true(ext >= 0);
-    assert_true(api < kern);
+    /* every runtime call is never the first choice */
+    assert_true(index_of(ks, n, CUPTI_ACTIVITY_KIND_RUNTIME) < 0);
+    static const struct {
+        CUpti_CallbackId id;
+        const char *name;
+    } need[] = {
+        {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, "cudaLaunchKernel"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000, "cudaLaunchKernel_ptsz"},
+        {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, "__cudaLaunchKernel (<<<>>>)"},
+        {CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000, "__cudaLaunchKernel_ptsz"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, "cudaLaunchKernelExC"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060, "cudaLaunchKernelExC_ptsz"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+         "cudaLaunchCooperativeKernel"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, "cudaGraphLaunch"},
+        {CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000, "cudaGraphLaunch_ptsz"},
+    };
+    for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+        if (!has_cbid(cb, nc, need[i].id))
+            fail_msg("cbt_cupti_enable does not record %s: CUPTI would deliver no external "
+                     "correlation for such a launch, and its kernel would not join it",
+                     need[i].name);
 
-    g_n_on = g_n_off = 0;
-    g_refuse_at = -1;
-    assert_int_equal(cbt_cupti_enable_kinds_(fake_enable, fake_disable), CUPTI_SUCCESS);
+    /* the per-API enable taken: every launch API, then the kinds; no RUNTIME */
+    int whole = -1;
+    fakes_reset();
+    assert_int_equal(cbt_cupti_enable_kinds_(fake_api, fake_enable, fake_disable, &whole),
+                     CUPTI_SUCCESS);
+    assert_int_equal(whole, 0);
+    assert_int_equal(g_n_api_on, nc);
+    for (uint32_t i = 0; i < nc; i++)
+        assert_int_equal(g_api_on[i], cb[i]);
     assert_int_equal(g_n_on, n);
-    assert_int_equal(g_n_off, 0);
-    assert_true(index_of(g_on, g_n_on, ks[api]) >= 0);
-    cbt_cupti_disable_kinds_(fake_disable);
+    assert_int_equal(index_of(g_on, g_n_on, CUPTI_ACTIVITY_KIND_RUNTIME), -1);
+    assert_int_equal(g_n_off + g_n_api_off, 0);
+    cbt_cupti_disable_kinds_(fake_api, fake_disable, whole);
     assert_int_equal(g_n_off, n);
     for (uint32_t i = 0; i < n; i++) /* the reverse order */
         assert_int_equal(g_off[i], g_on[n - 1 - i]);
+    assert_int_equal(g_n_api_off, nc);
+    for (uint32_t i = 0; i < nc; i++)
+        assert_int_equal(g_api_off[i], cb[nc - 1 - i]);
 
-    /* the last kind refused: the others are disabled again, in reverse */
-    g_n_on = g_n_off = 0;
+    /* the last kind refused: the others and the APIs are undone, in reverse */
+    fakes_reset();
     g_refuse_at = (int)n - 1;
-    assert_int_equal(cbt_cupti_enable_kinds_(fake_enable, fake_disable), CUPTI_ERROR_NOT_COMPATIBLE);
+    assert_int_equal(cbt_cupti_enable_kinds_(fake_api, fake_enable, fake_disable, &whole),
+                     CUPTI_ERROR_NOT_COMPATIBLE);
+    assert_int_equal(whole, 0);
     assert_int_equal(g_n_on, n - 1);
     assert_int_equal(g_n_off, n - 1);
     for (uint32_t i = 0; i < n - 1; i++)
         assert_int_equal(g_off[i], g_on[n - 2 - i]);
-    g_refuse_at = -1;
+    assert_int_equal(g_n_api_off, nc);
+
+    /* the per-API enable refused half-way: undone, the whole RUNTIME kind instead,
+     * before the others; disable disables it last */
+    fakes_reset();
+    g_api_refuse_at = (int)nc / 2;
+    assert_int_equal(cbt_cupti_enable_kinds_(fake_api, fake_enable, fake_disable, &whole),
+                     CUPTI_SUCCESS);
+    assert_int_equal(whole, 1);
+    assert_int_equal(g_n_api_off, g_n_api_on);
+    for (uint32_t i = 0; i < g_n_api_on; i++)
+        assert_int_equal(g_api_off[i], g_api_on[g_n_api_on - 1 - i]);
+    assert_int_equal(g_n_on, n + 1);
+    assert_int_equal(g_on[0], CUPTI_ACTIVITY_KIND_RUNTIME);
+    for (uint32_t i = 0; i < n; i++)
+        assert_int_equal(g_on[1 + i], ks[i]);
+    g_n_api_on = g_n_api_off = 0;
+    cbt_cupti_disable_kinds_(fake_api, fake_disable, whole);
+    assert_int_equal(g_n_off, n + 1);
+    for (uint32_t i = 0; i < n + 1; i++)
+        assert_int_equal(g_off[i], g_on[n - i]);
+    assert_int_equal(g_n_api_on + g_n_api_off, 0);
+
+    /* the fallback refused too: nothing left enabled */
+    fakes_reset();
+    g_api_refuse_at = 0;
+    g_refuse_at = 0;
+    assert_int_equal(cbt_cupti_enable_kinds_(fake_api, fake_enable, fake_disable, &whole),
+                     CUPTI_ERROR_NOT_COMPATIBLE);
+    assert_int_equal(whole, 0);
+    assert_int_equal(g_n_on + g_n_api_on, 0);
+
+    /* the fallback taken, then a kind refused: the RUNTIME kind is undone as well */
+    fakes_reset();
+    g_api_refuse_at = 0;
+    g_refuse_at = (int)n; /* RUNTIME is call 0, the last kind call n */
+    assert_int_equal(cbt_cupti_enable_kinds_(fake_api, fake_enable, fake_disable, &whole),
+                     CUPTI_ERROR_NOT_COMPATIBLE);
+    assert_int_equal(whole, 0);
+    assert_int_equal(g_n_off, g_n_on);
+    for (uint32_t i = 0; i < g_n_on; i++)
+        assert_int_equal(g_off[i], g_on[g_n_on - 1 - i]);
+    fakes_reset();
 }
 
 /* The periodic default flush: due at once, then once a period; flushes are
@@ -412,7 +515,7 @@ int main(void)
         cmocka_unit_test(bad_record_counted_as_truncated),
         cmocka_unit_test(refused_and_ignored_counted),
         cmocka_unit_test_teardown(extcorr_joins_kernel_to_launch, tu_teardown),
-        cmocka_unit_test(enable_turns_on_runtime_api),
+        cmocka_unit_test(enable_turns_on_launch_apis),
         cmocka_unit_test(periodic_flush_due),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,11 +1,16 @@
 /* host/device/cupti.c — owns cbt's CUPTI subscription: kernel activity records in,
  * `gpu.kernel` spans out (cbt/cupti.h).
  *
- * Enabled kinds (k_kinds): the runtime API, the external correlations and
- * the concurrent kernels. CUPTI emits an external-correlation record with the
- * API record of the call made inside the push/pop scope, so without an API
- * kind no kernel would ever be joined to its launch; the API records
- * themselves are discarded (counted in api_records).
+ * Enabled: the runtime-API records of the kernel-launch calls only
+ * (k_runtime_cbids, cuptiActivityEnableRuntimeApi; the whole
+ * CUPTI_ACTIVITY_KIND_RUNTIME kind when CUPTI refuses that, said on stderr),
+ * then the external correlations and the concurrent kernels (k_kinds).
+ * CUPTI emits an external-correlation record with the API record of the call
+ * made inside the push/pop scope, so without API records no kernel would
+ * ever be joined to its launch; the API records themselves are discarded
+ * (counted in api_records). Only the launch calls: the whole kind would
+ * record every runtime call in the process (cbt's own event polling and ring
+ * copies, the framework's queries) and fill the pool between flushes.
  *
  * CUPTI's thread hands us filled activity buffers (a fixed pool of BUF_COUNT
  * buffers of BUF_SIZE bytes; when all are in flight CUPTI drops records and
@@ -70,6 +75,7 @@ static struct {
     pthread_mutex_t en_mu; /* enable / disable */
     pthread_mutex_t mu;    /* buffer pool and queue (CUPTI threads, harvester) */
     _Atomic int enabled;
+    int whole_runtime; /* under en_mu: the RUNTIME kind was enabled, not the launch APIs */
     uint8_t *free_bufs[BUF_COUNT];
     uint32_t n_free;
     int allocated;
@@ -101,9 +107,27 @@ static atomic_flag said_truncated = ATOMIC_FLAG_INIT;
 
 /* ---- record handling (no device: tests/test_cupti_records.c) ---------------------- */
 
-/* API records first, so no kernel is recorded before its correlations can be */
+/* The runtime calls that launch kernels: their API records (and so the
+ * external correlations CUPTI emits with them) are all cbt asks for, through
+ * cuptiActivityEnableRuntimeApi, so the harvester's own polling, the ring's
+ * memcpy/sync and the application's other calls fill no buffer. CUDA 13's
+ * <<<>>> goes through __cudaLaunchKernel. */
+static const CUpti_CallbackId k_runtime_cbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+};
+#define N_CBIDS (sizeof k_runtime_cbids / sizeof k_runtime_cbids[0])
+
+/* after the API records, so no kernel is recorded before its correlations can be */
 static const CUpti_ActivityKind k_kinds[] = {
-    CUPTI_ACTIVITY_KIND_RUNTIME, /* carries the external correlations */
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 };
@@ -115,23 +139,56 @@ uint32_t cbt_cupti_kinds_(const CUpti_ActivityKind **kinds)
     return (uint32_t)N_KINDS;
 }
 
-CUptiResult cbt_cupti_enable_kinds_(cbt_cupti_kind_fn enable, cbt_cupti_kind_fn disable)
+uint32_t cbt_cupti_runtime_cbids_(const CUpti_CallbackId **cbids)
 {
+    *cbids = k_runtime_cbids;
+    return (uint32_t)N_CBIDS;
+}
+
+static void api_undo(cbt_cupti_api_fn api, cbt_cupti_kind_fn disable, int whole_runtime)
+{
+    if (whole_runtime) {
+        (void)disable(CUPTI_ACTIVITY_KIND_RUNTIME);
+        return;
+    }
+    for (uint32_t i = N_CBIDS; i--;)
+        (void)api(k_runtime_cbids[i], 0);
+}
+
+CUptiResult cbt_cupti_enable_kinds_(cbt_cupti_api_fn api, cbt_cupti_kind_fn enable,
+                                    cbt_cupti_kind_fn disable, int *whole_runtime)
+{
+    CUptiResult r = CUPTI_SUCCESS;
+    *whole_runtime = 0;
+    for (uint32_t i = 0; i < N_CBIDS; i++) {
+        if ((r = api(k_runtime_cbids[i], 1)) != CUPTI_SUCCESS) {
+            while (i--)
+                (void)api(k_runtime_cbids[i], 0);
+            break;
+        }
+    }
+    if (r != CUPTI_SUCCESS) { /* per-API enable refused: every runtime call, then */
+        if ((r = enable(CUPTI_ACTIVITY_KIND_RUNTIME)) != CUPTI_SUCCESS)
+            return r;
+        *whole_runtime = 1;
+    }
     for (uint32_t i = 0; i < N_KINDS; i++) {
-        CUptiResult r = enable(k_kinds[i]);
-        if (r != CUPTI_SUCCESS) {
+        if ((r = enable(k_kinds[i])) != CUPTI_SUCCESS) {
             while (i--)
                 (void)disable(k_kinds[i]);
+            api_undo(api, disable, *whole_runtime);
+            *whole_runtime = 0;
             return r;
         }
     }
     return CUPTI_SUCCESS;
 }
 
-void cbt_cupti_disable_kinds_(cbt_cupti_kind_fn disable)
+void cbt_cupti_disable_kinds_(cbt_cupti_api_fn api, cbt_cupti_kind_fn disable, int whole_runtime)
 {
     for (uint32_t i = N_KINDS; i--;)
         (void)disable(k_kinds[i]);
+    api_undo(api, disable, whole_runtime);
 }
 
 int cbt_cupti_flush_due_(uint64_t *next, uint64_t now)
@@ -381,6 +438,10 @@ int cbt_cupti_pool_init_(void)
 
 static CUptiResult kind_enable(CUpti_ActivityKind k) { return cuptiActivityEnable(k); }
 static CUptiResult kind_disable(CUpti_ActivityKind k) { return cuptiActivityDisable(k); }
+static CUptiResult api_enable(CUpti_CallbackId cbid, uint8_t on)
+{
+    return cuptiActivityEnableRuntimeApi(cbid, on);
+}
 
 /* CUPTI ns <-> host ticks: the tightest of CAL_SAMPLES brackets. */
 static void calibrate(void)
@@ -424,12 +485,20 @@ cbt_status cbt_cupti_enable(void)
         st = unavailable(r);
         goto out;
     }
-    /* the runtime API, the external correlations, the kernels (k_kinds);
-     * all or none */
-    if ((r = cbt_cupti_enable_kinds_(kind_enable, kind_disable)) != CUPTI_SUCCESS) {
+    /* the kernel-launch runtime APIs (or the whole RUNTIME kind), the
+     * external correlations, the kernels; all or none */
+    if ((r = cbt_cupti_enable_kinds_(api_enable, kind_enable, kind_disable, &g.whole_runtime)) !=
+        CUPTI_SUCCESS) {
         st = unavailable(r);
         goto out;
     }
+    if (g.whole_runtime)
+        fprintf(stderr, "cbt: CUPTI: per-API runtime tracing refused; recording every runtime "
+                        "API call (CUPTI_ACTIVITY_KIND_RUNTIME) for the external correlations\n");
+    else
+        fprintf(stderr, "cbt: CUPTI: recording the %u kernel-launch runtime APIs only "
+                        "(cuptiActivityEnableRuntimeApi) for the external correlations\n",
+                (unsigned)N_CBIDS);
     atomic_store(&g.next_flush, 0);
     atomic_store(&g.enabled, 1);
 out:
@@ -447,7 +516,8 @@ cbt_status cbt_cupti_disable(void)
         /* completed records only: a forced flush would hand back kernels
          * still running, with no end time */
         (void)cuptiActivityFlushAll(CBT_CUPTI_FLUSH_FLAGS);
-        cbt_cupti_disable_kinds_(kind_disable);
+        cbt_cupti_disable_kinds_(api_enable, kind_disable, g.whole_runtime);
+        g.whole_runtime = 0;
         atomic_store(&g.enabled, 0);
     }
     pthread_mutex_unlock(&g.en_mu);

@@ -23,8 +23,9 @@ typedef CUpti_ActivityKernel10 cbt_cupti_kernel_rec;
 typedef enum cbt_cupti_rec_class {
     CBT_CUPTI_REC_KERNEL = 1,  /* a kernel: *out filled */
     CBT_CUPTI_REC_EXTCORR = 2, /* a CUSTOM0 external correlation: *out maps corr -> launch id */
-    CBT_CUPTI_REC_API,         /* a runtime or driver API record: discarded (enabled only so
-                                * CUPTI emits the external correlations, which come with them) */
+    CBT_CUPTI_REC_API,         /* a runtime or driver API record: discarded (the launch
+                                * calls' are enabled only so CUPTI emits the external
+                                * correlations, which come with them) */
     CBT_CUPTI_REC_BAD_TIME,    /* a kernel whose start or end is unknown (0), or ends before it
                                 * starts: skipped */
     CBT_CUPTI_REC_IGNORED      /* another kind, or another external-correlation kind */
@@ -77,17 +78,29 @@ void cbt_cupti_walk_(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void
                      cbt_cupti_push_fn push, void *push_ctx, cbt_cupti_walk *w);
 
 /* The activity kinds cbt_cupti_enable() enables, in order (disable goes in
- * reverse): the API kind whose records carry the external correlations, the
- * external correlations, the kernels. */
+ * reverse): the external correlations, the kernels. Before them, the API
+ * records that carry the correlations: the runtime calls of
+ * cbt_cupti_runtime_cbids_ (the kernel launches) through
+ * cuptiActivityEnableRuntimeApi, or, when CUPTI refuses that, the whole
+ * CUPTI_ACTIVITY_KIND_RUNTIME kind. */
 uint32_t cbt_cupti_kinds_(const CUpti_ActivityKind **kinds);
+uint32_t cbt_cupti_runtime_cbids_(const CUpti_CallbackId **cbids);
 
-/* Enable every kind of cbt_cupti_kinds_ with `enable`; on a refusal, disable
- * those already enabled (reverse order) with `disable` and return the
- * refusal. cbt_cupti_enable() passes cuptiActivityEnable/Disable. */
+/* Enable the API records (every cbid of cbt_cupti_runtime_cbids_ with
+ * api(cbid, 1); on a refusal those are undone with api(cbid, 0) and
+ * enable(CUPTI_ACTIVITY_KIND_RUNTIME) is used instead: *whole_runtime 1),
+ * then every kind of cbt_cupti_kinds_ with `enable`. All or nothing: on a
+ * refusal, everything enabled is undone (reverse order) and the refusal
+ * returned (*whole_runtime 0). cbt_cupti_enable() passes
+ * cuptiActivityEnableRuntimeApi and cuptiActivityEnable/Disable. */
 typedef CUptiResult (*cbt_cupti_kind_fn)(CUpti_ActivityKind kind);
-CUptiResult cbt_cupti_enable_kinds_(cbt_cupti_kind_fn enable, cbt_cupti_kind_fn disable);
-/* Disable every kind of cbt_cupti_kinds_, in reverse order. */
-void cbt_cupti_disable_kinds_(cbt_cupti_kind_fn disable);
+typedef CUptiResult (*cbt_cupti_api_fn)(CUpti_CallbackId cbid, uint8_t enable);
+CUptiResult cbt_cupti_enable_kinds_(cbt_cupti_api_fn api, cbt_cupti_kind_fn enable,
+                                    cbt_cupti_kind_fn disable, int *whole_runtime);
+/* Undo cbt_cupti_enable_kinds_: every kind in reverse order, then the API
+ * records as they were enabled (whole_runtime: the RUNTIME kind; else
+ * api(cbid, 0) for every cbid, in reverse). */
+void cbt_cupti_disable_kinds_(cbt_cupti_api_fn api, cbt_cupti_kind_fn disable, int whole_runtime);
 
 /* The flag of every cuptiActivityFlushAll cbt makes (cbt_cupti_flush, the
  * periodic flush, disable): 0, never CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, which

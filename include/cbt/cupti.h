@@ -8,9 +8,20 @@
  *   cbt_cupti_launch_scope_end();
  *
  * With CUPTI in the build and a device present, cbt_cupti_enable() subscribes
- * to CUPTI's concurrent-kernel, external-correlation and runtime-API activity
- * (CUPTI delivers the external correlations with the API records; cbt counts
- * the API records in `api_records` and discards them). Every kernel
+ * to CUPTI's concurrent-kernel and external-correlation activity and to the
+ * runtime-API records of the kernel-launch calls only (cudaLaunchKernel,
+ * __cudaLaunchKernel (CUDA 13's <<<>>>), cudaLaunchKernelExC,
+ * cudaLaunchCooperativeKernel, cudaGraphLaunch and their _ptsz forms, through
+ * cuptiActivityEnableRuntimeApi): CUPTI delivers the external correlations
+ * with the API records; cbt counts the API records in `api_records` and
+ * discards them. When CUPTI refuses the per-API enable, cbt enables the whole
+ * runtime-API kind instead (every runtime call in the process is then
+ * recorded and discarded: more load on the buffers); enable says on stderr,
+ * in one line, which of the two it used. A kernel launched through another
+ * call (the driver API, cudaLaunchCooperativeKernelMultiDevice, ...) gets no
+ * launch_id and starts a trace of its own. That external correlations still
+ * arrive with only the launch APIs enabled is confirmed only on a device
+ * (tests/test_gpu_cupti.c asserts the kernel's parent). Every kernel
  * CUPTI reports becomes a span named "gpu.kernel" with the attributes
  * kernel.name, grid_x/y/z, block_x/y/z, stream, registers_per_thread,
  * static_shared_memory, dynamic_shared_memory, device, correlation_id and,
@@ -65,8 +76,8 @@ typedef struct cbt_cupti_stats {
     int enabled;
     uint32_t reserved;      /* zero (cbt writes it so) */
     /* version 2 */
-    uint64_t api_records;    /* runtime-API records received (they carry the external
-                              * correlations), discarded */
+    uint64_t api_records;    /* runtime-API records received (the kernel launches'; they
+                              * carry the external correlations), discarded */
     uint64_t bad_timestamps; /* kernel records skipped: start or end unknown, or end < start */
     uint64_t truncated;      /* buffers whose walk stopped at a bad record: the rest of each
                               * (an unknown number of records) is lost */
