@@ -29,7 +29,10 @@
 // cbt_scatter_ref run on the host; the ring's records of that launch are
 // checked too (count, tokens, launch id, sequence word).
 //
-// Usage: bench_scatter_gpu [--quick]. Exit status: 0 (also when a target is
+// Usage: bench_scatter_gpu [--quick] [--chunks N]. --chunks N: the retrieve
+// of N chunks (1..64) alone, no other size and no store row (bench/gpu-check.sh
+// points ncu at its first scatter launch: 8 chunks = 256 MiB, past the L2).
+// Exit status: 0 (also when a target is
 // missed, and "SKIP" when there is no device), 1 a correctness failure,
 // 2 a CUDA or cbt error. Targets (docs/performance.md): scatter >= 90% of the
 // copy from 8 chunks up; overhead <= 1% per launch, <= 3% per CTA.
@@ -639,11 +642,15 @@ double gbps(size_t bytes, double ms)
 int main(int argc, char **argv)
 {
     bool quick = false;
+    uint32_t only_chunks = 0; // --chunks N: that retrieve size alone
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--quick") == 0) {
             quick = true;
+        } else if (strcmp(argv[i], "--chunks") == 0 && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                   atoi(argv[i + 1]) <= 64) {
+            only_chunks = (uint32_t)atoi(argv[++i]);
         } else {
-            fprintf(stderr, "usage: bench_scatter_gpu [--quick]\n");
+            fprintf(stderr, "usage: bench_scatter_gpu [--quick] [--chunks N (1..64)]\n");
             return 2;
         }
     }
@@ -694,7 +701,9 @@ int main(int argc, char **argv)
            "checked against cbt_scatter_ref first; ring: %u records in mapped pinned host memory\n\n",
            b.rounds, kRingCap);
 
-    const uint32_t sizes[] = {1, 2, 4, 8, 16, 32, 64};
+    std::vector<uint32_t> sizes = {1, 2, 4, 8, 16, 32, 64};
+    if (only_chunks)
+        sizes.assign(1, only_chunks);
     std::vector<Row> rows;
     printf("%-8s %6s %7s %7s | %9s | %9s %8s | %10s %7s | %10s %7s | %7s %6s\n", "dir", "chunks",
            "tokens", "MiB", "copy GB/s", "off GB/s", "% copy", "per-launch", "ovh", "per-CTA", "ovh",
@@ -715,8 +724,10 @@ int main(int argc, char **argv)
         rows.push_back(measure(b, n, CBT_SCATTER_RETRIEVE));
         print_row(rows.back());
     }
-    rows.push_back(measure(b, 16, CBT_SCATTER_STORE));
-    print_row(rows.back());
+    if (!only_chunks) {
+        rows.push_back(measure(b, 16, CBT_SCATTER_STORE));
+        print_row(rows.back());
+    }
 
     // targets
     double worst_pct = 1e9, worst_launch = -1e9, worst_cta = -1e9, max_noise = 0;

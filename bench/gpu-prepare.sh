@@ -42,11 +42,11 @@ else
   if [ "$(dpkg --print-architecture)" != amd64 ]; then
     mkdir -p /tmp/amd64/partial
     APT=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
-    apt-get "${APT[@]}" update -qq >"$DEBS/apt.log" 2>&1 || true
+    timeout 60 apt-get "${APT[@]}" update -qq >"$DEBS/apt.log" 2>&1 || true
   fi
-  if (cd "$DEBS" && apt-get "${APT[@]}" download "${PKGS[@]}") >>"$DEBS/apt.log" 2>&1 ||
-    { apt-get "${APT[@]}" update -qq >>"$DEBS/apt.log" 2>&1 &&
-      (cd "$DEBS" && apt-get "${APT[@]}" download "${PKGS[@]}") >>"$DEBS/apt.log" 2>&1; }; then
+  if (cd "$DEBS" && timeout 60 apt-get "${APT[@]}" download "${PKGS[@]}") >>"$DEBS/apt.log" 2>&1 ||
+    { timeout 60 apt-get "${APT[@]}" update -qq >>"$DEBS/apt.log" 2>&1 &&
+      (cd "$DEBS" && timeout 60 apt-get "${APT[@]}" download "${PKGS[@]}") >>"$DEBS/apt.log" 2>&1; }; then
     for f in "$DEBS"/*.deb; do
       dpkg -x "$f" "$NEW"
     done

@@ -15,7 +15,8 @@
 #      skipped for want of a device, the commit read from .carry/commit, no
 #      compiler warning (so cmocka.h is a SYSTEM include), at most 8 files in
 #      OUT, exit 0; and that the binaries find libcudart and the carried
-#      libcmocka by their RUNPATH alone (readelf -d, ldd, no LD_LIBRARY_PATH)
+#      libcmocka by their RUNPATH alone (readelf -d, ldd, no LD_LIBRARY_PATH),
+#      a RUNPATH with no empty entry, and CUDA=ON wherever nvcc is here
 # Exit 77 with "SKIP: <why>" when it cannot: not root, unshare refused, cmocka
 # not obtainable, or a GPU here (this is the no-GPU rehearsal). About 2-3
 # minutes on 2 cores the first time (the script's Release CUDA build).
@@ -155,7 +156,7 @@ echo "$after" | grep -q 'inc=PROBE_INC-NOTFOUND lib=PROBE_LIB-NOTFOUND config=0'
 rm -rf "$OUTD" "$WORK/build"
 mkdir -p "$OUTD"
 t0=$(date +%s)
-env -u LD_LIBRARY_PATH -u CBT_CMOCKA_DIR -u CBT_CARRY_DIR -u CBT_CMAKE -u CBT_GPU_TESTS_REGEX \
+env -u LD_LIBRARY_PATH -u CBT_CMOCKA_DIR -u CBT_CARRY_DIR -u CBT_CMAKE -u CBT_GPU_TESTS_REGEX -u CBT_EXPECT_GPU \
   OUT="$OUTD" JOBS="${JOBS:-$(nproc)}" CBT_GPU_BUILD="$WORK/build" \
   CBT_GPU_CHECK_BUDGET="${CBT_DRYRUN_BUDGET:-540}" bash "$TREE/bench/gpu-check.sh" >"$WORK/run.txt" 2>&1
 rc=$?
@@ -191,6 +192,12 @@ want "memcheck skipped, no device" '^memcheck +test_gpu_kernels: skipped, no dev
 want "racecheck skipped, no device" '^racecheck +test_gpu_kernels: skipped, no device'
 want "the host benchmarks ran" '^publish +bench_publish --quick: ok'
 want "CMake checked" '^cmake +[0-9.]+ .*: ok, >= 3\.24'
+# nvcc here: the script's build must have CUDA on (else the GPU binaries, their
+# RUNPATH and the GPU tests would go unchecked and the run still read "ok")
+if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then
+  want "nvcc is here, so the build has CUDA=ON" '^build +.*CUDA=ON'
+fi
+want "the per-test timeout is 60 s (-DCBT_TEST_TIMEOUT=60)" '^build +.*-DCBT_TEST_TIMEOUT=60'
 top=$(git_top)
 if [ -n "$top" ] && [ "$(cd "$top" && pwd -P)" = "$(cd "$SRC" && pwd -P)" ]; then
   sha=$(git -C "$SRC" rev-parse --short=12 HEAD)
@@ -236,6 +243,12 @@ if grep -qE 'CUDA=ON' "$S"; then
     is "$(basename "$b"): libcudart resolved (${lib:-not found}) with no LD_LIBRARY_PATH" test -f "${lib:-/nonexistent}"
     is "$(basename "$b"): its RUNPATH (${rp:-none}) names libcudart's folder" runpath_has "$(dirname "${lib:-/nowhere/x}")" "$rp"
     is "$(basename "$b"): nothing 'not found' in its ldd" eval "! env -u LD_LIBRARY_PATH ldd '$b' | grep -q 'not found'"
+    # an empty RUNPATH entry ("a::b", a leading or trailing ":") is the current directory
+    # (cbt is installed: CMake pads its build-tree RUNPATH with one trailing ":"
+    # for the in-place rewrite at install, which removes it; that one is allowed)
+    rpc=$rp
+    [ "$(basename "$b")" = cbt ] && rpc=${rp%:}
+    is "$(basename "$b"): no empty entry in its RUNPATH (${rp:-none})" eval "! echo ':$rpc:' | grep -q '::'"
   done
 fi
 if [ "$n_fail" -ne 0 ]; then

@@ -173,6 +173,10 @@ check "commit from .carry/commit: $c" eval 'echo "$c" | grep -q "^0123456789ab (
 rm "$T/tree/.carry/commit"
 c=$(commit_line "$T/tree" "$T/tree/.carry")
 check "no .git, no .carry/commit: says to run gpu-prepare.sh" eval 'echo "$c" | grep -q "^unknown .*bench/gpu-prepare.sh"'
+printf 'commit=unknown\nprepared=2026-12-01T10:00:00Z\n' >"$T/tree/.carry/commit"
+c=$(commit_line "$T/tree" "$T/tree/.carry")
+check "a .carry/commit saying commit=unknown is named as such, not as missing: $c" \
+  eval 'echo "$c" | grep -q "^unknown (no .git in this copy; .carry/commit says commit=unknown, prepared 2026-12-01" && ! echo "$c" | grep -q "no .carry/commit"'
 
 # ---- 5. the whole script against fakes ---------------------------------------------------------------
 # A copy of the script in a fake tree; fake nvidia-smi (a GPU), cmake, ctest,
@@ -222,6 +226,7 @@ EOF
 cat >"$F/bin/ncu" <<'EOF'
 #!/bin/sh
 [ "$1" = --version ] && { echo "fake ncu"; exit 0; }
+echo "$*" >"$FAKE_NCU_ARGS"
 echo '==ERROR== Failed to initialize the profiler: LibraryNotLoaded'
 exit 1
 EOF
@@ -248,7 +253,8 @@ fake_run() { # MODE GPU [VAR=VALUE...]: run the fake tree's script, OUT=$T/out-M
   RUNS=$((${RUNS:-0} + 1))
   FOUT=$T/out-$RUNS-$mode-$gpu
   FTXT=$T/run-$RUNS-$mode-$gpu.txt
-  env PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=$mode FAKE_GPU=$gpu OUT="$FOUT" JOBS=1 \
+  env -u CBT_EXPECT_GPU PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=$mode FAKE_GPU=$gpu OUT="$FOUT" JOBS=1 \
+    FAKE_NCU_ARGS="$T/ncu-args" CBT_GPU_DEV_PATHS="$T/no-dev-node" \
     CBT_GPU_BUILD="$F/build" CBT_CMOCKA_DIR="$F/cmocka" CBT_CMAKE="$F/bin/cmake" \
     CBT_COMPUTE_SANITIZER="$F/bin/compute-sanitizer" CBT_NCU="$F/bin/ncu" CBT_GPU_CHECK_BUDGET=120 \
     "$@" bash "$F/tree/bench/gpu-check.sh" >"$FTXT" 2>&1
@@ -261,7 +267,11 @@ check "fakes pass, GPU: exit 0 (got $FRC)" [ "$FRC" -eq 0 ]
 check "fakes pass, GPU: summary finished, exit 0" eval 'has "$FOUT/summary.txt" "^status +finished" && has "$FOUT/summary.txt" "^exit +0$"'
 check "fakes pass, GPU: the sanitizer ran (0 errors)" has "$FOUT/summary.txt" '^memcheck +test_gpu_kernels: ok \(0 errors\)'
 check "fakes pass, GPU: test_gpu_cupti skipped under the sanitizer, with the reason" has "$FOUT/summary.txt" '^memcheck +test_gpu_cupti: skipped \(not run under compute-sanitizer: CUPTI'
-check "fakes pass, GPU: ncu refused is a skip with the reason" has "$FOUT/summary.txt" '^ncu +first scatter launch: skipped \(refused: .*LibraryNotLoaded'
+check "fakes pass, GPU: ncu refused is a skip with the reason" has "$FOUT/summary.txt" '^ncu +8-chunk scatter launch: skipped \(refused: .*LibraryNotLoaded'
+check "fakes pass, GPU: ncu profiles the 8-chunk retrieve (--chunks 8), one launch" \
+  eval 'grep -q -- "--launch-count 1 .*bench_scatter_gpu --quick --chunks 8$" "$T/ncu-args"'
+check "fakes pass, GPU: configured with -DCBT_TEST_TIMEOUT=60 (the tests' own TIMEOUT)" has "$FOUT/summary.txt" '^build +.*-DCBT_TEST_TIMEOUT=60'
+check "fakes pass, GPU: ctest --timeout 60 too" has "$FOUT/tests.log" 'ctest .*--timeout 60'
 check "fakes pass, GPU: the summary is printed last" eval '[ "$(tail -n 1 "$FTXT")" = "exit      0" ]'
 check "fakes pass, GPU: <= 8 files in \$OUT ($(nfiles "$FOUT"))" [ "$(nfiles "$FOUT")" -le 8 ]
 
@@ -275,6 +285,36 @@ fake_run skip 0
 check "the same skips WITHOUT a GPU: exit 0 (got $FRC)" [ "$FRC" -eq 0 ]
 check "  the bench is skipped, no device" has "$FOUT/summary.txt" '^scatter +bench_scatter_gpu: skipped, no device \(bench_scatter_gpu needs a CUDA device'
 check "  the demo and the tools too" eval 'has "$FOUT/summary.txt" "^demo +cbt demo --gpu: skipped, no device$" && has "$FOUT/summary.txt" "^racecheck +test_gpu_kernels: skipped, no device$"'
+
+# no GPU found: nvidia-smi lists none, nothing under /dev
+fake_run skip 0 CBT_EXPECT_GPU=1
+check "CBT_EXPECT_GPU=1 and no GPU found: exit 1 (got $FRC)" [ "$FRC" -eq 1 ]
+check "  a clear summary line" has "$FOUT/summary.txt" '^gpu +FAILED: CBT_EXPECT_GPU=1 \(a device machine\) but no GPU found: nvidia-smi -L listed no GPU'
+check "  the exit line names it" has "$FOUT/summary.txt" '^exit +1 \(failed: no GPU found with CBT_EXPECT_GPU=1'
+fake_run skip 1 CBT_EXPECT_GPU=1
+check "CBT_EXPECT_GPU=1 with a GPU found: no such line" eval '! has "$FOUT/summary.txt" "CBT_EXPECT_GPU=1"'
+# nvidia-smi fails (or is missing) but the device node is there: a GPU
+printf '#!/bin/sh\nexit 9\n' >"$F/bin/nvidia-smi.broken"
+chmod +x "$F/bin/nvidia-smi.broken"
+mv "$F/bin/nvidia-smi" "$F/bin/nvidia-smi.ok"
+mv "$F/bin/nvidia-smi.broken" "$F/bin/nvidia-smi"
+: >"$T/fake-nvidia0"
+fake_run skip 0 CBT_GPU_DEV_PATHS="$T/fake-nvidia0"
+check "nvidia-smi exits 9 but a device node exists: a GPU machine, so the skips fail (exit $FRC)" [ "$FRC" -eq 1 ]
+check "  the device line names the node and nvidia-smi's failure" has "$FOUT/summary.txt" "^device +a GPU by $T/fake-nvidia0 \(nvidia-smi -L exited 9"
+check "  the bench's skip fails" has "$FOUT/summary.txt" '^scatter +bench_scatter_gpu: FAILED: skipped on a machine with a GPU'
+fake_run skip 0 CBT_EXPECT_GPU=1
+check "nvidia-smi exits 9, no node, CBT_EXPECT_GPU=1: exit 1 saying why (got $FRC)" \
+  eval '[ "$FRC" -eq 1 ] && has "$FOUT/summary.txt" "^gpu +FAILED: CBT_EXPECT_GPU=1 .*nvidia-smi -L exited 9"'
+mv "$F/bin/nvidia-smi" "$F/bin/nvidia-smi.broken"
+fake_run skip 0 CBT_GPU_DEV_PATHS="$T/fake-nvidia0"
+check "nvidia-smi not installed but a device node exists: a GPU machine (exit $FRC)" \
+  eval '[ "$FRC" -eq 1 ] && has "$FOUT/summary.txt" "^device +a GPU by .*nvidia-smi not installed"'
+mv "$F/bin/nvidia-smi.ok" "$F/bin/nvidia-smi"
+# a GPU test that PASSED where no GPU was found: a contradiction, a failure
+fake_run pass 0
+check "test_gpu_ring passed with no GPU found: exit 1 (got $FRC)" [ "$FRC" -eq 1 ]
+check "  the tests line says CONTRADICTION" has "$FOUT/summary.txt" '^tests +.*FAILED \(exit 1\).*CONTRADICTION: test_gpu_ring passed but no GPU was found'
 
 fake_run refused 1
 check "the sanitizer refuses the device: a skip, exit 0 (got $FRC)" [ "$FRC" -eq 0 ]
@@ -299,7 +339,8 @@ fi
 # from outside while it sleeps, as a whole-call timeout would
 printf '#!/bin/sh\necho chunks 16\nsleep 15\n' >"$F/build/bench/bench_scatter_cpu"
 FOUT=$T/out-killed
-env PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=pass FAKE_GPU=1 OUT="$FOUT" JOBS=1 CBT_GPU_BUILD="$F/build" \
+env -u CBT_EXPECT_GPU PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=pass FAKE_GPU=1 OUT="$FOUT" JOBS=1 CBT_GPU_BUILD="$F/build" \
+  CBT_GPU_DEV_PATHS="$T/no-dev-node" \
   CBT_CMOCKA_DIR="$F/cmocka" CBT_CMAKE="$F/bin/cmake" CBT_COMPUTE_SANITIZER=none CBT_NCU=none \
   bash "$F/tree/bench/gpu-check.sh" >/dev/null 2>&1 &
 pid=$!
