@@ -23,9 +23,16 @@
  * (truncated: the rest of it is lost, said once on stderr).
  *
  * Delivery: the harvester asks CUPTI for completed records every 100 ms
- * (cbt_cupti_periodic_: cuptiActivityFlushAll with CBT_CUPTI_FLUSH_FLAGS), so
- * kernel spans are not held until a 1 MiB buffer fills; flushes are never
- * forced (a forced flush hands back records still incomplete).
+ * (cbt_cupti_periodic_: cuptiActivityFlushAll with CBT_CUPTI_FLUSH_FLAGS);
+ * flushes are never forced (a forced flush hands back records still
+ * incomplete). A default flush returns only buffers all of whose records are
+ * complete, so what is bounded is this: once the kernels in a buffer have
+ * all ended, their records come within about a period (plus a harvester
+ * round); while kernels keep being launched, the buffer being filled always
+ * holds one still running and comes back only when it is full, so a span then
+ * lags its kernel by the time the workload takes to fill one BUF_SIZE buffer
+ * (about 460 bracketed launches) — bounded in records, not in time. Hence
+ * small buffers (32 x 128 KiB rather than 8 x 1 MiB: the same 4 MiB).
  *
  * The harvester (cbt_cupti_poll_, under t->lock, each round) drains the
  * queue: external-correlation records fill a map CUPTI correlation id ->
@@ -51,8 +58,8 @@
 #include "internal/cupti_records.h"
 #include "internal/tracer.h"
 
-#define BUF_SIZE (1u << 20)
-#define BUF_COUNT 8u
+#define BUF_SIZE (128u << 10) /* ~460 bracketed launches (216 + 40 + 24 bytes each) */
+#define BUF_COUNT 32u        /* 4 MiB in all */
 #define BUF_ALIGN 8u
 #define Q_MAX 4096u
 #define KNAME_MAX CBT_CUPTI_KNAME_MAX

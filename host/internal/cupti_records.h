@@ -108,9 +108,11 @@ void cbt_cupti_disable_kinds_(cbt_cupti_api_fn api, cbt_cupti_kind_fn disable, i
 #define CBT_CUPTI_FLUSH_FLAGS 0u
 
 /* The harvester's periodic default flush (cuptiActivityFlushAll(0)), so a
- * kernel's record is delivered within about CBT_CUPTI_FLUSH_PERIOD_NS
- * instead of when its 1 MiB buffer fills: 1 when a flush is due at `now`
- * (unix ns), and then *next moves a period on; *next 0: due at once. */
+ * buffer whose kernels have all ended is delivered within about
+ * CBT_CUPTI_FLUSH_PERIOD_NS instead of when it fills (a buffer holding a
+ * kernel still running waits until it fills: host/device/cupti.c): 1 when a
+ * flush is due at `now` (unix ns), and then *next moves a period on; *next 0:
+ * due at once. */
 #define CBT_CUPTI_FLUSH_PERIOD_NS 100000000ull /* 100 ms */
 int cbt_cupti_flush_due_(uint64_t *next, uint64_t now);
 

@@ -36,9 +36,16 @@
  * (CBT_KERNEL_SPAN macros), the difference of the two start times is kept as
  * a cross-check of both calibrations (cbt_cupti_stats.clock_delta_ns).
  *
- * Records are delivered by CUPTI in bounded buffers (8 x 1 MiB); the
- * harvester asks CUPTI for its completed records every 100 ms (a default,
- * never a forced, flush), so a kernel's span follows it by about that much. A
+ * Records are delivered by CUPTI in bounded buffers (32 x 128 KiB); the
+ * harvester asks CUPTI for its completed buffers every 100 ms (a default,
+ * never a forced, flush). CUPTI hands back only buffers all of whose records
+ * are complete, so: once the kernels recorded in a buffer have all ended,
+ * their spans follow within about 100 ms (plus a harvester round); while
+ * kernels keep being launched back to back, the buffer being filled always
+ * holds one still running and is handed back only when full, so spans then
+ * lag their kernels by the time it takes to launch about 460 bracketed
+ * kernels (one 128 KiB buffer), however long that is: bounded in records,
+ * not in time. A
  * record CUPTI could not store, or one that found cbt's queue full, is
  * counted in `dropped`; a kernel record whose start or end CUPTI could not
  * collect (CUPTI_TIMESTAMP_UNKNOWN, or an end before the start) is skipped
