@@ -507,6 +507,45 @@ static void periodic_flush_due(void **state)
     assert_int_equal(CBT_CUPTI_FLUSH_FLAGS & CUPTI_ACTIVITY_FLAG_FLUSH_FORCED, 0);
 }
 
+/* ---- delivery in chunks: the counts stay exact ---------------------------------------- */
+
+/* A buffer of more entries than one chunk (36 kernels, 17 correlations: two
+ * chunks) delivered again and again with no harvester draining the queue:
+ * every kernel is counted in records, and once the queue is full every entry
+ * of a buffer is counted dropped, none lost between chunks. Last: it leaves
+ * the queue full. */
+static void deliver_counts_exact_across_chunks(void **state)
+{
+    (void)state;
+    assert_true(cbt_cupti_pool_init_());
+    fbuf f = {.used = 0};
+    for (uint32_t i = 0; i < 17; i++)
+        put_extcorr(&f, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, 100 + i, 1 + i);
+    for (uint32_t i = 0; i < 36; i++)
+        put_kernel(&f, 100 + i, 1000, 2000, "chunked");
+    const uint64_t per = 36 + 17;
+    cbt_cupti_stats a = CBT_STRUCT_INIT(cbt_cupti_stats), b = CBT_STRUCT_INIT(cbt_cupti_stats);
+    int full = 0;
+    for (int round = 0; round < 200 && !full; round++) { /* 4096 / 53: under 80 rounds */
+        assert_int_equal(cbt_cupti_stats_get(&a), CBT_OK);
+        cbt_cupti_deliver_(f.b, f.used, fake_next, NULL);
+        assert_int_equal(cbt_cupti_stats_get(&b), CBT_OK);
+        assert_int_equal(b.records, a.records + 36);
+        assert_true(b.dropped - a.dropped <= per);
+        full = b.dropped != a.dropped;
+    }
+    assert_true(full);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(cbt_cupti_stats_get(&a), CBT_OK);
+        cbt_cupti_deliver_(f.b, f.used, fake_next, NULL);
+        assert_int_equal(cbt_cupti_stats_get(&b), CBT_OK);
+        assert_int_equal(b.records, a.records + 36);
+        assert_int_equal(b.dropped, a.dropped + per);
+    }
+    printf("# queue full after chunked deliveries; dropped %llu\n",
+           (unsigned long long)b.dropped);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +556,7 @@ int main(void)
         cmocka_unit_test_teardown(extcorr_joins_kernel_to_launch, tu_teardown),
         cmocka_unit_test(enable_turns_on_launch_apis),
         cmocka_unit_test(periodic_flush_due),
+        cmocka_unit_test(deliver_counts_exact_across_chunks), /* last: fills the queue */
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

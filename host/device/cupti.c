@@ -17,8 +17,9 @@
  * counts them, which we add to `dropped`). The completion callback walks the
  * buffer (cbt_cupti_walk_: no device needed, tests/test_cupti_records.c),
  * copies the fields we use out of each kernel and external-correlation record
- * into a bounded queue under `g.mu` and returns the buffer to the pool; it
- * never touches the tracer. A kernel whose timestamps are unknown is skipped
+ * into a chunk on its stack, moves each full chunk (32 records) into a
+ * bounded queue under `g.mu` (never held across the walk) and returns the
+ * buffer to the pool; it never touches the tracer. A kernel whose timestamps are unknown is skipped
  * (bad_timestamps); a record CUPTI cannot walk past ends the buffer
  * (truncated: the rest of it is lost, said once on stderr).
  *
@@ -313,14 +314,44 @@ static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *ma
     *max_records = 0;
 }
 
-/* under g.mu */
+/* Records walked out of a buffer go first into a chunk on the walking
+ * thread's stack and only then, CHUNK at a time, into the queue under g.mu,
+ * so g.mu is never held across a walk (the harvester takes it holding
+ * t->lock). On the stack, not a static scratch: CUPTI does not promise one
+ * completion thread (its worker, and any thread calling
+ * cuptiActivityFlushAll: the harvester, cbt_cupti_disable) can deliver
+ * at once. */
+#define CHUNK 32u /* 32 x 200 bytes of stack */
+
+typedef struct chunk {
+    krec r[CHUNK];
+    uint32_t n;
+    uint64_t refused; /* entries the queue refused (full, or no queue yet) */
+} chunk;
+
+static void chunk_flush(chunk *c)
+{
+    if (!c->n)
+        return;
+    uint32_t i = 0;
+    pthread_mutex_lock(&g.mu);
+    for (; i < c->n && g.q && g.q_n < Q_MAX; i++) {
+        g.q[(g.q_head + g.q_n) % Q_MAX] = c->r[i];
+        g.q_n++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    c->refused += c->n - i;
+    c->n = 0;
+}
+
+/* the walk's push: always taken here; the queue's refusals are counted in
+ * chunk_flush */
 static int push(void *ctx, const krec *r)
 {
-    (void)ctx;
-    if (!g.q || g.q_n >= Q_MAX)
-        return 0;
-    g.q[(g.q_head + g.q_n) % Q_MAX] = *r;
-    g.q_n++;
+    chunk *c = ctx;
+    if (c->n == CHUNK)
+        chunk_flush(c);
+    c->r[c->n++] = *r;
     return 1;
 }
 
@@ -330,10 +361,15 @@ static CUptiResult next_record(void *ctx, uint8_t *buffer, size_t valid, CUpti_A
     return cuptiActivityGetNextRecord(buffer, valid, rec);
 }
 
-static void walk_locked(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx,
-                        cbt_cupti_walk *w)
+static void walk_chunked(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx,
+                         cbt_cupti_walk *w)
 {
-    cbt_cupti_walk_(buffer, valid, next, next_ctx, push, NULL, w);
+    chunk c;
+    c.n = 0;
+    c.refused = 0;
+    cbt_cupti_walk_(buffer, valid, next, next_ctx, push, &c, w);
+    chunk_flush(&c);
+    w->refused += c.refused;
 }
 
 static void count_walk(const cbt_cupti_walk *w)
@@ -359,9 +395,7 @@ static void count_walk(const cbt_cupti_walk *w)
 void cbt_cupti_deliver_(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx)
 {
     cbt_cupti_walk w;
-    pthread_mutex_lock(&g.mu);
-    walk_locked(buffer, valid, next, next_ctx, &w);
-    pthread_mutex_unlock(&g.mu);
+    walk_chunked(buffer, valid, next, next_ctx, &w);
     count_walk(&w);
 }
 
@@ -370,11 +404,12 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 {
     (void)size;
     cbt_cupti_walk w;
-    pthread_mutex_lock(&g.mu);
-    walk_locked(buffer, valid, next_record, NULL, &w);
-    if (buffer)
+    walk_chunked(buffer, valid, next_record, NULL, &w);
+    if (buffer) {
+        pthread_mutex_lock(&g.mu);
         g.free_bufs[g.n_free++] = buffer;
-    pthread_mutex_unlock(&g.mu);
+        pthread_mutex_unlock(&g.mu);
+    }
     count_walk(&w);
     size_t dropped = 0;
     if (cuptiActivityGetNumDroppedRecords(ctx, stream_id, &dropped) == CUPTI_SUCCESS && dropped)

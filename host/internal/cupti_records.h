@@ -121,9 +121,12 @@ int cbt_cupti_flush_due_(uint64_t *next, uint64_t now);
 int cbt_cupti_pool_init_(void);
 
 /* What CUPTI's buffer-completion callback does with a buffer, minus
- * returning it to the pool: walk it with `next` into the harvester's queue
- * (under the queue lock) and add the walk's counts to cbt_cupti_stats.
- * Entries are refused (counted dropped) until cbt_cupti_pool_init_(). */
+ * returning it to the pool: walk it with `next` into a chunk on the caller's
+ * stack, moving each full chunk (32 entries) into the harvester's queue under
+ * the queue lock (never held across the walk; safe from several threads at
+ * once), and add the walk's counts to cbt_cupti_stats: every entry the queue
+ * refuses (full) is counted dropped. Entries are refused until
+ * cbt_cupti_pool_init_(). */
 void cbt_cupti_deliver_(uint8_t *buffer, size_t valid, cbt_cupti_next_fn next, void *next_ctx);
 
 #endif /* CBT_HOST_INTERNAL_CUPTI_RECORDS_H */
