@@ -2,7 +2,8 @@
 // tests: each CTA spins for a while on %globaltimer (capped in clock64()
 // cycles, so a stalled timer cannot hang it), then reports `tokens` tokens
 // per thread-0 and `shifted` user value, through CBT_KERNEL_SPAN. Also the
-// measured step of %globaltimer (test_gpu_kernels, test_gpu_ring).
+// measured step of %globaltimer (test_gpu_kernels, test_gpu_ring) and an
+// empty kernel (test_gpu_kernels: the launch overhead inside an event bracket).
 #include <cstdint>
 #include <cuda_runtime.h>
 
@@ -55,4 +56,13 @@ extern "C" int cbt_test_gtimer_step(unsigned long long *step_ns)
               cudaMemcpy(step_ns, d, sizeof *d, cudaMemcpyDeviceToHost) == cudaSuccess;
     cudaFree(d);
     return ok ? 0 : -1;
+}
+
+// Does nothing: its CUDA-event bracket is the launch and event overhead alone.
+__global__ void empty_kernel(void) {}
+
+extern "C" int cbt_test_empty_kernel(void *stream, unsigned int ctas, unsigned int threads)
+{
+    empty_kernel<<<ctas, threads, 0, static_cast<cudaStream_t>(stream)>>>();
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
 }

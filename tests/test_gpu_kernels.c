@@ -164,21 +164,62 @@ static void gring_free(gring *r)
 static unsigned long long g_gtimer_step_ns;
 int cbt_test_gtimer_step(unsigned long long *step_ns);
 
+/* The CUDA-event bracket of an empty launch on g_st (group_setup,
+ * cbt_test_empty_kernel in gpu_ring_kernels.cu): the launch and event
+ * overhead every bracket includes; the largest of 8, after a warm-up. */
+static double g_empty_bracket_ns;
+int cbt_test_empty_kernel(void *stream, unsigned int ctas, unsigned int threads);
+
 /* A record's span must fit inside the CUDA-event bracket around its launch
  * (different clocks: compare durations, with 50 us of slack). A launch
- * record (`launch`) must span some time when its bracket is longer than two
- * steps of %globaltimer; a shorter launch (4 x 48 B of L2 load) and one
- * CTA's record may fall inside one tick. */
+ * record (`launch`) must span some time when its bracket, less an empty
+ * launch's, is longer than two steps of %globaltimer: the kernel itself then
+ * ran that long. A shorter launch (4 x 48 B of L2 load) and one CTA's
+ * record may fall inside one tick. */
 static void check_rec_time(const cbt_ring_rec *x, float bracket_ms, int launch)
 {
     assert_true(x->t_begin > 0);
-    if (launch && (double)bracket_ms * 1e6 > 2.0 * (double)g_gtimer_step_ns)
-        assert_true(x->t_end > x->t_begin);
-    else
+    double bracket_ns = (double)bracket_ms * 1e6;
+    double step2 = 2.0 * (double)g_gtimer_step_ns;
+    if (launch && bracket_ns - g_empty_bracket_ns > step2) {
+        if (!(x->t_end > x->t_begin))
+            fail_msg("launch record spans no time (t_begin %llu = t_end %llu), yet its bracket "
+                     "%.0f ns less an empty launch's %.0f ns exceeds 2 x the %%globaltimer step "
+                     "(%.0f ns)",
+                     (unsigned long long)x->t_begin, (unsigned long long)x->t_end, bracket_ns,
+                     g_empty_bracket_ns, step2);
+    } else {
         assert_true(x->t_end >= x->t_begin);
+    }
     double dur_ns = (double)(x->t_end - x->t_begin);
-    if (dur_ns > (double)bracket_ms * 1e6 + 50000.0)
-        fail_msg("record spans %.0f ns, the event bracket %.0f ns", dur_ns, (double)bracket_ms * 1e6);
+    if (dur_ns > bracket_ns + 50000.0)
+        fail_msg("record spans %.0f ns, the event bracket %.0f ns", dur_ns, bracket_ns);
+}
+
+/* The largest event bracket of 8 empty launches on g_st, after a warm-up. */
+static double empty_bracket_ns(double *min_ns)
+{
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    assert_int_equal(cbt_test_empty_kernel(g_st, 1, 32), 0);
+    CK(cudaStreamSynchronize(g_st));
+    double mx = 0, mn = 1e300;
+    for (int i = 0; i < 8; i++) {
+        CK(cudaEventRecord(e0, g_st));
+        assert_int_equal(cbt_test_empty_kernel(g_st, 1, 32), 0);
+        CK(cudaEventRecord(e1, g_st));
+        CK(cudaStreamSynchronize(g_st));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        double ns = (double)ms * 1e6;
+        mx = ns > mx ? ns : mx;
+        mn = ns < mn ? ns : mn;
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    *min_ns = mn;
+    return mx;
 }
 
 /* ---- scatter ------------------------------------------------------------------------ */
@@ -707,6 +748,13 @@ static int group_setup(void **state)
         printf("test_gpu_kernels: %%globaltimer did not tick in 4096 reads\n");
     else
         printf("test_gpu_kernels: %%globaltimer step %llu ns\n", g_gtimer_step_ns);
+    double mn = 0;
+    g_empty_bracket_ns = empty_bracket_ns(&mn);
+    printf("test_gpu_kernels: empty-kernel event bracket %.0f ns (min %.0f of 8); a launch "
+           "record must span time when its bracket exceeds %.0f ns\n",
+           g_empty_bracket_ns, mn,
+           g_gtimer_step_ns == ~0ull ? -1.0
+                                    : g_empty_bracket_ns + 2.0 * (double)g_gtimer_step_ns);
     return 0;
 }
 
