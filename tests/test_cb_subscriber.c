@@ -585,6 +585,107 @@ static void unmatched_end_counted(void **state)
     tu_stop();
 }
 
+/* One retrieve call of a fresh request, its CB_RETRIEVE_END carrying `k` as a
+ * bool (str NULL) or a string; returns lmcache_blend.retrieve_failures and
+ * retrieve_requests added by it. */
+static void retrieve_with(const char *sid, const char *k, bool b, const char *str,
+                          uint64_t *failures, uint64_t *requests)
+{
+    cbt_blend_metrics *m = cbt_blend_metrics_current();
+    assert_non_null(m);
+    cbt_blend_snapshot before, after;
+    assert_int_equal(cbt_blend_snapshot_take(m, &before), CBT_OK);
+    pub(NULL, CBT_EV_CB_REQUEST_START, sid, NULL);
+    pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
+    pub(NULL, CBT_EV_CB_RETRIEVE_START, sid, NULL);
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, CBT_EV_CB_RETRIEVE_END, sid), CBT_OK);
+    if (k && str)
+        assert_int_equal(cbt_event_str(&e, tu_name(k), str), CBT_OK);
+    else if (k)
+        assert_int_equal(cbt_event_bool(&e, tu_name(k), b), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
+    tu_flush();
+    assert_int_equal(cbt_blend_snapshot_take(m, &after), CBT_OK);
+    *failures = after.counters[CBT_BC_RETRIEVE_FAILURES] - before.counters[CBT_BC_RETRIEVE_FAILURES];
+    *requests = after.counters[CBT_BC_RETRIEVE_REQUESTS] - before.counters[CBT_BC_RETRIEVE_REQUESTS];
+}
+
+/* The END's failure rule (failed = true, success = false as LMCache 0.5.6
+ * sends it, an error / exception string) marks cb.retrieve ERROR and counts
+ * in lmcache_blend.retrieve_failures; success = true does neither. */
+static void retrieve_failure_status_and_metric(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sid, *k;
+        bool b;
+        const char *str;
+        bool failed;
+    } cases[] = {
+        {"cbf-success-false", "success", false, NULL, true},
+        {"cbf-success-true", "success", true, NULL, false},
+        {"cbf-failed-true", "failed", true, NULL, true},
+        {"cbf-error", "error", false, "read failed", true},
+        {"cbf-exception", "exception", false, "RuntimeError", true},
+        {"cbf-plain", NULL, false, NULL, false},
+    };
+    start_cb();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint64_t failures = 0, requests = 0;
+        retrieve_with(cases[i].sid, cases[i].k, cases[i].b, cases[i].str, &failures, &requests);
+        const cbt_span *rt = tu_need_span("cb.retrieve", cases[i].sid, 0);
+        int want = cases[i].failed ? CBT_SPAN_STATUS_ERROR : CBT_SPAN_STATUS_UNSET;
+        if (rt->status != want)
+            fail_msg("%s: status %d, expected %d", cases[i].sid, rt->status, want);
+        assert_int_equal(requests, 1);
+        if (failures != (cases[i].failed ? 1u : 0u))
+            fail_msg("%s: retrieve_failures +%llu", cases[i].sid, (unsigned long long)failures);
+        check_cb_root(cases[i].sid);
+    }
+    assert_no_open_sessions();
+    tu_stop();
+}
+
+/* A CB_RETRIEVE_END without its START, after CB_RETRIEVE_SUBMITTED and a
+ * deferred CB_REQUEST_END: the retrieve finished (LMCache 0.5.6 decrements
+ * too), so it counts in the metrics and the root closes, not at shutdown;
+ * the END still counts as unmatched. */
+static void unmatched_end_retires_submitted(void **state)
+{
+    (void)state;
+    const char *sid = "cb-unm-sub";
+    start_cb();
+    cbt_blend_metrics *m = cbt_blend_metrics_current();
+    assert_non_null(m);
+    cbt_blend_snapshot before, after;
+    assert_int_equal(cbt_blend_snapshot_take(m, &before), CBT_OK);
+    pub(NULL, CBT_EV_CB_REQUEST_START, sid, NULL);
+    pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
+    pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
+    tu_flush();
+    assert_int_equal(tu_count("cb.request", sid), 0);
+    assert_int_equal(cb_stats().roots_deferred, 1);
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, CBT_EV_CB_RETRIEVE_END, sid), CBT_OK);
+    assert_int_equal(cbt_event_bool(&e, tu_name("success"), false), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    tu_flush();
+    check_cb_root(sid);
+    cbt_cb_stats st = cb_stats();
+    assert_int_equal(st.unmatched_end, 1);
+    assert_int_equal(st.roots_closed, 1);
+    assert_int_equal(tu_count("cb.retrieve", sid), 0);
+    assert_int_equal(cbt_blend_snapshot_take(m, &after), CBT_OK);
+    assert_int_equal(after.counters[CBT_BC_RETRIEVE_REQUESTS] - before.counters[CBT_BC_RETRIEVE_REQUESTS], 1);
+    assert_int_equal(after.counters[CBT_BC_RETRIEVE_FAILURES] - before.counters[CBT_BC_RETRIEVE_FAILURES], 1);
+    assert_no_open_sessions();
+    tu_stop();
+    assert_int_equal(tu_count("cb.request", sid), 1);
+    assert_int_equal(tu_need_span("cb.request", sid, 0)->flags & CBT_SPANF_INCOMPLETE, 0);
+}
+
 /* Shutdown ends every open span incomplete, children under their parents. */
 static void shutdown_marks_incomplete(void **state)
 {
@@ -685,6 +786,8 @@ int main(void)
         T(hit_rate_prefix_plus_non_prefix),
         T(point_events_appear),
         T(unmatched_end_counted),
+        T(retrieve_failure_status_and_metric),
+        T(unmatched_end_retires_submitted),
         T(shutdown_marks_incomplete),
         T(no_state_left_after_requests),
     };

@@ -646,6 +646,122 @@ static void unmatched_end_does_not_crash(void **state)
     tu_stop();
 }
 
+/* Publish on the CPU with one bool or one string metadata value. */
+static void pub_bool(cbt_event_type type, const char *sid, const char *k, bool v)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, sid), CBT_OK);
+    assert_int_equal(cbt_event_bool(&e, tu_name(k), v), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+}
+
+static void pub_str(cbt_event_type type, const char *sid, const char *k, const char *v)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, sid), CBT_OK);
+    assert_int_equal(cbt_event_str(&e, tu_name(k), v), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+}
+
+/* One store request whose STORE_END carries what `end` publishes. */
+static void store_request(const char *sid, void (*end)(const char *sid))
+{
+    tu_pub(CBT_EV_MP_REQUEST_START, sid);
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+    tu_pub(CBT_EV_MP_STORE_START, sid);
+    end(sid);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid);
+}
+static void end_success_false(const char *sid) { pub_bool(CBT_EV_MP_STORE_END, sid, "success", false); }
+static void end_success_true(const char *sid) { pub_bool(CBT_EV_MP_STORE_END, sid, "success", true); }
+static void end_failed_true(const char *sid) { pub_bool(CBT_EV_MP_STORE_END, sid, "failed", true); }
+static void end_failed_false(const char *sid) { pub_bool(CBT_EV_MP_STORE_END, sid, "failed", false); }
+static void end_error_str(const char *sid) { pub_str(CBT_EV_MP_STORE_END, sid, "error", "disk full"); }
+static void end_exception_str(const char *sid) { pub_str(CBT_EV_MP_STORE_END, sid, "exception", "ValueError"); }
+static void end_error_empty(const char *sid) { pub_str(CBT_EV_MP_STORE_END, sid, "error", ""); }
+static void end_plain(const char *sid) { tu_pub(CBT_EV_MP_STORE_END, sid); }
+
+/* An END marks its span ERROR on failed = true, success = false (what
+ * LMCache 0.5.6 sends) or a non-empty error / exception string; the text
+ * stays an attribute. Anything else leaves the status UNSET. */
+static void end_status_from_metadata(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *sid;
+        void (*end)(const char *);
+        int status;
+    } cases[] = {
+        {"fs-success-false", end_success_false, CBT_SPAN_STATUS_ERROR},
+        {"fs-success-true", end_success_true, CBT_SPAN_STATUS_UNSET},
+        {"fs-failed-true", end_failed_true, CBT_SPAN_STATUS_ERROR},
+        {"fs-failed-false", end_failed_false, CBT_SPAN_STATUS_UNSET},
+        {"fs-error", end_error_str, CBT_SPAN_STATUS_ERROR},
+        {"fs-exception", end_exception_str, CBT_SPAN_STATUS_ERROR},
+        {"fs-error-empty", end_error_empty, CBT_SPAN_STATUS_UNSET},
+        {"fs-plain", end_plain, CBT_SPAN_STATUS_UNSET},
+    };
+    tu_start(NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        store_request(cases[i].sid, cases[i].end);
+    tu_flush();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const cbt_span *sp = tu_need_span("mp.store", cases[i].sid, 0);
+        if (sp->status != cases[i].status)
+            fail_msg("%s: status %d, expected %d", cases[i].sid, sp->status, cases[i].status);
+        const cbt_span *root = tu_need_span("request", cases[i].sid, 0);
+        assert_int_equal(root->status, CBT_SPAN_STATUS_UNSET);
+    }
+    const cbt_span *sp = tu_need_span("mp.store", "fs-error", 0);
+    const cbt_attr *a = cbt_span_attr(sp, tu_name("error"));
+    assert_non_null(a);
+    assert_int_equal(a->str_len, strlen("disk full"));
+    assert_memory_equal(cbt_attr_str(sp, a), "disk full", a->str_len);
+    assert_no_open_sessions();
+    tu_stop();
+}
+
+/* An END whose START never came, after its SUBMITTED and a deferred
+ * REQUEST_END: the op finished (LMCache 0.5.6 decrements too), so the root
+ * closes at the REQUEST_END time instead of waiting for shutdown; the END is
+ * still counted as unmatched. */
+static void unmatched_end_retires_submitted(void **state)
+{
+    (void)state;
+    const char *sid = "unm-sub";
+    const char *sid2 = "unm-sub-r";
+    tu_start(NULL);
+    tu_pub(CBT_EV_MP_REQUEST_START, sid);
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid);
+    tu_pub(CBT_EV_MP_REQUEST_START, sid2);
+    tu_pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid2);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid2);
+    tu_flush();
+    assert_int_equal(tu_count("request", NULL), 0);
+    assert_int_equal(mp_stats().roots_deferred, 2);
+    tu_pub(CBT_EV_MP_STORE_END, sid);      /* no STORE_START */
+    tu_pub(CBT_EV_MP_RETRIEVE_END, sid2);  /* no RETRIEVE_START */
+    tu_flush();
+    cbt_mp_stats st = mp_stats();
+    assert_int_equal(st.unmatched_end, 2);
+    assert_int_equal(st.roots_closed, 2);
+    assert_int_equal(st.children_closed, 0);
+    assert_int_equal(tu_count("mp.store", NULL), 0);
+    check_root(sid, tu_event_ts(CBT_EV_MP_REQUEST_START, sid, 0),
+               tu_event_ts(CBT_EV_MP_REQUEST_END, sid, 0));
+    check_root(sid2, tu_event_ts(CBT_EV_MP_REQUEST_START, sid2, 0),
+               tu_event_ts(CBT_EV_MP_REQUEST_END, sid2, 0));
+    assert_no_open_sessions();
+    assert_int_equal(metrics().spans_open, 0);
+    tu_stop();
+    /* shutdown found nothing to end: still one complete root each */
+    assert_int_equal(tu_count("request", sid), 1);
+    assert_int_equal(tu_need_span("request", sid, 0)->flags & CBT_SPANF_INCOMPLETE, 0);
+    assert_int_equal(tu_count("request", sid2), 1);
+    assert_int_equal(tu_need_span("request", sid2, 0)->flags & CBT_SPANF_INCOMPLETE, 0);
+}
+
 /* STARTs that never END are ended at shutdown, flagged incomplete, and so is
  * their root. */
 static void unmatched_start_cleaned_at_shutdown(void **state)
@@ -1379,6 +1495,8 @@ int main(void)
         T(child_lifecycles),
         T(unmatched_end_does_not_crash),
         T(unmatched_start_cleaned_at_shutdown),
+        T(end_status_from_metadata),
+        T(unmatched_end_retires_submitted),
         T(five_concurrent_sessions),
         T(hit_rate_half),
         T(hit_rate_zero_over_zero),

@@ -26,6 +26,7 @@
 #include "cbt/cb.h"
 #include "cbt/context.h"
 #include "internal/abi.h"
+#include "internal/end_status.h"
 #include "internal/tracer.h"
 
 enum {
@@ -468,12 +469,6 @@ static int64_t val_of(const cbt_span *sp, const cbt_event *ev, cbt_name key)
     return cbt_event_get_i64(ev, key, 0);
 }
 
-static bool failed_end(const cbt_event *ev)
-{
-    const cbt_meta *f = cbt_event_find(ev, CBT_N_FAILED);
-    return f && f->type == CBT_META_BOOL && f->v.b;
-}
-
 /* lmcache_blend.* (cbt/blend_metrics.h). Counters are always on: every
  * operation END feeds them, whether or not it has a span (sampled out, or its
  * START dropped), from the span's attributes or else the END's values. A span
@@ -509,7 +504,7 @@ static void feed_metrics(cbt_tracer *t, cb_session *s, int op, const cbt_span *s
         break;
     case OP_RETRIEVE:
         cbt_blend_count(m, CBT_BC_RETRIEVE_REQUESTS, 1);
-        if (sp ? sp->status == CBT_SPAN_STATUS_ERROR : failed_end(ev))
+        if (sp ? sp->status == CBT_SPAN_STATUS_ERROR : cbt_end_failed_(ev))
             cbt_blend_count(m, CBT_BC_RETRIEVE_FAILURES, 1);
         break;
     case OP_SCATTER: {
@@ -570,6 +565,15 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
             return CBT_OK;
         }
         INC(unmatched_end);
+        if (op == OP_RETRIEVE && s->pending > 0) {
+            /* no START, but CB_RETRIEVE_SUBMITTED was seen: the op finished
+             * (LMCache decrements here too), so it counts and can close the
+             * deferred root */
+            feed_metrics(t, s, op, NULL, ev);
+            s->pending--;
+            maybe_close(st, t, s);
+            session_maybe_free(st, s);
+        }
         return CBT_ERR_UNMATCHED;
     }
     cb_child ch = s->children[found];
@@ -578,8 +582,7 @@ static cbt_status on_end(cb_state *st, cbt_tracer *t, const cbt_event *ev, int o
     cbt_span_set_from_event(ch.span, ev);
     if (op == OP_SCATTER)
         finish_scatter(ch.span, ev);
-    if (failed_end(ev))
-        ch.span->status = CBT_SPAN_STATUS_ERROR;
+    cbt_end_status_apply_(ch.span, ev);
     /* request-level results: on cb.request, or on the lookup span itself
      * when the root is elided (the scheduler's root is in another process) */
     if (op == OP_LOOKUP)

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "internal/abi.h"
+#include "internal/end_status.h"
 #include "internal/tracer.h"
 
 enum { OP_LOOKUP = 0, OP_STORE = 1, OP_RETRIEVE = 2, OP_COUNT_ };
@@ -237,12 +238,20 @@ static cbt_status on_end(mp_state *st, cbt_tracer *t, const cbt_event *ev, int o
             return CBT_OK;
         }
         INC(unmatched_end);
+        if (s && op != OP_LOOKUP && s->pending[op] > 0) {
+            /* no START, but its SUBMITTED was seen: the op finished (LMCache
+             * decrements here too), so the deferred root can close */
+            s->pending[op]--;
+            maybe_close(st, t, s);
+            session_maybe_free(st, s);
+        }
         return CBT_ERR_UNMATCHED;
     }
     mp_child ch = s->children[found];
     s->children[found] = s->children[--s->n_children];
 
     cbt_span_set_from_event(ch.span, ev);
+    cbt_end_status_apply_(ch.span, ev);
     cbt_span_ctx ctx = ch.span->ctx;
     cbt_span_end(t, ch.span, ev->ts);
     INC(children_closed);

@@ -18,6 +18,7 @@
 #include "cbt/context.h"
 #include "cbt/pspan.h"
 #include "internal/abi.h"
+#include "internal/end_status.h"
 #include "internal/tracer.h"
 
 #define CBT_PSPAN_OPEN_MAX 4096
@@ -323,9 +324,7 @@ static cbt_status on_end(ps_state *st, cbt_tracer *t, const cbt_event *ev)
     cbt_span *sp = *slot;
     cbt_strtab_remove(&st->open, slot);
     cbt_span_set_from_event(sp, ev);
-    const cbt_meta *f = cbt_event_find(ev, CBT_N_FAILED);
-    if (f && f->type == CBT_META_BOOL && f->v.b)
-        sp->status = CBT_SPAN_STATUS_ERROR;
+    cbt_end_status_apply_(sp, ev);
     cbt_span_end(t, sp, ev->ts);
     INC(closed);
     return CBT_OK;

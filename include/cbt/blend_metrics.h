@@ -61,7 +61,7 @@ extern "C" {
     X(RETRIEVE_REQUESTS, "lmcache_blend.retrieve_requests", "{request}",                    \
       "retrieves completed (cb.retrieve spans ended)")                                      \
     X(RETRIEVE_FAILURES, "lmcache_blend.retrieve_failures", "{request}",                    \
-      "retrieves that ended with failed = true")                                            \
+      "retrieves that ended failed (failed, success = false, error)")                       \
     X(RETRIEVE_NOOPS, "lmcache_blend.retrieve_noops", "{request}",                          \
       "retrieves that had nothing to do (CB_RETRIEVE_NOOP)")                                \
     X(SCATTER_TOKENS, "lmcache_blend.scatter_tokens", "{token}",                            \

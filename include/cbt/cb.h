@@ -45,8 +45,9 @@
  * Ending sub-spans also feeds the lmcache_blend.* metrics
  * (cbt/blend_metrics.h): durations with the span as exemplar, token and
  * chunk counters from the END events' metadata. A CB_RETRIEVE_END (or any
- * sub-span END) with the bool "failed" = true marks the span ERROR and counts
- * a retrieve failure; point events count chunks_evicted /
+ * sub-span END) that reports a failure (bool "failed" = true, bool "success"
+ * = false, or a non-empty "error" / "exception" string) marks the span ERROR
+ * and, for a retrieve, counts a retrieve failure; point events count chunks_evicted /
  * fingerprints_registered by their "count" value (1 when absent).
  *
  * CBT_DISABLE (defined before the first cbt include): the types stay

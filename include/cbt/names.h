@@ -117,7 +117,10 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(N_PROMPT_TOKENS, "n_prompt_tokens")                          \
     X(PREFIX_CHUNKS, "prefix_chunks")                              \
     X(FAILED, "failed")                                            \
-    X(COUNT, "count")
+    X(COUNT, "count")                                              \
+    X(SUCCESS, "success")                                          \
+    X(ERROR, "error")                                              \
+    X(EXCEPTION, "exception")
 
 enum {
     CBT_N_NONE_ = 0,

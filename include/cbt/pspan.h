@@ -161,8 +161,9 @@ CBT_API cbt_status cbt_pspan_begin(cbt_pspan *s, cbt_name name, cbt_span_kind ki
                                    const char *request_id, const cbt_span_ctx *parent,
                                    const cbt_meta *meta, uint32_t n_meta);
 
-/* Close it now; meta adds attributes (a bool "failed" = true also marks the
- * span's status ERROR). CBT_ERR_INVAL when s was not open (or was begun on a
+/* Close it now; meta adds attributes (a bool "failed" = true, a bool
+ * "success" = false, or a non-empty "error" / "exception" string also marks
+ * the span's status ERROR). CBT_ERR_INVAL when s was not open (or was begun on a
  * stream: use _end_on). A refused value (CBT_ERR_META_TOO_LONG, INVAL for
  * n_meta) leaves the span open so the caller can end it again; a dropped END
  * (CBT_ERR_FULL) closes it here; the recorded span is ended incomplete at
