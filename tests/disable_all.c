@@ -230,6 +230,9 @@ static void test_event_h(void)
     CHECK(!cbt_event_type_valid(CBT_EV_MP_STORE_START));
     cbt_event_type t = 9;
     CHECK(cbt_event_type_register("L1_READ_RESERVED", &t) == CBT_OK && t == CBT_EV_INVALID);
+    t = 9;
+    CHECK(cbt_event_type_by_name("mp.store.start", &t) == CBT_ERR_UNKNOWN_EVENT &&
+          t == CBT_EV_INVALID);
 
 #define COUNT_EV_(n) +1
     int n_events = 0 CBT_BUILTIN_EVENTS(COUNT_EV_);

@@ -220,7 +220,7 @@ static void builtin_type_names(void **state)
     (void)state;
     static const struct {
         cbt_event_type id;
-        const char *name;
+        const char *alias;
     } expect[] = {
 #define X_(n) {CBT_EV_##n, #n},
         CBT_BUILTIN_EVENTS(X_)
@@ -231,16 +231,31 @@ static void builtin_type_names(void **state)
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(expect[i].id, i + 1); /* ids are dense from 1 */
         const char *got = cbt_event_type_name(expect[i].id);
-        assert_non_null(got);
-        assert_string_equal(got, expect[i].name);
+        assert_non_null(got); /* every built-in has a name (no hole in the table) */
         assert_true(cbt_event_type_valid(expect[i].id));
+        /* the name and the old cbt name (alias) both find the type */
+        cbt_event_type t = 0;
+        assert_int_equal(cbt_event_type_by_name(got, &t), CBT_OK);
+        assert_int_equal(t, expect[i].id);
+        t = 0;
+        assert_int_equal(cbt_event_type_by_name(expect[i].alias, &t), CBT_OK);
+        assert_int_equal(t, expect[i].id);
+        /* names are distinct */
+        for (size_t j = 0; j < i; j++)
+            assert_string_not_equal(cbt_event_type_name(expect[j].id), got);
     }
-    assert_string_equal(cbt_event_type_name(CBT_EV_MP_STORE_START), "MP_STORE_START");
-    assert_string_equal(cbt_event_type_name(CBT_EV_MP_REQUEST_END), "MP_REQUEST_END");
+    assert_string_equal(cbt_event_type_name(CBT_EV_MP_STORE_START), "mp.store.start");
+    assert_string_equal(cbt_event_type_name(CBT_EV_MP_REQUEST_END), "mp.request.end");
     assert_string_equal(cbt_event_type_name(CBT_EV_MP_RETRIEVE_SUBMITTED),
-                        "MP_RETRIEVE_SUBMITTED");
+                        "mp.retrieve.submitted");
     assert_string_equal(cbt_event_type_name(CBT_EV_L2_LOAD_TASK_COMPLETED),
-                        "L2_LOAD_TASK_COMPLETED");
+                        "l2.load_task.completed");
+    /* cbt's own types: "cbt." names */
+    assert_string_equal(cbt_event_type_name(CBT_EV_CB_CLASSIFY_START), "cbt.cb.classify.start");
+    assert_string_equal(cbt_event_type_name(CBT_EV_CB_CLASSIFY_END), "cbt.cb.classify.end");
+    assert_string_equal(cbt_event_type_name(CBT_EV_KERNEL_LAUNCH), "cbt.kernel.launch");
+    assert_string_equal(cbt_event_type_name(CBT_EV_SPAN_BEGIN), "cbt.span.begin");
+    assert_string_equal(cbt_event_type_name(CBT_EV_SPAN_END), "cbt.span.end");
     assert_null(cbt_event_type_name(CBT_EV_INVALID));
     assert_false(cbt_event_type_valid(CBT_EV_INVALID));
     assert_null(cbt_event_type_name(CBT_EVENT_TYPES_MAX - 1));
@@ -248,27 +263,172 @@ static void builtin_type_names(void **state)
     assert_false(cbt_event_type_valid(CBT_EVENT_TYPES_MAX + 5));
 }
 
+/* LMCache 0.5.6's EventType, all 63 members, as docs/lmcache-0.5.6.md §1
+ * lists them (member name, value), with the cbt constant each must be. */
+static const struct {
+    cbt_event_type id;
+    const char *member;
+    const char *value;
+} k_lmcache_056[] = {
+#define E_(n, v) {CBT_EV_##n, #n, v},
+    /* §1.1 MP server */
+    E_(MP_REQUEST_START, "mp.request.start")
+    E_(MP_LOOKUP_PREFETCH_START, "mp.lookup_prefetch.start")
+    E_(MP_LOOKUP_PREFETCH_END, "mp.lookup_prefetch.end")
+    E_(MP_LOOKUP, "mp.lookup")
+    E_(MP_STORE_SUBMITTED, "mp.store.submitted")
+    E_(MP_STORE_START, "mp.store.start")
+    E_(MP_STORE_END, "mp.store.end")
+    E_(MP_RETRIEVE_SUBMITTED, "mp.retrieve.submitted")
+    E_(MP_RETRIEVE_START, "mp.retrieve.start")
+    E_(MP_RETRIEVE_END, "mp.retrieve.end")
+    E_(MP_REQUEST_END, "mp.request.end")
+    E_(MP_VLLM_END_SESSION, "mp.vllm.end_session")
+    E_(MP_VLLM_BLOCK_ALLOCATION, "mp.vllm.block_allocation")
+    E_(MP_TOKENS, "mp.tokens")
+    E_(MP_TRANSFER_PHASE_SAMPLES, "mp.transfer.phase_samples")
+    /* §1.2 CacheBlend server */
+    E_(CB_REQUEST_START, "cb.request.start")
+    E_(CB_LOOKUP_START, "cb.lookup.start")
+    E_(CB_PREFIX_LOOKUP_START, "cb.prefix_lookup.start")
+    E_(CB_PREFIX_LOOKUP_END, "cb.prefix_lookup.end")
+    E_(CB_FINGERPRINT_MATCH_START, "cb.fingerprint_match.start")
+    E_(CB_FINGERPRINT_MATCH_END, "cb.fingerprint_match.end")
+    E_(CB_COORDINATOR_MATCH_START, "cb.coordinator_match.start")
+    E_(CB_COORDINATOR_MATCH_END, "cb.coordinator_match.end")
+    E_(CB_SPARSE_PREFETCH_START, "cb.sparse_prefetch.start")
+    E_(CB_SPARSE_PREFETCH_END, "cb.sparse_prefetch.end")
+    E_(CB_LOOKUP_END, "cb.lookup.end")
+    E_(CB_RETRIEVE_SUBMITTED, "cb.retrieve.submitted")
+    E_(CB_RETRIEVE_START, "cb.retrieve.start")
+    E_(CB_SCATTER_START, "cb.scatter.start")
+    E_(CB_SCATTER_END, "cb.scatter.end")
+    E_(CB_RETRIEVE_END, "cb.retrieve.end")
+    E_(CB_RETRIEVE_NOOP, "cb.retrieve.noop")
+    E_(CB_REQUEST_END, "cb.request.end")
+    E_(CB_FINGERPRINTS_REGISTERED, "cb.fingerprints.registered")
+    E_(CB_CHUNKS_EVICTED, "cb.chunks.evicted")
+    /* §1.3 L1, StorageManager, L2, timeout, trace recording */
+    E_(L1_READ_RESERVED, "l1.read.reserved")
+    E_(L1_READ_FINISHED, "l1.read.finished")
+    E_(L1_WRITE_RESERVED, "l1.write.reserved")
+    E_(L1_WRITE_FINISHED, "l1.write.finished")
+    E_(L1_WRITE_FINISHED_AND_READ_RESERVED, "l1.write_finished_and_read_reserved")
+    E_(L1_KEYS_EVICTED, "l1.keys.evicted")
+    E_(L1_KEYS_ACCESSED, "l1.keys.accessed")
+    E_(L1_EVICTION_LOOP_TICK, "l1.eviction.loop_tick")
+    E_(L1_ALLOCATION_FAILED, "l1.allocation.failed")
+    E_(L1_READ_FAILED, "l1.read.failed")
+    E_(SM_READ_PREFETCHED_FINISHED, "sm.read.prefetched_finished")
+    E_(SM_WRITE_RESERVED, "sm.write.reserved")
+    E_(SM_WRITE_FINISHED, "sm.write.finished")
+    E_(SM_CAPACITY_CHANGED, "sm.capacity.changed")
+    E_(L2_STORE_SUBMITTED, "l2.store.submitted")
+    E_(L2_STORE_COMPLETED, "l2.store.completed")
+    E_(L2_PREFETCH_LOOKUP_SUBMITTED, "l2.prefetch.lookup.submitted")
+    E_(L2_PREFETCH_LOAD_SUBMITTED, "l2.prefetch.load.submitted")
+    E_(L2_PREFETCH_LOAD_COMPLETED, "l2.prefetch.load.completed")
+    E_(L2_LOAD_TASK_SUBMITTED, "l2.load_task.submitted")
+    E_(L2_LOAD_TASK_COMPLETED, "l2.load_task.completed")
+    E_(L2_KEYS_EVICTED, "l2.keys.evicted")
+    E_(L2_KEYS_STORED, "l2.keys.stored")
+    E_(L2_KEYS_ACCESSED, "l2.keys.accessed")
+    E_(L2_KEYS_DELETED, "l2.keys.deleted")
+    E_(L2_PREFETCH_FAILED, "l2.prefetch.failed")
+    E_(TIMEOUT_RAISED, "timeout.raised")
+    E_(TRACE_CALL, "trace.call")
+#undef E_
+};
+
+/* Every 0.5.6 value names a distinct cbt type, that type's name is the value,
+ * and the member name finds the same type. */
+static void lmcache_values_map(void **state)
+{
+    (void)state;
+    size_t n = sizeof k_lmcache_056 / sizeof k_lmcache_056[0];
+    assert_int_equal(n, 63); /* EventType has 63 members in 0.5.6 */
+    for (size_t i = 0; i < n; i++) {
+        cbt_event_type t = 0;
+        assert_int_equal(cbt_event_type_by_name(k_lmcache_056[i].value, &t), CBT_OK);
+        if (t != k_lmcache_056[i].id)
+            fail_msg("%s: type %u, want %u", k_lmcache_056[i].value, t, k_lmcache_056[i].id);
+        assert_true(t > CBT_EV_INVALID && t < CBT_EV_BUILTIN_COUNT_);
+        const char *back = cbt_event_type_name(t);
+        assert_non_null(back);
+        if (strcmp(back, k_lmcache_056[i].value) != 0)
+            fail_msg("type %u: name %s, want %s", t, back, k_lmcache_056[i].value);
+        t = 0;
+        assert_int_equal(cbt_event_type_by_name(k_lmcache_056[i].member, &t), CBT_OK);
+        assert_int_equal(t, k_lmcache_056[i].id);
+        /* register, too, hands out the built-in */
+        t = 0;
+        assert_int_equal(cbt_event_type_register(k_lmcache_056[i].value, &t), CBT_OK);
+        assert_int_equal(t, k_lmcache_056[i].id);
+        for (size_t j = 0; j < i; j++)
+            assert_int_not_equal(k_lmcache_056[j].id, k_lmcache_056[i].id);
+    }
+}
+
+static void unknown_names_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "mp.store",           /* a span name, not an event */
+        "MP.STORE.START",     /* names are case-sensitive */
+        "mp.store.start ",
+        "mp_store_start",
+        "l1.read",
+        "mp.classify.start",
+        "cb.classify.start",  /* cbt's own type is "cbt.cb.classify.start" */
+        "CBT_EV_MP_STORE_START",
+        "NO_SUCH_EVENT_TYPE",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cbt_event_type t = 7;
+        if (cbt_event_type_by_name(bad[i], &t) != CBT_ERR_UNKNOWN_EVENT)
+            fail_msg("'%s' was accepted", bad[i]);
+        assert_int_equal(t, CBT_EV_INVALID);
+    }
+    cbt_event_type t = 7;
+    assert_int_equal(cbt_event_type_by_name(NULL, &t), CBT_ERR_INVAL);
+    assert_int_equal(t, CBT_EV_INVALID);
+    assert_int_equal(cbt_event_type_by_name("mp.store.start", NULL), CBT_ERR_INVAL);
+    /* a lookup registers nothing: still unknown after a second try */
+    assert_int_equal(cbt_event_type_by_name("NO_SUCH_EVENT_TYPE", &t), CBT_ERR_UNKNOWN_EVENT);
+}
+
 static void type_register(void **state)
 {
     (void)state;
     cbt_event_type a = 0, a2 = 0, b = 0, bi = 0;
     assert_false(cbt_event_type_valid(CBT_EV_BUILTIN_COUNT_ + 40));
-    assert_int_equal(cbt_event_type_register("L1_READ_RESERVED", &a), CBT_OK);
+    assert_int_equal(cbt_event_type_register("APP_READ_RESERVED", &a), CBT_OK);
     assert_true(a >= CBT_EV_BUILTIN_COUNT_);
     assert_true(cbt_event_type_valid(a));
-    assert_string_equal(cbt_event_type_name(a), "L1_READ_RESERVED");
-    assert_int_equal(cbt_event_type_register("L1_READ_RESERVED", &a2), CBT_OK);
+    assert_string_equal(cbt_event_type_name(a), "APP_READ_RESERVED");
+    assert_int_equal(cbt_event_type_register("APP_READ_RESERVED", &a2), CBT_OK);
     assert_int_equal(a2, a);
-    assert_int_equal(cbt_event_type_register("L1_READ_FINISHED", &b), CBT_OK);
+    assert_int_equal(cbt_event_type_register("APP_READ_FINISHED", &b), CBT_OK);
     assert_int_not_equal(b, a);
     assert_true(b >= CBT_EV_BUILTIN_COUNT_);
-    assert_string_equal(cbt_event_type_name(b), "L1_READ_FINISHED");
-    assert_string_equal(cbt_event_type_name(a), "L1_READ_RESERVED");
-    /* a built-in name returns the built-in id */
+    assert_string_equal(cbt_event_type_name(b), "APP_READ_FINISHED");
+    assert_string_equal(cbt_event_type_name(a), "APP_READ_RESERVED");
+    /* a registered name is found by name */
+    cbt_event_type f = 0;
+    assert_int_equal(cbt_event_type_by_name("APP_READ_FINISHED", &f), CBT_OK);
+    assert_int_equal(f, b);
+    /* a built-in name or alias returns the built-in id */
     assert_int_equal(cbt_event_type_register("MP_STORE_START", &bi), CBT_OK);
+    assert_int_equal(bi, CBT_EV_MP_STORE_START);
+    assert_int_equal(cbt_event_type_register("mp.store.start", &bi), CBT_OK);
     assert_int_equal(bi, CBT_EV_MP_STORE_START);
     assert_int_equal(cbt_event_type_register("CB_REQUEST_END", &bi), CBT_OK);
     assert_int_equal(bi, CBT_EV_CB_REQUEST_END);
+    /* the seed's registry example registers L1_READ_*: now built-ins */
+    assert_int_equal(cbt_event_type_register("L1_READ_RESERVED", &bi), CBT_OK);
+    assert_int_equal(bi, CBT_EV_L1_READ_RESERVED);
+    assert_string_equal(cbt_event_type_name(bi), "l1.read.reserved");
     /* refusals */
     assert_int_equal(cbt_event_type_register(NULL, &bi), CBT_ERR_INVAL);
     assert_int_equal(cbt_event_type_register("", &bi), CBT_ERR_INVAL);
@@ -281,6 +441,90 @@ static void type_register(void **state)
     const tu_event *e = tu_event_find(a, "reg-sess", 0);
     assert_non_null(e);
     assert_int_equal(e->type, a);
+    tu_stop();
+}
+
+/* A user subscriber that wants only the L1 / controller types. */
+static int g_l1_seen, g_other_seen;
+static int64_t g_l1_keys;
+static cbt_status l1_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx, (void)t;
+    if (ev->type == CBT_EV_L1_READ_RESERVED)
+        g_l1_keys = cbt_event_get_i64(ev, tu_name("key_count"), -1);
+    if (ev->type == CBT_EV_L1_READ_RESERVED || ev->type == CBT_EV_L1_EVICTION_LOOP_TICK ||
+        ev->type == CBT_EV_L2_PREFETCH_FAILED)
+        g_l1_seen++;
+    else
+        g_other_seen++;
+    return CBT_OK;
+}
+
+/* Types no builder uses are accepted by cbt_publish and reach the user
+ * subscribers that want them; the MP builder ignores them (no span, no error
+ * counted) and still builds the request tree around them (the registry
+ * example: l1.read under request). */
+static void unbuilt_types_dispatched(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_subscriber sub;
+    cbt_subscriber_init(&sub, "l1-user", NULL, l1_on_event, NULL, NULL);
+    cbt_event_type l1 = 0;
+    assert_int_equal(cbt_event_type_by_name("l1.read.reserved", &l1), CBT_OK);
+    cbt_subscriber_want(&sub, l1);
+    cbt_subscriber_want(&sub, CBT_EV_L1_EVICTION_LOOP_TICK);
+    cbt_subscriber_want(&sub, CBT_EV_L2_PREFETCH_FAILED);
+    assert_int_equal(cbt_add_subscriber(&sub), CBT_OK);
+    g_l1_seen = g_other_seen = 0;
+    g_l1_keys = 0;
+
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
+    cbt_mp_stats s0 = CBT_STRUCT_INIT(cbt_mp_stats);
+    assert_int_equal(cbt_mp_stats_get(NULL, &s0), CBT_OK);
+
+    cbt_event ev;
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_MP_REQUEST_START, "l1-req"), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    assert_int_equal(cbt_event_init(&ev, l1, "l1-req"), CBT_OK);
+    assert_int_equal(cbt_event_i64(&ev, tu_name("key_count"), 4), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_L1_EVICTION_LOOP_TICK, NULL), CBT_OK);
+    assert_int_equal(cbt_event_bool(&ev, tu_name("triggered"), false), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_L2_PREFETCH_FAILED, NULL), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    /* not wanted by the user subscriber: not delivered to it */
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_SM_CAPACITY_CHANGED, NULL), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_MP_REQUEST_END, "l1-req"), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    tu_flush();
+
+    assert_int_equal(g_l1_seen, 3);
+    assert_int_equal(g_other_seen, 0);
+    const tu_event *e = tu_event_find(l1, "l1-req", 0);
+    assert_non_null(e);
+    assert_int_equal(g_l1_keys, 4);
+    assert_non_null(tu_event_find(CBT_EV_SM_CAPACITY_CHANGED, "", 0));
+
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_metrics_get(&m1), CBT_OK);
+    assert_true(m1.published - m0.published == 6);
+    assert_true(m1.rejected == m0.rejected);
+    assert_true(m1.subscriber_errors == m0.subscriber_errors);
+    cbt_mp_stats s1 = CBT_STRUCT_INIT(cbt_mp_stats);
+    assert_int_equal(cbt_mp_stats_get(NULL, &s1), CBT_OK);
+    assert_true(s1.roots_opened - s0.roots_opened == 1);
+    assert_true(s1.roots_closed - s0.roots_closed == 1);
+    assert_true(s1.children_opened == s0.children_opened);
+    assert_true(s1.unmatched_end == s0.unmatched_end);
+    /* the request root and nothing else for it */
+    const cbt_span *root = tu_find("request", "l1-req", 0);
+    assert_non_null(root);
+    assert_true(tu_is_root(root));
+    assert_int_equal(tu_span_count(), 1);
     tu_stop();
 }
 
@@ -427,7 +671,10 @@ int main(void)
         cmocka_unit_test(metadata_overwrite),
         cmocka_unit_test(metadata_limits),
         cmocka_unit_test(builtin_type_names),
+        cmocka_unit_test(lmcache_values_map),
+        cmocka_unit_test(unknown_names_refused),
         cmocka_unit_test(type_register),
+        cmocka_unit_test(unbuilt_types_dispatched),
         cmocka_unit_test(intern_basics),
         cmocka_unit_test(intern_concurrent),
     };

@@ -223,7 +223,7 @@ static void mp_request(void **state)
     assert_int_equal(st->end_tid, me);
     assert_int_equal(req->end_tid, me);
 
-    const nvtx_log_mark *m = mark_named("MP_STORE_SUBMITTED m1");
+    const nvtx_log_mark *m = mark_named("mp.store.submitted m1");
     assert_non_null(m);
     assert_int_equal(m->category, 1);
     assert_ptr_equal(m->domain, cbt_domain());
@@ -279,8 +279,8 @@ static void cb_request(void **state)
         const nvtx_log_range *r = one_range(ops[i].msg, 2);
         assert_nested(req, r);
     }
-    const char *marks[] = {"CB_RETRIEVE_SUBMITTED c1", "L2_LOAD_TASK_SUBMITTED c1",
-                           "CB_RETRIEVE_NOOP c1"};
+    const char *marks[] = {"cb.retrieve.submitted c1", "l2.load_task.submitted c1",
+                           "cb.retrieve.noop c1"};
     for (size_t i = 0; i < 3; i++) {
         const nvtx_log_mark *m = mark_named(marks[i]);
         if (!m)
@@ -288,10 +288,10 @@ static void cb_request(void **state)
         assert_int_equal(m->category, 2);
         assert_int_equal(m->message_type, NVTX_MESSAGE_TYPE_ASCII);
     }
-    const nvtx_log_mark *ev = mark_named("CB_CHUNKS_EVICTED");
+    const nvtx_log_mark *ev = mark_named("cb.chunks.evicted");
     assert_non_null(ev);
     assert_int_equal(ev->message_type, NVTX_MESSAGE_TYPE_REGISTERED);
-    assert_true(has_string("CB_CHUNKS_EVICTED"));
+    assert_true(has_string("cb.chunks.evicted"));
     tu_stop();
 }
 

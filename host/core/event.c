@@ -12,12 +12,107 @@
 #include "cbt/event.h"
 #include "internal/tracer.h"
 
-static const char *const g_builtin_names[CBT_EV_BUILTIN_COUNT_] = {
+/* The old cbt names (the enum suffixes, also LMCache's EventType member
+ * names): aliases, accepted by cbt_event_type_by_name and _register. */
+static const char *const g_builtin_aliases[CBT_EV_BUILTIN_COUNT_] = {
     NULL,
 #define CBT_EV_STR_(n) #n,
     CBT_BUILTIN_EVENTS(CBT_EV_STR_)
 #undef CBT_EV_STR_
 };
+
+/* The names: LMCache 0.5.6's event values (docs/lmcache-0.5.6.md §1, §7);
+ * "cbt." for the types only cbt has. tests/test_events.c checks that every
+ * built-in has one and that every 0.5.6 value maps here. */
+#define V_(n, v) [CBT_EV_##n] = v,
+static const char *const g_builtin_names[CBT_EV_BUILTIN_COUNT_] = {
+    /* MP server */
+    V_(MP_REQUEST_START, "mp.request.start")
+    V_(MP_REQUEST_END, "mp.request.end")
+    V_(MP_LOOKUP_PREFETCH_START, "mp.lookup_prefetch.start")
+    V_(MP_LOOKUP_PREFETCH_END, "mp.lookup_prefetch.end")
+    V_(MP_LOOKUP, "mp.lookup")
+    V_(MP_STORE_SUBMITTED, "mp.store.submitted")
+    V_(MP_STORE_START, "mp.store.start")
+    V_(MP_STORE_END, "mp.store.end")
+    V_(MP_RETRIEVE_SUBMITTED, "mp.retrieve.submitted")
+    V_(MP_RETRIEVE_START, "mp.retrieve.start")
+    V_(MP_RETRIEVE_END, "mp.retrieve.end")
+    V_(MP_VLLM_END_SESSION, "mp.vllm.end_session")
+    V_(MP_VLLM_BLOCK_ALLOCATION, "mp.vllm.block_allocation")
+    V_(MP_TOKENS, "mp.tokens")
+    V_(MP_TRANSFER_PHASE_SAMPLES, "mp.transfer.phase_samples")
+    /* CacheBlend server */
+    V_(CB_REQUEST_START, "cb.request.start")
+    V_(CB_REQUEST_END, "cb.request.end")
+    V_(CB_LOOKUP_START, "cb.lookup.start")
+    V_(CB_LOOKUP_END, "cb.lookup.end")
+    V_(CB_PREFIX_LOOKUP_START, "cb.prefix_lookup.start")
+    V_(CB_PREFIX_LOOKUP_END, "cb.prefix_lookup.end")
+    V_(CB_FINGERPRINT_MATCH_START, "cb.fingerprint_match.start")
+    V_(CB_FINGERPRINT_MATCH_END, "cb.fingerprint_match.end")
+    V_(CB_COORDINATOR_MATCH_START, "cb.coordinator_match.start")
+    V_(CB_COORDINATOR_MATCH_END, "cb.coordinator_match.end")
+    V_(CB_SPARSE_PREFETCH_START, "cb.sparse_prefetch.start")
+    V_(CB_SPARSE_PREFETCH_END, "cb.sparse_prefetch.end")
+    V_(CB_RETRIEVE_SUBMITTED, "cb.retrieve.submitted")
+    V_(CB_RETRIEVE_START, "cb.retrieve.start")
+    V_(CB_RETRIEVE_END, "cb.retrieve.end")
+    V_(CB_SCATTER_START, "cb.scatter.start")
+    V_(CB_SCATTER_END, "cb.scatter.end")
+    V_(CB_RETRIEVE_NOOP, "cb.retrieve.noop")
+    V_(CB_FINGERPRINTS_REGISTERED, "cb.fingerprints.registered")
+    V_(CB_CHUNKS_EVICTED, "cb.chunks.evicted")
+    /* L1 */
+    V_(L1_READ_RESERVED, "l1.read.reserved")
+    V_(L1_READ_FINISHED, "l1.read.finished")
+    V_(L1_WRITE_RESERVED, "l1.write.reserved")
+    V_(L1_WRITE_FINISHED, "l1.write.finished")
+    V_(L1_WRITE_FINISHED_AND_READ_RESERVED, "l1.write_finished_and_read_reserved")
+    V_(L1_KEYS_EVICTED, "l1.keys.evicted")
+    V_(L1_KEYS_ACCESSED, "l1.keys.accessed")
+    V_(L1_EVICTION_LOOP_TICK, "l1.eviction.loop_tick")
+    V_(L1_ALLOCATION_FAILED, "l1.allocation.failed")
+    V_(L1_READ_FAILED, "l1.read.failed")
+    /* StorageManager */
+    V_(SM_READ_PREFETCHED_FINISHED, "sm.read.prefetched_finished")
+    V_(SM_WRITE_RESERVED, "sm.write.reserved")
+    V_(SM_WRITE_FINISHED, "sm.write.finished")
+    V_(SM_CAPACITY_CHANGED, "sm.capacity.changed")
+    /* L2 */
+    V_(L2_STORE_SUBMITTED, "l2.store.submitted")
+    V_(L2_STORE_COMPLETED, "l2.store.completed")
+    V_(L2_PREFETCH_LOOKUP_SUBMITTED, "l2.prefetch.lookup.submitted")
+    V_(L2_PREFETCH_LOAD_SUBMITTED, "l2.prefetch.load.submitted")
+    V_(L2_PREFETCH_LOAD_COMPLETED, "l2.prefetch.load.completed")
+    V_(L2_LOAD_TASK_SUBMITTED, "l2.load_task.submitted")
+    V_(L2_LOAD_TASK_COMPLETED, "l2.load_task.completed")
+    V_(L2_KEYS_EVICTED, "l2.keys.evicted")
+    V_(L2_KEYS_STORED, "l2.keys.stored")
+    V_(L2_KEYS_ACCESSED, "l2.keys.accessed")
+    V_(L2_KEYS_DELETED, "l2.keys.deleted")
+    V_(L2_PREFETCH_FAILED, "l2.prefetch.failed")
+    /* timeout, trace recording */
+    V_(TIMEOUT_RAISED, "timeout.raised")
+    V_(TRACE_CALL, "trace.call")
+    /* cbt's own */
+    V_(CB_CLASSIFY_START, "cbt.cb.classify.start")
+    V_(CB_CLASSIFY_END, "cbt.cb.classify.end")
+    V_(KERNEL_LAUNCH, "cbt.kernel.launch")
+    V_(SPAN_BEGIN, "cbt.span.begin")
+    V_(SPAN_END, "cbt.span.end")
+};
+#undef V_
+
+/* The built-in named `name` (its value or its alias), or CBT_EV_INVALID. */
+static cbt_event_type builtin_by_name(const char *name)
+{
+    for (uint32_t i = 1; i < CBT_EV_BUILTIN_COUNT_; i++)
+        if ((g_builtin_names[i] && strcmp(g_builtin_names[i], name) == 0) ||
+            strcmp(g_builtin_aliases[i], name) == 0)
+            return (cbt_event_type)i;
+    return CBT_EV_INVALID;
+}
 
 static struct {
     pthread_mutex_t lock;
@@ -158,15 +253,38 @@ const char *cbt_event_type_name(cbt_event_type type)
     return cbt_name_str(g_types.names[type]);
 }
 
+cbt_status cbt_event_type_by_name(const char *name, cbt_event_type *out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    *out = CBT_EV_INVALID;
+    if (!name)
+        return CBT_ERR_INVAL;
+    cbt_event_type bi = builtin_by_name(name);
+    if (bi != CBT_EV_INVALID) {
+        *out = bi;
+        return CBT_OK;
+    }
+    /* acquire: entries below count are filled (release in _register) */
+    uint32_t count = atomic_load_explicit(&g_types.count, memory_order_acquire);
+    for (uint32_t i = CBT_EV_BUILTIN_COUNT_; i < count; i++) {
+        const char *s = cbt_name_str(g_types.names[i]);
+        if (s && strcmp(s, name) == 0) {
+            *out = (cbt_event_type)i;
+            return CBT_OK;
+        }
+    }
+    return CBT_ERR_UNKNOWN_EVENT;
+}
+
 cbt_status cbt_event_type_register(const char *name, cbt_event_type *out)
 {
     if (!name || !*name || !out)
         return CBT_ERR_INVAL;
-    for (uint32_t i = 1; i < CBT_EV_BUILTIN_COUNT_; i++) {
-        if (strcmp(g_builtin_names[i], name) == 0) {
-            *out = (cbt_event_type)i;
-            return CBT_OK;
-        }
+    cbt_event_type bi = builtin_by_name(name);
+    if (bi != CBT_EV_INVALID) {
+        *out = bi;
+        return CBT_OK;
     }
     cbt_name n;
     cbt_status st = cbt_intern(name, &n);

@@ -6,16 +6,19 @@
  * caller's stack, published by copy, and turned into spans later on the
  * harvester thread (see cbt.h and docs/architecture.md).
  *
- * The event types are those the LMCache seeds name (MP path, CacheBlend path,
- * L2 loads). Programs may register more at start-up (cbt_event_type_register)
- * for subscribers of their own, as the seed's l1.read example does.
+ * The event types are every EventType of LMCache 0.5.6 (MP, CacheBlend, L1,
+ * StorageManager, L2, timeout, trace recording) plus a few of cbt's own.
+ * Builders use only some of them; the others are accepted by cbt_publish and
+ * reach the subscribers that ask for them (the registry example's l1.read).
+ * Programs may register more at start-up (cbt_event_type_register).
  *
  * CBT_DISABLE (defined before the first cbt include): the types and constants
  * stay defined and every call is a static inline no-op referencing no cbt
  * symbol: cbt_event_init() zeroes the event (type set, no session), the
  * setters store nothing and return CBT_OK, cbt_meta_*() give an empty value
  * (CBT_META_NONE), lookups find nothing (NULL, `dflt`, "", false), and
- * cbt_event_type_register() hands out CBT_EV_INVALID.
+ * cbt_event_type_register() hands out CBT_EV_INVALID, cbt_event_type_by_name()
+ * finds nothing (CBT_ERR_UNKNOWN_EVENT, CBT_EV_INVALID).
  */
 #ifndef CBT_EVENT_H
 #define CBT_EVENT_H
@@ -37,7 +40,27 @@ extern "C" {
 #define CBT_META_STR_MAX 16     /* bytes of a string value, including NUL */
 #define CBT_EVENT_TYPES_MAX 256 /* built-in plus registered types */
 
-/* X(enum suffix). The string name is the suffix itself. Order is ABI. */
+/* X(enum suffix). Order is ABI: append only, never renumber.
+ *
+ * Names. A built-in type's name (cbt_event_type_name) is LMCache's event
+ * value, the string LMCache puts on the wire (lmcache 0.5.6,
+ * lmcache/v1/mp_observability/event.py; docs/lmcache-0.5.6.md §7):
+ *
+ *   CBT_EV_<SUFFIX>            name (LMCache value)      alias (old cbt name)
+ *   CBT_EV_MP_STORE_START      "mp.store.start"          "MP_STORE_START"
+ *   CBT_EV_CB_LOOKUP_END       "cb.lookup.end"           "CB_LOOKUP_END"
+ *   CBT_EV_L1_READ_RESERVED    "l1.read.reserved"        "L1_READ_RESERVED"
+ *   CBT_EV_L1_WRITE_FINISHED_AND_READ_RESERVED
+ *                              "l1.write_finished_and_read_reserved"
+ *   CBT_EV_MP_TRANSFER_PHASE_SAMPLES "mp.transfer.phase_samples"
+ *   ... (all 63 LMCache types; the table is in host/core/event.c)
+ *
+ * The suffix, which is also LMCache's EventType member name (MP_STORE_START),
+ * was cbt's name before; it stays an alias: cbt_event_type_by_name and
+ * cbt_event_type_register accept it and give the same type. The types only
+ * cbt has are named with a "cbt." prefix, which no LMCache value uses:
+ * CB_CLASSIFY_START/END "cbt.cb.classify.start"/".end", KERNEL_LAUNCH
+ * "cbt.kernel.launch", SPAN_BEGIN/END "cbt.span.begin"/"cbt.span.end". */
 #define CBT_BUILTIN_EVENTS(X)                                        \
     /* MP server path (request-event-span seed) */                    \
     X(MP_REQUEST_START) X(MP_REQUEST_END)                             \
@@ -60,7 +83,25 @@ extern "C" {
     /* kernel launches (cbt_launch_begin; cbt/kernel.h) */            \
     X(KERNEL_LAUNCH)                                                  \
     /* spans a process opens itself (cbt/pspan.h) */                  \
-    X(SPAN_BEGIN) X(SPAN_END)
+    X(SPAN_BEGIN) X(SPAN_END)                                         \
+    /* appended: the rest of LMCache 0.5.6's EventType (no builder    \
+     * uses them; they reach the subscribers that want them) */       \
+    X(MP_LOOKUP) X(MP_VLLM_END_SESSION) X(MP_VLLM_BLOCK_ALLOCATION)   \
+    X(MP_TOKENS) X(MP_TRANSFER_PHASE_SAMPLES)                         \
+    X(CB_PREFIX_LOOKUP_START) X(CB_PREFIX_LOOKUP_END)                 \
+    X(L1_READ_RESERVED) X(L1_READ_FINISHED)                           \
+    X(L1_WRITE_RESERVED) X(L1_WRITE_FINISHED)                         \
+    X(L1_WRITE_FINISHED_AND_READ_RESERVED)                            \
+    X(L1_KEYS_EVICTED) X(L1_KEYS_ACCESSED)                            \
+    X(L1_EVICTION_LOOP_TICK) X(L1_ALLOCATION_FAILED) X(L1_READ_FAILED) \
+    X(SM_READ_PREFETCHED_FINISHED) X(SM_WRITE_RESERVED)               \
+    X(SM_WRITE_FINISHED) X(SM_CAPACITY_CHANGED)                       \
+    X(L2_STORE_SUBMITTED) X(L2_STORE_COMPLETED)                       \
+    X(L2_PREFETCH_LOOKUP_SUBMITTED) X(L2_PREFETCH_LOAD_SUBMITTED)     \
+    X(L2_PREFETCH_LOAD_COMPLETED)                                     \
+    X(L2_KEYS_EVICTED) X(L2_KEYS_STORED) X(L2_KEYS_ACCESSED)          \
+    X(L2_KEYS_DELETED) X(L2_PREFETCH_FAILED)                          \
+    X(TIMEOUT_RAISED) X(TRACE_CALL)
 
 typedef uint16_t cbt_event_type;
 
@@ -239,6 +280,13 @@ static inline bool cbt_event_type_valid(cbt_event_type type)
     (void)type;
     return false;
 }
+static inline cbt_status cbt_event_type_by_name(const char *name, cbt_event_type *out)
+{
+    (void)name;
+    if (out)
+        *out = CBT_EV_INVALID;
+    return CBT_ERR_UNKNOWN_EVENT;
+}
 static inline cbt_status cbt_event_type_register(const char *name, cbt_event_type *out)
 {
     (void)name;
@@ -285,14 +333,23 @@ CBT_API const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
  * an integer. */
 CBT_API int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
 
-/* "MP_STORE_START", a registered name, or NULL for an unknown type. */
+/* A built-in type's name, its LMCache value ("mp.store.start"; "cbt.*" for
+ * cbt's own types), a registered type's name as registered, or NULL for an
+ * unknown type. Lock-free. */
 CBT_API const char *cbt_event_type_name(cbt_event_type type);
+
+/* The type named `name`: a built-in's LMCache value ("cb.lookup.end"), its
+ * alias ("CB_LOOKUP_END"), or a registered name. CBT_OK and *out set;
+ * CBT_ERR_UNKNOWN_EVENT (and *out = CBT_EV_INVALID) for a name no type has;
+ * CBT_ERR_INVAL when `name` or `out` is NULL. Registers nothing. Lock-free. */
+CBT_API cbt_status cbt_event_type_by_name(const char *name, cbt_event_type *out);
 
 /* Whether `type` is built in or registered. Lock-free. */
 CBT_API bool cbt_event_type_valid(cbt_event_type type);
 
-/* Register a program-defined event type (e.g. "L1_READ_RESERVED"). Returns
- * the same id for the same name. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
+/* Register a program-defined event type (e.g. "MY_APP_EVENT"). Returns
+ * the same id for the same name; a built-in's name or alias
+ * ("l1.read.reserved", "L1_READ_RESERVED") returns the built-in. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
  * Thread-safe; call at start-up. */
 CBT_API cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
 
