@@ -298,16 +298,20 @@ static void progress(uint32_t done, uint32_t total)
 
 /* Sinks besides the in-memory one: the trace file, the span file, and with
  * --enable-tracing the OTLP exporter configured from the environment. */
-/* The spans the demo's in-memory sink holds, saying on stderr when it had to
- * drop some (the printed trees are then incomplete; the files are not). */
-static uint32_t memsink_spans(cbt_memsink *mem)
+/* A copy of the spans the demo's in-memory sink holds (*n of them; NULL when
+ * the copy cannot be allocated), saying on stderr when the sink had to drop
+ * some (the printed trees are then incomplete; the files are not). */
+static cbt_span *memsink_copy(cbt_memsink *mem, uint32_t *n)
 {
-    uint32_t n = cbt_memsink_count(mem);
+    *n = cbt_memsink_count(mem);
     if (cbt_memsink_dropped(mem))
         fprintf(stderr, "cbt demo: the in-memory sink held %u spans and dropped %llu: the trees "
                         "below are incomplete (the span and trace files are not)\n",
-                n, (unsigned long long)cbt_memsink_dropped(mem));
-    return n;
+                *n, (unsigned long long)cbt_memsink_dropped(mem));
+    cbt_span *spans = calloc(*n ? *n : 1, sizeof *spans);
+    for (uint32_t i = 0; spans && i < *n; i++)
+        cbt_memsink_get(mem, i, &spans[i]);
+    return spans;
 }
 
 static int add_sinks(const cbt_demo_opts *o, void **otlp)
@@ -527,10 +531,8 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
 #endif
     cbt_shutdown();
 
-    uint32_t n = memsink_spans(mem);
-    cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
-    for (uint32_t i = 0; spans && i < n; i++)
-        cbt_memsink_get(mem, i, &spans[i]);
+    uint32_t n;
+    cbt_span *spans = memsink_copy(mem, &n);
     if (spans && o->slowest) {
         fprintf(out, "The %u slowest CacheBlend requests, end to end:\n", o->slowest);
         cbt_waterfall_print(out, spans, n, o->slowest, 40);
@@ -684,10 +686,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
 #endif
     cbt_shutdown(); /* ends anything still open; closes the files */
 
-    uint32_t n = memsink_spans(mem);
-    cbt_span *spans = calloc(n ? n : 1, sizeof *spans);
-    for (uint32_t i = 0; spans && i < n; i++)
-        cbt_memsink_get(mem, i, &spans[i]);
+    uint32_t n;
+    cbt_span *spans = memsink_copy(mem, &n);
     if (spans && o->slowest) {
         fprintf(out, "The %u slowest requests, end to end:\n", o->slowest);
         cbt_waterfall_print(out, spans, n, o->slowest, 40);
