@@ -216,6 +216,11 @@ static void test_event_h(void)
     CHECK(cbt_event_trace_of(&e) == NULL); /* nothing was attached */
     CHECK(cbt_event_find(&e, CBT_N_HIT_TOKENS) == NULL);
     CHECK(cbt_event_get_i64(&e, CBT_N_HIT_TOKENS, -3) == -3);
+    {
+        size_t sl = 9;
+        CHECK(cbt_event_get_str(&e, CBT_N_MODEL, &sl) == NULL && sl == 0);
+        CHECK(cbt_event_meta_str(&e, NULL, &sl) == NULL && sl == 0);
+    }
 
     cbt_meta m = cbt_meta_i64(CBT_N_N_POLLS, 3);
     CHECK(m.key == CBT_N_N_POLLS && m.type == CBT_META_NONE && m.v.i64 == 0);

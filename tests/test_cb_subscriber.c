@@ -533,9 +533,9 @@ static void point_events_appear(void **state)
     tu_flush();
     const cbt_span *root = check_cb_root(sid);
 
-    const cbt_span *fr = tu_need_span("cb.fingerprints_registered", sid, 0);
-    const cbt_span *ce = tu_need_span("cb.chunks_evicted", sid, 0);
-    const cbt_span *no = tu_need_span("cb.retrieve_noop", sid, 0);
+    const cbt_span *fr = tu_need_span("cb.fingerprints.registered", sid, 0);
+    const cbt_span *ce = tu_need_span("cb.chunks.evicted", sid, 0);
+    const cbt_span *no = tu_need_span("cb.retrieve.noop", sid, 0);
     const cbt_span *pts[] = {fr, ce, no};
     const cbt_event_type tys[] = {CBT_EV_CB_FINGERPRINTS_REGISTERED, CBT_EV_CB_CHUNKS_EVICTED,
                                   CBT_EV_CB_RETRIEVE_NOOP};
@@ -549,10 +549,10 @@ static void point_events_appear(void **state)
     assert_int_equal(tu_attr_i64(ce, "chunks"), 2);
     assert_str_attr(no, "reason", "no_match");
 
-    assert_int_equal(tu_count("cb.chunks_evicted", NULL), 2);
-    const cbt_span *g = tu_find("cb.chunks_evicted", NULL, 0);
+    assert_int_equal(tu_count("cb.chunks.evicted", NULL), 2);
+    const cbt_span *g = tu_find("cb.chunks.evicted", NULL, 0);
     if (g == ce)
-        g = tu_find("cb.chunks_evicted", NULL, 1);
+        g = tu_find("cb.chunks.evicted", NULL, 1);
     assert_true(tu_is_root(g));
     assert_int_equal(tu_attr_i64(g, "chunks"), 7);
     assert_int_equal(g->end_ns, g->start_ns);

@@ -237,6 +237,23 @@ int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt)
     return dflt;
 }
 
+const char *cbt_event_meta_str(const cbt_event *ev, const cbt_meta *m, size_t *len)
+{
+    if (!ev || !m || m->type != CBT_META_STR) {
+        if (len)
+            *len = 0;
+        return NULL;
+    }
+    if (len)
+        *len = m->len;
+    return m->v.str;
+}
+
+const char *cbt_event_get_str(const cbt_event *ev, cbt_name key, size_t *len)
+{
+    return cbt_event_meta_str(ev, ev ? cbt_event_find(ev, key) : NULL, len);
+}
+
 bool cbt_event_type_valid(cbt_event_type type)
 {
     /* acquire: pairs with the release store in cbt_event_type_register */

@@ -270,6 +270,20 @@ static inline int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64
     (void)ev, (void)key;
     return dflt;
 }
+static inline const char *cbt_event_meta_str(const cbt_event *ev, const cbt_meta *m, size_t *len)
+{
+    (void)ev, (void)m;
+    if (len)
+        *len = 0;
+    return NULL;
+}
+static inline const char *cbt_event_get_str(const cbt_event *ev, cbt_name key, size_t *len)
+{
+    (void)ev, (void)key;
+    if (len)
+        *len = 0;
+    return NULL;
+}
 static inline const char *cbt_event_type_name(cbt_event_type type)
 {
     (void)type;
@@ -332,6 +346,16 @@ CBT_API const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
 /* Integer value of `key` (bool counts as 0/1), or `dflt` when absent or not
  * an integer. */
 CBT_API int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
+
+/* The string held by `m` (one of ev's values) and its length in *len (may
+ * be NULL); NULL (and *len 0) when `m` is not a string. Strings are
+ * NUL-terminated. Use this rather than reading the union: where the bytes
+ * live is the event's business. */
+CBT_API const char *cbt_event_meta_str(const cbt_event *ev, const cbt_meta *m, size_t *len);
+
+/* The string stored under `key`, or NULL (and *len 0) when absent or not a
+ * string. */
+CBT_API const char *cbt_event_get_str(const cbt_event *ev, cbt_name key, size_t *len);
 
 /* A built-in type's name, its LMCache value ("mp.store.start"; "cbt.*" for
  * cbt's own types), a registered type's name as registered, or NULL for an

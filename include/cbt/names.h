@@ -82,9 +82,9 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(CB_COORDINATOR_MATCH, "cb.coordinator_match")                \
     X(CB_SPARSE_PREFETCH, "cb.sparse_prefetch")                    \
     X(CB_CLASSIFY, "cb.classify")                                  \
-    X(CB_FINGERPRINTS_REGISTERED, "cb.fingerprints_registered")    \
-    X(CB_CHUNKS_EVICTED, "cb.chunks_evicted")                      \
-    X(CB_RETRIEVE_NOOP, "cb.retrieve_noop")                        \
+    X(CB_FINGERPRINTS_REGISTERED, "cb.fingerprints.registered")    \
+    X(CB_CHUNKS_EVICTED, "cb.chunks.evicted")                      \
+    X(CB_RETRIEVE_NOOP, "cb.retrieve.noop")                        \
     X(REQUEST_ID, "request_id")                                    \
     X(PREFIX_COVERAGE_TOKENS, "prefix_coverage_tokens")            \
     X(FINGERPRINT_HITS, "fingerprint_hits")                        \
@@ -120,7 +120,47 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(COUNT, "count")                                              \
     X(SUCCESS, "success")                                          \
     X(ERROR, "error")                                              \
-    X(EXCEPTION, "exception")
+    X(EXCEPTION, "exception")                                      \
+    /* LMCache 0.5.6 spans and attributes (docs/lmcache-0.5.6.md) */ \
+    X(CB_PREFIX_LOOKUP, "cb.prefix_lookup")                        \
+    X(TIMEOUT, "timeout")                                          \
+    X(TRANSFER_KERNEL_INTERVAL, "transfer.kernel_interval")        \
+    X(TRANSFER_STAGING, "transfer.staging")                        \
+    X(L1_HIT_TOKENS, "l1_hit_tokens")                              \
+    X(L2_HIT_TOKENS, "l2_hit_tokens")                              \
+    X(L1_HIT_RATE, "l1_hit_rate")                                  \
+    X(L2_HIT_RATE, "l2_hit_rate")                                  \
+    X(L1_HIT_KEYS, "l1_hit_keys")                                  \
+    X(L2_HIT_KEYS, "l2_hit_keys")                                  \
+    X(EARLY_EXIT_REASON, "early_exit_reason")                      \
+    X(SEGMENTED_PREFIX_HIT_TOKENS, "segmented_prefix_hit_tokens")  \
+    X(PREFIX_HIT_RATE, "prefix_hit_rate")                          \
+    X(SEGMENTED_PREFIX_HIT_RATE, "segmented_prefix_hit_rate")      \
+    X(NON_PREFIX_HIT_RATE, "non_prefix_hit_rate")                  \
+    X(TRANSFER_KEY, "transfer_key")                                \
+    X(MESSAGE, "message")                                          \
+    X(EXCEPTION_TYPE, "exception_type")                            \
+    X(STACKTRACE, "stacktrace")                                    \
+    X(EXC_TYPE, "exception.type")                                  \
+    X(EXC_MESSAGE, "exception.message")                            \
+    X(EXC_STACKTRACE, "exception.stacktrace")                      \
+    X(PHASE, "phase")                                              \
+    X(DIRECTION, "direction")                                      \
+    X(DEVICE_INDEX, "device_index")                                \
+    X(ELAPSED_MS, "elapsed_ms")                                    \
+    X(NBYTES, "nbytes")                                            \
+    X(START_TIME_S, "start_time_s")                                \
+    X(END_TIME_S, "end_time_s")                                    \
+    X(ENDED_TRANSFER_KEY, "ended_transfer_key")                    \
+    X(NUM_STEPS, "num_steps")                                      \
+    X(ELAPSED_SECONDS, "elapsed_seconds")                          \
+    X(FIRST_START_S, "first_start_s")                              \
+    X(LAST_END_S, "last_end_s")                                    \
+    X(THROUGHPUT_GBPS, "throughput_GB_per_second")                 \
+    X(NUM_CHUNKS, "num_chunks")                                    \
+    X(GPU_TAIL_NS, "cbt.gpu_tail_ns")                              \
+    X(EVICTED, "cbt.evicted")                                      \
+    X(LATE, "cbt.late")
 
 enum {
     CBT_N_NONE_ = 0,
