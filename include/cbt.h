@@ -162,9 +162,15 @@ typedef struct cbt_config {
     uint32_t cuda_ring_capacity; /* records in the device ring, power of two; 0 = none */
     uint32_t ring_placement;     /* cbt_ring_placement of the device ring */
     uint32_t reserved;           /* must be zero (cbt_config_default() zeroes it) */
+    /* version 2: the MP subscriber's request-tree options (cbt/request_tree.h;
+     * 0 = the environment's, else the default) */
+    uint32_t mp_root_end;        /* cbt_root_end (CBT_MP_ROOT_END) */
+    uint32_t session_idle_ms;    /* idle bound (CBT_SESSION_IDLE_MS); CBT_TREE_OFF: never */
+    uint32_t late_grace_ms;      /* late-children window (CBT_LATE_GRACE_MS); CBT_TREE_OFF: none */
+    uint32_t reserved2;          /* must be zero */
 } cbt_config;
-#define CBT_CONFIG_VERSION 1u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved);
+#define CBT_CONFIG_VERSION 2u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved2);
 
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {

@@ -352,6 +352,18 @@ static void test_subscribers(void)
     memset(&sub, 0xff, sizeof sub); /* the entry point writes nothing: the wrapper's is empty */
     CHECK(cbt_mp_subscriber_create_into(0, &sub) == CBT_OK && all_ff(&sub, sizeof sub));
 
+    cbt_tree_options to = CBT_STRUCT_INIT(cbt_tree_options);
+    to.root_end = CBT_ROOT_END_TRANSFER;
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_mp_subscriber_create_opts(&to, &sub) == CBT_OK && sub.on_event == NULL &&
+          sub.version == CBT_SUBSCRIBER_VERSION);
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_mp_subscriber_create_opts_into(&to, &sub) == CBT_OK && all_ff(&sub, sizeof sub));
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_cb_subscriber_create_opts(&to, &sub) == CBT_OK && sub.on_event == NULL);
+    memset(&sub, 0xff, sizeof sub);
+    CHECK(cbt_cb_subscriber_create_opts_into(NULL, &sub) == CBT_OK && all_ff(&sub, sizeof sub));
+
     memset(&sub, 0xff, sizeof sub);
     CHECK(cbt_cb_subscriber_create(16, &sub) == CBT_OK);
     CHECK(sub.version == CBT_SUBSCRIBER_VERSION && sub.on_event == NULL);

@@ -78,6 +78,18 @@ static const cbt_span *check_cb_root(const char *sid)
                       tu_event_ts(CBT_EV_CB_REQUEST_END, sid, 0));
 }
 
+/* A deferred root: it ends at the last CB_RETRIEVE_END (the nth), not at
+ * CB_REQUEST_END (the V3 rule; docs/spans.md). */
+static const cbt_span *check_cb_root_deferred(const char *sid, uint32_t last_retrieve_end)
+{
+    const cbt_span *r = check_root(sid, tu_event_ts(CBT_EV_CB_REQUEST_START, sid, 0),
+                                   tu_event_ts(CBT_EV_CB_RETRIEVE_END, sid, last_retrieve_end));
+    int64_t tail = (int64_t)(tu_event_ts(CBT_EV_CB_RETRIEVE_END, sid, last_retrieve_end) -
+                             tu_event_ts(CBT_EV_CB_REQUEST_END, sid, 0));
+    assert_int_equal(tu_attr_i64(r, "cbt.gpu_tail_ns"), tail);
+    return r;
+}
+
 /* The nth `name` span of `sid`: a complete child of `parent` timed by its
  * START/END events. */
 static const cbt_span *check_child(const char *name, const char *sid, uint32_t nth,
@@ -144,22 +156,32 @@ static void root_on_request_start_not_before(void **state)
     pub(NULL, CBT_EV_CB_RETRIEVE_SUBMITTED, sid, NULL);
     pub(NULL, CBT_EV_CB_RETRIEVE_NOOP, sid, NULL);
     tu_flush();
-    assert_int_equal(tu_span_count(), 0);
+    /* no root: as LMCache 0.5.6 does, each is a root of its own, here in the
+     * trace derived from the request id; counted as no_root */
+    assert_int_equal(tu_span_count(), 2);
+    const cbt_span *lone = tu_need_span("cb.lookup", sid, 0);
+    assert_true(tu_is_root(lone));
+    uint8_t want_trace[16];
+    cbt_trace_id_from_request(sid, strlen(sid), want_trace);
+    assert_memory_equal(lone->ctx.trace_id, want_trace, 16);
+    assert_true(tu_is_root(tu_need_span("cb.retrieve.noop", sid, 0)));
     cbt_cb_stats st = cb_stats();
     assert_int_equal(st.roots_opened, 0);
-    assert_int_equal(st.no_root, 4);
-    assert_int_equal(st.sessions_open, 0);
+    assert_int_equal(st.no_root, 2);
+    assert_int_equal(st.sessions_open, 1); /* the submitted retrieve is pending */
 
     pub(NULL, CBT_EV_CB_REQUEST_START, sid, NULL);
     tu_flush();
     st = cb_stats();
     assert_int_equal(st.roots_opened, 1);
     assert_int_equal(st.sessions_open, 1);
-    assert_int_equal(tu_span_count(), 0); /* open: not in the sink yet */
+    assert_int_equal(tu_span_count(), 2); /* open: not in the sink yet */
 
+    /* CB_REQUEST_START began the request afresh: the orphan's pending
+     * retrieve does not hold the root open */
     pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
     tu_flush();
-    assert_int_equal(tu_span_count(), 1);
+    assert_int_equal(tu_span_count(), 3);
     const cbt_span *root = check_cb_root(sid);
     assert_false(tu_has_attr(root, "hit_rate"));
     assert_int_equal(tu_count("request", sid), 0); /* the MP subscriber saw nothing */
@@ -225,11 +247,12 @@ static void close_deferred_until_retrieve_ends(void **state)
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
     assert_true(tu_event_pos(CBT_EV_CB_REQUEST_END, sid, 0) < tu_event_pos(CBT_EV_CB_RETRIEVE_END, sid, 0));
-    const cbt_span *root = check_cb_root(sid);
+    const cbt_span *root = check_cb_root_deferred(sid, 0);
     const cbt_span *rt = check_child("cb.retrieve", sid, 0, root, CBT_EV_CB_RETRIEVE_START, 0,
                                      CBT_EV_CB_RETRIEVE_END, 0);
     assert_int_equal(tu_attr_i64(rt, "scattered_tokens"), 512);
-    assert_true(root->end_ns < rt->end_ns);
+    assert_true(root->end_ns == rt->end_ns); /* no child sticks out */
+    assert_true(tu_attr_i64(root, "cbt.gpu_tail_ns") > 0);
     assert_no_open_sessions();
     cbt_stream_destroy(s);
     tu_gate_free(g);
@@ -275,7 +298,7 @@ static void close_waits_for_all_gpu_ops(void **state)
     tu_gate_open(g2);
     assert_int_equal(cbt_stream_sync(s2), CBT_OK);
     tu_flush();
-    const cbt_span *root = check_cb_root(sid);
+    const cbt_span *root = check_cb_root_deferred(sid, 1);
     assert_int_equal(tu_count("cb.retrieve", sid), 2);
     assert_true(tu_is_child_of(tu_need_span("cb.retrieve", sid, 0), root));
     assert_true(tu_is_child_of(tu_need_span("cb.retrieve", sid, 1), root));
@@ -351,7 +374,8 @@ static void sub_span_parents(void **state)
     assert_int_equal(tu_attr_i64(sc, "scattered_tokens"), 500);
     assert_int_equal(tu_attr_i64(sc, "slot_writes"), 32000);
     assert_int_equal(tu_attr_i64(sc, "n_shifted"), 244);
-    assert_int_equal(tu_attr_i64(sc, "n_shifted_tokens"), 244);
+    /* LMCache's n_shifted counts matches, not tokens: no *_tokens mirror */
+    assert_false(tu_has_attr(sc, "n_shifted_tokens"));
     assert_int_equal(tu_attr_i64(sc, "partial_blocks"), 1);
     assert_f64(tu_attr_f64(sc, "scatter_ms"), (double)(sc->end_ns - sc->start_ns) / 1e6);
     assert_true(tu_attr_f64(sc, "scatter_ms") >= 1.0);
@@ -422,7 +446,12 @@ static void two_retrieves_from_start_load_kv_twice(void **state)
     pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
     assert_int_equal(cbt_stream_sync(s), CBT_OK);
     tu_flush();
-    const cbt_span *root = check_cb_root(sid);
+    /* the CPU's CB_REQUEST_END may be dispatched before or after the last
+     * stream END: the root ends at whichever is later */
+    const cbt_span *root = tu_event_pos(CBT_EV_CB_REQUEST_END, sid, 0) <
+                                   tu_event_pos(CBT_EV_CB_RETRIEVE_END, sid, 1)
+                               ? check_cb_root_deferred(sid, 1)
+                               : check_cb_root(sid);
     assert_int_equal(tu_count("cb.retrieve", sid), 2);
     const cbt_span *r1 = check_child("cb.retrieve", sid, 0, root, CBT_EV_CB_RETRIEVE_START, 0,
                                      CBT_EV_CB_RETRIEVE_END, 0);
@@ -571,14 +600,15 @@ static void unmatched_end_counted(void **state)
     pub(NULL, CBT_EV_CB_SCATTER_END, sid, NULL);
     pub(NULL, CBT_EV_CB_LOOKUP_END, sid, NULL);
     pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL);
-    pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL); /* duplicate */
+    pub(NULL, CBT_EV_CB_REQUEST_END, sid, NULL); /* a sibling's: not an error */
     pub(NULL, CBT_EV_CB_REQUEST_END, "cb-never", NULL);
     tu_flush();
     check_cb_root(sid);
     assert_int_equal(tu_span_count(), 1);
     cbt_cb_stats st = cb_stats();
     assert_int_equal(st.unmatched_end, 2);
-    assert_int_equal(st.duplicate_request_end, 1);
+    assert_int_equal(st.duplicate_request_end, 0);
+    assert_int_equal(st.sibling_request_end, 1);
     assert_int_equal(st.request_end_unknown, 1);
     assert_int_equal(st.roots_closed, 1);
     assert_no_open_sessions();
@@ -672,7 +702,7 @@ static void unmatched_end_retires_submitted(void **state)
     assert_int_equal(cbt_event_bool(&e, tu_name("success"), false), CBT_OK);
     assert_int_equal(cbt_publish(&e), CBT_OK);
     tu_flush();
-    check_cb_root(sid);
+    check_cb_root_deferred(sid, 0);
     cbt_cb_stats st = cb_stats();
     assert_int_equal(st.unmatched_end, 1);
     assert_int_equal(st.roots_closed, 1);

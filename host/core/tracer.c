@@ -224,7 +224,9 @@ cbt_status cbt_init(const cbt_config *cfg)
     }
     if (c.mp_subscriber) {
         cbt_subscriber mp;
-        if ((st = cbt_mp_subscriber_create(c.max_sessions, &mp)) ||
+        cbt_tree_options to = {CBT_TREE_OPTIONS_VERSION, sizeof to, c.max_sessions,
+                               c.mp_root_end, c.session_idle_ms, c.late_grace_ms};
+        if ((st = cbt_mp_subscriber_create_opts(&to, &mp)) ||
             (st = add_subscriber_locked(t, &mp))) {
             tracer_free(t);
             pthread_mutex_unlock(&g_life_lock);
@@ -456,8 +458,15 @@ cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
                                     cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
                                     void **ctx_out)
 {
+    return cbt_find_subscriber_named_(sub, fn, NULL, ctx_out);
+}
+
+cbt_status cbt_find_subscriber_named_(const cbt_subscriber *sub,
+                                      cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                      const char *name, void **ctx_out)
+{
     if (sub) {
-        if (sub->on_event != fn || !sub->ctx) /* not ours, or a hand-made copy */
+        if (sub->on_event != fn || !sub->ctx || (name && sub->name != name)) /* not ours, or a hand-made copy */
             return CBT_ERR_INVAL;
         *ctx_out = sub->ctx;
         return CBT_OK;
@@ -468,7 +477,7 @@ cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
     void *found = NULL;
     pthread_mutex_lock(&t->lock);
     for (uint32_t i = 0; i < t->n_subs && !found; i++)
-        if (t->subs[i].on_event == fn)
+        if (t->subs[i].on_event == fn && (!name || t->subs[i].name == name))
             found = t->subs[i].ctx;
     pthread_mutex_unlock(&t->lock);
     *ctx_out = found;

@@ -69,6 +69,12 @@ cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_ki
 cbt_status cbt_find_subscriber_ctx_(const cbt_subscriber *sub,
                                     cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
                                     void **ctx_out);
+/* The same, among subscribers whose name is the pointer `name` (NULL: any):
+ * one callback serving several kinds of subscriber (the request-tree
+ * engine's paths) tells them apart by their static name. */
+cbt_status cbt_find_subscriber_named_(const cbt_subscriber *sub,
+                                      cbt_status (*fn)(void *, cbt_tracer *, const cbt_event *),
+                                      const char *name, void **ctx_out);
 
 /* ---- the pspan subscriber (pspan.c), installed by cbt_init ---- */
 cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out);

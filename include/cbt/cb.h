@@ -60,6 +60,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "cbt/api.h"
+#include "cbt/request_tree.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -84,13 +85,22 @@ typedef struct cbt_cb_stats {
     uint64_t sessions_full;       /* events dropped: max_sessions reached */
     uint64_t children_full;       /* START dropped: CBT_CB_CHILDREN_MAX open */
     uint64_t incomplete_at_shutdown;
-    uint64_t sessions_open;       /* sessions holding state now (after the last event) */
+    uint64_t sessions_open;       /* requests with anything open or pending now (after the last
+                                     event); closed ones kept for late children are not counted */
     uint64_t roots_remote;        /* CB_REQUEST_START with a remote parent: root elided */
     uint64_t sampled_out;         /* requests and events ignored: their context was not sampled */
+    /* version 2: the request-tree engine (cbt/request_tree.h) */
+    uint64_t sibling_request_end; /* CB_REQUEST_END of another worker or retrieve pass: not an error */
+    uint64_t late_children;       /* children that joined a closed root within the grace window */
+    uint64_t evicted_idle;        /* sessions idle past idle_ms: ended incomplete */
+    uint64_t evicted_full;        /* sessions evicted to make room in a full table */
+    uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
+    uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
+    uint64_t children_evicted_full; /* oldest children ended to make room */
 } cbt_cb_stats;
-#define CBT_CB_STATS_VERSION 1u
+#define CBT_CB_STATS_VERSION 2u
 #define cbt_cb_stats_version_ CBT_CB_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_cb_stats, sampled_out);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_cb_stats, children_evicted_full);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -98,6 +108,12 @@ static inline cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions,
                                                        cbt_subscriber *out)
 {
     (void)max_sessions, (void)out; /* left as the wrapper made it: an empty subscriber */
+    return CBT_OK;
+}
+static inline cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_options *opts,
+                                                            cbt_subscriber *out)
+{
+    (void)opts, (void)out; /* left as the wrapper made it: an empty subscriber */
     return CBT_OK;
 }
 static inline cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
@@ -117,6 +133,14 @@ static inline cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stat
  * sessions at once (0 = 4096). Register it with cbt_add_subscriber();
  * cbt_init() does not install it. */
 CBT_API cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out);
+
+/* The same with the options of cbt/request_tree.h (NULL: all defaults): the
+ * idle bound and the late-children window (root_end is ignored: the CB path
+ * always ends a deferred root at its last CB_RETRIEVE_END). CBT_ERR_INVAL
+ * for a bad option or environment variable (named on stderr),
+ * CBT_ERR_VERSION for an options struct from a newer header. */
+CBT_API cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_options *opts,
+                                                      cbt_subscriber *out);
 
 /* Counters of the CB subscriber installed in the process-wide tracer (or of
  * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_NOT_FOUND
@@ -139,6 +163,17 @@ static inline cbt_status cbt_cb_subscriber_create(uint32_t max_sessions, cbt_sub
         out->size = (uint32_t)sizeof *out;
     }
     return cbt_cb_subscriber_create_into(max_sessions, out);
+}
+
+static inline cbt_status cbt_cb_subscriber_create_opts(const cbt_tree_options *opts,
+                                                       cbt_subscriber *out)
+{
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->version = CBT_SUBSCRIBER_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return cbt_cb_subscriber_create_opts_into(opts, out);
 }
 
 #ifdef __cplusplus

@@ -1,30 +1,44 @@
 /* cbt/mp.h — the MP-path subscriber: events -> "request", mp.* spans.
  *
- * Implements the request-event-span seed exactly (docs/spans.md has the
- * table):
+ * A table on the request-tree engine (docs/spans.md, "The MP path", has the
+ * close-rule table; cbt/request_tree.h the options):
  *   - mp.lookup_prefetch / mp.store / mp.retrieve from their START/END pairs,
  *     with both events' metadata as typed attributes plus session_id;
  *   - the root "request" opens at MP_REQUEST_START, or lazily at the first
  *     child START;
- *   - MP_STORE_SUBMITTED / MP_RETRIEVE_SUBMITTED increment pending counters,
- *     the matching ENDs decrement them;
- *   - MP_REQUEST_END closes the root at once when both counters are zero, and
- *     otherwise saves its timestamp; the END that brings both to zero closes
- *     the root stamped with that saved REQUEST_END time;
- *   - MP_LOOKUP_PREFETCH_END sets hit_tokens, requested_tokens (int) and
- *     hit_rate (double, 0.0 when requested_tokens is 0) on the root.
+ *   - MP_STORE_SUBMITTED / MP_RETRIEVE_SUBMITTED add a pending op, the
+ *     matching END takes it off (with or without its START);
+ *   - MP_REQUEST_END closes the root at once when nothing is pending;
+ *     otherwise the END that clears the last pending op closes it, stamped
+ *     with the REQUEST_END time (CBT_ROOT_END_REQUEST, the seed's rule, the
+ *     default) or with that END's time (CBT_ROOT_END_TRANSFER, LMCache
+ *     0.5.6's rule; CBT_MP_ROOT_END=transfer_end). cbt.gpu_tail_ns on the
+ *     root says how long the GPU work outlived REQUEST_END;
+ *   - MP_LOOKUP_PREFETCH_END sets on the root hit_tokens, requested_tokens,
+ *     hit_rate, l1_hit_tokens, l2_hit_tokens, l1_hit_rate, l2_hit_rate,
+ *     l1_hit_keys, l2_hit_keys (rates 0.0 when requested_tokens is 0) and
+ *     early_exit_reason when sent;
+ *   - TIMEOUT_RAISED: a zero-length "timeout" span, status ERROR, with an
+ *     "exception" span event (exception.type, .message, .stacktrace), under
+ *     the session's root when there is one, else a root of its own;
+ *   - MP_TRANSFER_PHASE_SAMPLES (one sample per event; docs/spans.md):
+ *     transfer.kernel_interval / transfer.staging under the mp.store /
+ *     mp.retrieve whose transfer_key they name.
  * START/END pair on (session, operation, event.pair), first-in first-out, so
  * two concurrent stores of one request (tensor-parallel workers sharing the
- * id, on different streams) never cross.
+ * id, on different streams) never cross. A child that starts within the
+ * grace window after its root closed joins that trace under the closed root
+ * (cbt.late = true). Sessions idle past the idle bound, or the oldest when
+ * the table or the span pool is full, are ended incomplete and counted, so
+ * no burst of unfinished requests locks the path out.
  * The event that opens the root may carry the caller's trace context
  * (cbt_event_trace_set, cbt/event.h): the root then joins that trace — a
  * remote child of the caller's span, or a root of a trace-id-only (Option B)
  * context — so an MP request shows inside the vLLM request that made it
- * (docs/distributed.md). Without one the root starts a fresh trace, as
- * before.
+ * (docs/distributed.md). Without one the root starts a fresh trace.
  *
  * CBT_DISABLE (defined before the first cbt include): the types stay
- * defined; both calls are static inline no-ops referencing no cbt symbol,
+ * defined; every call is a static inline no-op referencing no cbt symbol,
  * returning CBT_OK with an empty subscriber (no callbacks) and zeroed stats.
  */
 #ifndef CBT_MP_H
@@ -33,6 +47,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "cbt/api.h"
+#include "cbt/request_tree.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
 
@@ -56,11 +71,22 @@ typedef struct cbt_mp_stats {
     uint64_t sessions_full;       /* events dropped: max_sessions reached */
     uint64_t children_full;       /* START dropped: CBT_MP_CHILDREN_MAX open */
     uint64_t incomplete_at_shutdown;
-    uint64_t sessions_open;       /* sessions holding state now (after the last event) */
+    uint64_t sessions_open;       /* requests with anything open or pending now (after the last
+                                     event); closed ones kept for late children are not counted */
+    /* version 2: the request-tree engine (cbt/request_tree.h) */
+    uint64_t late_children;       /* children that joined a closed root within the grace window */
+    uint64_t evicted_idle;        /* sessions idle past idle_ms: ended incomplete */
+    uint64_t evicted_full;        /* sessions evicted to make room in a full table */
+    uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
+    uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
+    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_TREE children) */
+    uint64_t timeout_spans;       /* "timeout" spans from TIMEOUT_RAISED */
+    uint64_t transfer_spans;      /* transfer.kernel_interval / transfer.staging spans */
+    uint64_t transfer_samples_skipped; /* phase samples refused (bad times, direction, key) */
 } cbt_mp_stats;
-#define CBT_MP_STATS_VERSION 1u
+#define CBT_MP_STATS_VERSION 2u
 #define cbt_mp_stats_version_ CBT_MP_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, sessions_open);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, transfer_samples_skipped);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -68,6 +94,12 @@ static inline cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions,
                                                        cbt_subscriber *out)
 {
     (void)max_sessions, (void)out; /* left as the wrapper made it: an empty subscriber */
+    return CBT_OK;
+}
+static inline cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts,
+                                                            cbt_subscriber *out)
+{
+    (void)opts, (void)out; /* left as the wrapper made it: an empty subscriber */
     return CBT_OK;
 }
 static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
@@ -87,6 +119,13 @@ static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stat
  * sessions at once (0 = 4096). Register it with cbt_add_subscriber();
  * cbt_init() does so itself when cbt_config.mp_subscriber is set. */
 CBT_API cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out);
+
+/* The same with every option of cbt/request_tree.h (NULL: all defaults):
+ * the root-end rule, the idle bound and the late-children window.
+ * CBT_ERR_INVAL for a bad option or environment variable (named on stderr),
+ * CBT_ERR_VERSION for an options struct from a newer header. */
+CBT_API cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts,
+                                                      cbt_subscriber *out);
 
 /* Counters of the MP subscriber installed in the process-wide tracer (or of
  * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_INVAL for
@@ -108,6 +147,17 @@ static inline cbt_status cbt_mp_subscriber_create(uint32_t max_sessions, cbt_sub
         out->size = (uint32_t)sizeof *out;
     }
     return cbt_mp_subscriber_create_into(max_sessions, out);
+}
+
+static inline cbt_status cbt_mp_subscriber_create_opts(const cbt_tree_options *opts,
+                                                       cbt_subscriber *out)
+{
+    if (out) {
+        memset(out, 0, sizeof *out);
+        out->version = CBT_SUBSCRIBER_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return cbt_mp_subscriber_create_opts_into(opts, out);
 }
 
 #ifdef __cplusplus

@@ -22,6 +22,7 @@
 #include "cbt/nvtx.h"
 #include "cbt/otlp.h"
 #include "cbt/pspan.h"
+#include "cbt/request_tree.h"
 #include "cbt/ring.h"
 #include "cbt/span.h"
 #include "cbt/status.h"
