@@ -454,7 +454,10 @@ static void sweep(cbt_tree *e)
         cbt_tree_session *s = &e->pool[e->head[L_BUSY]];
         if (e->o.idle_ns == UINT64_MAX || s->last_ts + e->o.idle_ns >= e->now)
             break;
-        INC(evicted_idle);
+        /* counted when it ends something or drops pending work; a session
+         * that only waited (an orphan's END came, no REQUEST_END) just goes */
+        if (s->root_open || s->n_children || any_pending(e, s) || s->op_out)
+            INC(evicted_idle);
         evict(e, s, "idle");
     }
     while (e->head[L_CLOSED] != NIL) {
