@@ -250,12 +250,23 @@ file(WRITE ${D}/unfit.jsonl
 {\"type\": \"mp.store.end\", \"ts_ns\": 6, \"session\": \"a\", \"meta\": {\"model_name\": \"meta-llama/Llama-3.1-8B-Instruct\"}}
 {\"type\": \"mp.request.end\", \"ts_ns\": 7, \"session\": \"a\"}
 ")
-replay(0 "2 events read|3 events read" --events unfit.jsonl --drop-unfit)
+replay(0 "2 events read|3 events read" --events unfit.jsonl --drop-unfit --dropped unfit-dropped.jsonl)
 if(NOT ERR MATCHES "3 events read, 3 published, 0 refused, 0 lines skipped, [1-9][0-9]* values dropped"
    OR NOT ERR MATCHES "dropped values by key:[^\n]* model_name=2"
    OR NOT OUT MATCHES "\"name\":\"mp.store\"[^\n]*\"device\":\"cuda:0\"")
   message(FATAL_ERROR "--drop-unfit:\n${OUT}\n${ERR}")
 endif()
+file(STRINGS ${D}/unfit-dropped.jsonl dropped)
+list(GET dropped 0 first)
+string(JSON key GET "${first}" key)
+string(JSON line GET "${first}" line)
+string(JSON why GET "${first}" why)
+string(JSON type GET "${first}" type)
+if(NOT key STREQUAL "model_name" OR NOT line EQUAL 1 OR NOT why STREQUAL "too_long"
+   OR NOT type STREQUAL "mp.store.start" OR NOT dropped MATCHES "\"why\": \"full\"")
+  message(FATAL_ERROR "--dropped: unexpected lines:\n${dropped}")
+endif()
+replay(2 "--dropped is given without --drop-unfit" --events unfit.jsonl --dropped x.jsonl)
 # ... but a value no cbt event can hold is still refused
 file(WRITE ${D}/unfit2.jsonl "{${E}, \"meta\": {\"keys\": [1]}}\n")
 replay(2 "unfit2.jsonl:1: meta.keys: a list cannot be held" --events unfit2.jsonl --drop-unfit)

@@ -18,7 +18,8 @@
  * the first one stops the replay (the spans of the events before it are
  * still written); --keep-going skips each such line, counts it and goes on;
  * --drop-unfit publishes an event whose values do not all fit, without the
- * ones that do not (counted per key), instead of refusing the line.
+ * ones that do not (counted per key, and with --dropped listed one a line),
+ * instead of refusing the line.
  */
 #include "replay.h"
 
@@ -48,6 +49,7 @@ typedef struct replay_opts {
     mp_root_end root_end;
     int keep_going;
     int drop_unfit;
+    const char *dropped; /* --dropped FILE: one JSON line per dropped value */
 } replay_opts;
 
 typedef struct drop_count {
@@ -63,13 +65,15 @@ typedef struct replay_state {
     drop_count drops[DROP_KEYS_MAX];
     uint32_t n_drops;
     uint64_t drops_other; /* keys past DROP_KEYS_MAX */
+    FILE *dropped_f;      /* --dropped */
     cbt_jl_doc doc;
 } replay_state;
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
+            "usage: cbt replay --events FILE [--spans OUT.jsonl] [--keep-going]\n"
+            "                  [--drop-unfit [--dropped FILE]]\n"
             "                  [--mp-root-end request_end|transfer_end]\n"
             "\n"
             "  Publish the events of FILE (JSON lines; '-' is stdin) in file order, with\n"
@@ -81,6 +85,8 @@ static void usage(FILE *f)
             "  --drop-unfit       publish an event without the values this build's event\n"
             "                     cannot hold (more than %d values, strings over %d bytes),\n"
             "                     counted per key, instead of refusing the line\n"
+            "  --dropped FILE     with --drop-unfit: one JSON line per dropped value\n"
+            "                     {\"line\", \"type\", \"session\", \"key\", \"why\"}\n"
             "  --mp-root-end R    when a deferred MP root ends: request_end (its saved\n"
             "                     MP_REQUEST_END time, the default) or transfer_end (the\n"
             "                     END that cleared the last pending op, as LMCache 0.5.6)\n",
@@ -124,8 +130,37 @@ static int line_error(replay_state *rs, uint64_t line, const char *fmt, ...)
     return 2;
 }
 
-static void count_drop(replay_state *rs, cbt_name key)
+/* A JSON string (the bytes as they are but for the escapes JSON needs; the
+ * input was valid UTF-8, jsonl_in.c checked). */
+static void put_json_str(FILE *f, const char *s, size_t n)
 {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static void count_drop(replay_state *rs, uint64_t line, const cbt_event *ev, cbt_name key,
+                       cbt_status why)
+{
+    if (rs->dropped_f) {
+        FILE *f = rs->dropped_f;
+        const char *type = cbt_event_type_name(ev->type);
+        fprintf(f, "{\"line\": %" PRIu64 ", \"type\": ", line);
+        put_json_str(f, type, strlen(type));
+        fputs(", \"session\": ", f);
+        put_json_str(f, ev->session, ev->session_len);
+        fputs(", \"key\": ", f);
+        put_json_str(f, cbt_name_str(key), cbt_name_len(key));
+        fprintf(f, ", \"why\": \"%s\"}\n", why == CBT_ERR_META_FULL ? "full" : "too_long");
+    }
     rs->values_dropped++;
     for (uint32_t i = 0; i < rs->n_drops; i++)
         if (rs->drops[i].key == key) {
@@ -175,7 +210,7 @@ static int add_meta(replay_state *rs, uint64_t line, cbt_event *ev, const cbt_jl
     if (st == CBT_OK)
         return 0;
     if ((st == CBT_ERR_META_FULL || st == CBT_ERR_META_TOO_LONG) && rs->o->drop_unfit) {
-        count_drop(rs, key);
+        count_drop(rs, line, ev, key, st);
         return 1;
     }
     if (st == CBT_ERR_META_FULL)
@@ -321,6 +356,13 @@ static int parse_flags(int argc, char **argv, replay_opts *o)
             else
                 o->spans = val;
             i++;
+        } else if (!strcmp(a, "--dropped")) {
+            if (!val || !*val || val[0] == '-') {
+                fprintf(stderr, "cbt replay: --dropped needs a file name\n");
+                return 2;
+            }
+            o->dropped = val;
+            i++;
         } else if (!strcmp(a, "--mp-root-end")) {
             if (val && !strcmp(val, "request_end"))
                 o->root_end = MP_ROOT_END_REQUEST_END;
@@ -347,6 +389,10 @@ static int parse_flags(int argc, char **argv, replay_opts *o)
     if (!o->events) {
         fprintf(stderr, "cbt replay: --events FILE is required\n");
         usage(stderr);
+        return 2;
+    }
+    if (o->dropped && !o->drop_unfit) {
+        fprintf(stderr, "cbt replay: --dropped is given without --drop-unfit\n");
         return 2;
     }
     return 0;
@@ -428,6 +474,11 @@ int cbt_replay_main(int argc, char **argv)
     }
     rs->o = &o;
     rs->file = strcmp(o.events, "-") ? o.events : "<stdin>";
+    if (o.dropped && !(rs->dropped_f = fopen(o.dropped, "w"))) {
+        fprintf(stderr, "cbt replay: cannot write '%s': %s\n", o.dropped, strerror(errno));
+        rc = 1;
+        goto out_reader;
+    }
 
     cbt_status st = cbt_init(&cfg);
     cbt_sink sk;
@@ -543,6 +594,10 @@ int cbt_replay_main(int argc, char **argv)
 out_tracer:
     (void)cbt_shutdown();
 out_reader:
+    if (rs->dropped_f && fclose(rs->dropped_f) != 0 && rc == 0) {
+        fprintf(stderr, "cbt replay: cannot write '%s'\n", o.dropped);
+        rc = 1;
+    }
     cbt_jl_reader_free(&rd);
     if (in != stdin)
         fclose(in);
