@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# scripts/fuzz.sh — build and run the W3C traceparent libFuzzer target
-# (tests/fuzz_traceparent.c) against host/trace/context.c, with ASan + UBSan, for a
-# bounded time. Exits non-zero when the fuzzer finds a crash or an invariant
-# violation; prints "SKIP: ..." and exits 0 when clang or libFuzzer is missing
-# (scripts/deps.sh installs both; make test repeats the SKIP line at its end).
+# scripts/fuzz.sh — build and run the libFuzzer targets, with ASan + UBSan, each
+# for a bounded time: tests/fuzz_traceparent.c (W3C trace-context extraction,
+# host/trace/context.c) and tests/fuzz_jsonl_in.c (the JSON-lines reader of
+# `cbt replay`, host/cli/jsonl_in.c). Exits non-zero when a fuzzer finds a crash
+# or an invariant violation; prints "SKIP: ..." and exits 0 when clang or
+# libFuzzer is missing (scripts/deps.sh installs both; make test repeats the
+# SKIP line at its end).
 #
-#   scripts/fuzz.sh            20 s
+#   scripts/fuzz.sh            20 s per target
 #   FUZZ_SECONDS=120 scripts/fuzz.sh
 #   CLANG=clang-14 scripts/fuzz.sh
 set -euo pipefail
@@ -31,12 +33,33 @@ if ! "$CC_FUZZ" -fsanitize=fuzzer,address,undefined "$work/probe.c" -o "$work/pr
   exit 0
 fi
 
-bin="$work/fuzz_traceparent"
-"$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -Iinclude -Ihost \
-  tests/fuzz_traceparent.c host/trace/context.c host/core/status.c -lm -o "$bin"
+# run_target NAME MAX_LEN SOURCES...: build tests/NAME.c with SOURCES, run it
+# on $work/NAME-corpus for SECONDS_BUDGET; on a finding print it and exit 1
+run_target() {
+  local name="$1" max_len="$2"
+  shift 2
+  local bin="$work/$name" corpus="$work/$name-corpus" log="$work/$name.log"
+  "$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Ihost "tests/$name.c" "$@" -lm -o "$bin"
+  echo "fuzz: running $bin for ${SECONDS_BUDGET}s"
+  if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+     "$bin" -max_total_time="$SECONDS_BUDGET" -max_len="$max_len" -timeout=10 \
+            -artifact_prefix="$work/$name-" -print_final_stats=1 "$corpus" > "$log" 2>&1; then
+    tail -n 12 "$log" | grep -E 'stat::number_of_executed_units|Done' || true
+    echo "fuzz: $name OK (no crash in ${SECONDS_BUDGET}s)"
+  else
+    local rc=$?
+    tail -n 60 "$log"
+    for f in "$work/$name"-crash-* "$work/$name"-leak-* "$work/$name"-timeout-*; do
+      [ -e "$f" ] || continue
+      echo "fuzz: reproducer $f:"; od -c "$f" | head -20
+    done
+    echo "fuzz: $name FAILED (exit $rc)"
+    exit 1
+  fi
+}
 
-corpus="$work/corpus"
+corpus="$work/fuzz_traceparent-corpus"
 mkdir -p "$corpus"
 seed() { printf '%s' "$2" > "$corpus/$1"; }
 seed valid01 '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01'
@@ -50,20 +73,13 @@ seed long '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-010'
 seed flags '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09'
 seed badstate $'00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01|a=\x01'
 seed empty ''
+run_target fuzz_traceparent 1024 host/trace/context.c host/core/status.c
 
-echo "fuzz: running $bin for ${SECONDS_BUDGET}s"
-if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-   "$bin" -max_total_time="$SECONDS_BUDGET" -max_len=1024 -timeout=10 \
-          -artifact_prefix="$work/" -print_final_stats=1 "$corpus" > "$work/log" 2>&1; then
-  tail -n 12 "$work/log" | grep -E 'stat::number_of_executed_units|Done' || true
-  echo "fuzz: OK (no crash in ${SECONDS_BUDGET}s)"
-else
-  rc=$?
-  tail -n 60 "$work/log"
-  for f in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
-    [ -e "$f" ] || continue
-    echo "fuzz: reproducer $f:"; od -c "$f" | head -20
-  done
-  echo "fuzz: FAILED (exit $rc)"
-  exit 1
-fi
+corpus="$work/fuzz_jsonl_in-corpus"
+mkdir -p "$corpus"
+seed event '{"type": "mp.store.start", "ts_ns": 1700000000123456789, "session": "req-1", "pair": 0, "meta": {"device": "cuda:0", "engine_id": 1, "model_name": "meta-llama/Llama-3.1-8B-Instruct", "ratio": 0.5, "success": false}}'
+seed escapes '["\u00e9\ud83d\ude00\/\"\\\b\f\n\r\t", "a\u0000b", -0, 1e-400, 9223372036854775808]'
+seed nested '{"a": [[{"b": {}}], [], null, true, false]}'
+seed bad '{"a": 1,}'
+seed empty ''
+run_target fuzz_jsonl_in 4096 host/cli/jsonl_in.c

@@ -1,7 +1,8 @@
 /* host/cli/cli.c — owns the `cbt` command line: parse, validate, dispatch.
  *
  * Exit codes: 0 success, 1 runtime failure, 2 usage error (unknown or
- * malformed flag, missing value), with the problem named on stderr.
+ * malformed flag, missing value) or, for replay, bad input, with the problem
+ * named on stderr.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@
 
 #include "cbt.h"
 #include "demo.h"
+#include "replay.h"
 
 static void usage(FILE *f)
 {
@@ -18,6 +20,8 @@ static void usage(FILE *f)
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
             "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
             "                [--enable-tracing --otlp-endpoint URL]\n"
+            "       cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
+            "                  [--mp-root-end request_end|transfer_end]\n"
             "       cbt version\n"
             "\n"
             "  demo     run a synthetic LMCache-style workload (lookup_prefetch, L2 load,\n"
@@ -36,7 +40,10 @@ static void usage(FILE *f)
             "                     from OTEL_TRACES_SAMPLER[_ARG] (CPU backend, work simulated)\n"
             "  --enable-tracing   also export spans over OTLP/HTTP; needs --otlp-endpoint\n"
             "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318\n"
-            "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n");
+            "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n"
+            "\n"
+            "  replay   publish a file of events (JSON lines) through cbt's MP and\n"
+            "           CacheBlend span builders and write the spans (cbt replay --help)\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -155,6 +162,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "replay"))
+        return cbt_replay_main(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version")) {
         printf("cbt %s\n", CBT_VERSION_STRING);
         return 0;
