@@ -120,7 +120,8 @@ span_type(mp.store0 NUMBER attributes ratio)  # typed, as in the file
 span(mp.store0 attributes ratio 0.5)
 span_type(mp.store0 BOOLEAN attributes lazy)
 span_type(mp.store0 NUMBER attributes engine_id)
-span(cb.request end_ns ${T}00000018)
+span(cb.request end_ns ${T}00000019)  # deferred: the last CB_RETRIEVE_END (V3)
+span(cb.request attributes cbt.gpu_tail_ns 1)
 span(cb.lookup parent_span_id ${ID_cb.request})
 span(cb.retrieve parent_span_id ${ID_cb.request})
 span(cb.scatter parent_span_id ${ID_cb.retrieve})
@@ -147,21 +148,20 @@ replay(0 "" --events good.jsonl --mp-root-end request_end --spans -)
 replay(1 "cannot read the event file 'missing.jsonl'" --events missing.jsonl)
 replay(1 "cannot write the span file '/nonexistent-dir/x.jsonl'" --events good.jsonl
        --spans /nonexistent-dir/x.jsonl)
-# transfer_end: refused by a build whose cbt_config has no MP root-end rule
-# (replay_set_mp_root_end), else applied: the deferred root then ends at the
-# last store END
+# transfer_end: the deferred root ends at the last store END; request_end at
+# its MP_REQUEST_END
 execute_process(COMMAND ${CBT} replay --events good.jsonl --mp-root-end transfer_end
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${D})
-if(rc EQUAL 2)
-  if(NOT err MATCHES "--mp-root-end transfer_end is not supported by this build")
-    message(FATAL_ERROR "--mp-root-end transfer_end: exit 2 without the reason:\n${err}")
-  endif()
-elseif(rc EQUAL 0)
-  if(NOT out MATCHES "\"name\":\"request\"[^\n]*\"end_ns\":${T}00000009")
-    message(FATAL_ERROR "--mp-root-end transfer_end: the root does not end at the last END:\n${out}")
-  endif()
-else()
+if(NOT rc EQUAL 0)
   message(FATAL_ERROR "--mp-root-end transfer_end: exit ${rc}\n${err}")
+endif()
+if(NOT out MATCHES "\"name\":\"request\"[^\n]*\"end_ns\":${T}00000009")
+  message(FATAL_ERROR "--mp-root-end transfer_end: the root does not end at the last END:\n${out}")
+endif()
+execute_process(COMMAND ${CBT} replay --events good.jsonl --mp-root-end request_end
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err WORKING_DIRECTORY ${D})
+if(NOT rc EQUAL 0 OR out MATCHES "\"name\":\"request\"[^\n]*\"end_ns\":${T}00000009")
+  message(FATAL_ERROR "--mp-root-end request_end: exit ${rc} or the root ends at the last END:\n${out}")
 endif()
 
 # ---- bad input: one case per kind of problem ------------------------------------------

@@ -38,15 +38,10 @@
 #define ERRORS_SHOWN 20u     /* with --keep-going: line errors printed before only counting */
 #define DROP_KEYS_MAX 64u    /* distinct keys counted for the dropped-values line */
 
-typedef enum mp_root_end {
-    MP_ROOT_END_REQUEST_END = 0, /* the deferred root ends at its saved REQUEST_END time */
-    MP_ROOT_END_TRANSFER_END,    /* ... at the END that cleared the last pending op (LMCache) */
-} mp_root_end;
-
 typedef struct replay_opts {
     const char *events; /* "-" is stdin */
     const char *spans;  /* NULL or "-" is stdout */
-    mp_root_end root_end;
+    uint32_t root_end; /* cbt_root_end; 0: CBT_MP_ROOT_END or the default */
     int keep_going;
     int drop_unfit;
     const char *dropped; /* --dropped FILE: one JSON line per dropped value */
@@ -93,21 +88,6 @@ static void usage(FILE *f)
             CBT_EVENT_META_MAX, CBT_META_STR_MAX - 1);
 }
 
-/* TODO(mp-root-end): the one place --mp-root-end reaches the library. This
- * build's cbt_config has no MP root-end rule: its MP subscriber always stamps
- * a deferred root with the saved MP_REQUEST_END time, so request_end is the
- * only rule it has. When cbt_config gains the field, set it here (and drop
- * the refusal); nothing else in replay changes. Returns 0, or 2 (printed)
- * for a rule this build cannot apply. */
-static int replay_set_mp_root_end(cbt_config *cfg, mp_root_end rule)
-{
-    (void)cfg;
-    if (rule == MP_ROOT_END_REQUEST_END)
-        return 0;
-    fprintf(stderr, "cbt replay: --mp-root-end transfer_end is not supported by this build "
-                    "(its MP subscriber stamps a deferred root with the MP_REQUEST_END time)\n");
-    return 2;
-}
 
 /* A line error: printed (all of them without --keep-going, the first
  * ERRORS_SHOWN with it), the line counted as skipped. Returns 2. */
@@ -365,9 +345,9 @@ static int parse_flags(int argc, char **argv, replay_opts *o)
             i++;
         } else if (!strcmp(a, "--mp-root-end")) {
             if (val && !strcmp(val, "request_end"))
-                o->root_end = MP_ROOT_END_REQUEST_END;
+                o->root_end = CBT_ROOT_END_REQUEST;
             else if (val && !strcmp(val, "transfer_end"))
-                o->root_end = MP_ROOT_END_TRANSFER_END;
+                o->root_end = CBT_ROOT_END_TRANSFER;
             else {
                 fprintf(stderr, "cbt replay: --mp-root-end needs request_end or transfer_end\n");
                 return 2;
@@ -454,8 +434,7 @@ int cbt_replay_main(int argc, char **argv)
     cfg.mp_subscriber = true;
     cfg.ring_capacity = 0;      /* no kernels here: no rings */
     cfg.cuda_ring_capacity = 0;
-    if ((rc = replay_set_mp_root_end(&cfg, o.root_end)) != 0)
-        return rc;
+    cfg.mp_root_end = o.root_end;
 
     FILE *in = strcmp(o.events, "-") ? fopen(o.events, "rb") : stdin;
     if (!in) {
