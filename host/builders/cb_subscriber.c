@@ -275,9 +275,8 @@ cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
     if (rc)
         return rc;
     cbt_tree_opts o;
-    if ((rc = cbt_tree_opts_resolve_(opts, &o)))
+    if ((rc = cbt_tree_opts_resolve_(opts, false, &o))) /* the V3 rule, always */
         return rc;
-    o.root_end = CBT_ROOT_END_TRANSFER; /* the V3 rule, always */
     return cbt_tree_subscriber_(&k_cb_path, &o, NULL, NULL, 0, out);
 }
 
@@ -324,6 +323,7 @@ cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *caller)
     out->evicted_span_pool = R(evicted_span_pool);
     out->children_evicted_idle = R(children_evicted_idle);
     out->children_evicted_full = R(children_evicted_full);
+    out->sessions_reused = R(sessions_reused);
 #undef R
     cbt_abi_out_(caller, out, sizeof *out, CBT_CB_STATS_VERSION);
     return CBT_OK;

@@ -80,11 +80,14 @@ static cbt_status on_timeout(cbt_tree *e, const cbt_event *ev)
 {
     mp_state *st = cbt_tree_pctx(e);
     cbt_tracer *t = cbt_tree_tracer(e);
-    const cbt_span_ctx *parent = cbt_tree_anchor_of(e, ev->session, ev->session_len);
+    bool late = false;
+    const cbt_span_ctx *parent = cbt_tree_anchor_of(e, ev->session, ev->session_len, &late);
     cbt_span *sp = cbt_span_start(t, CBT_N_TIMEOUT, CBT_SPAN_KIND_INTERNAL, parent, ev->ts);
     if (!sp)
         return CBT_ERR_FULL;
     cbt_span_set_str(sp, CBT_N_SESSION_ID, ev->session, ev->session_len);
+    if (late)
+        cbt_span_set_bool(sp, CBT_N_LATE, true);
     sp->status = CBT_SPAN_STATUS_ERROR;
     cbt_span_end(t, sp, ev->ts);
     atomic_fetch_add_explicit(&st->timeout_spans, 1, memory_order_relaxed);
@@ -123,7 +126,7 @@ cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
     if (rc)
         return rc;
     cbt_tree_opts o;
-    if ((rc = cbt_tree_opts_resolve_(opts, &o)))
+    if ((rc = cbt_tree_opts_resolve_(opts, true, &o)))
         return rc;
     mp_state *st = calloc(1, sizeof *st);
     if (!st)
@@ -174,6 +177,7 @@ cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *caller)
     out->evicted_span_pool = R(evicted_span_pool);
     out->children_evicted_idle = R(children_evicted_idle);
     out->children_evicted_full = R(children_evicted_full);
+    out->sessions_reused = R(sessions_reused);
 #undef R
     out->timeout_spans = atomic_load_explicit(&st->timeout_spans, memory_order_relaxed);
     cbt_abi_out_(caller, out, sizeof *out, CBT_MP_STATS_VERSION);

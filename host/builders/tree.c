@@ -330,6 +330,8 @@ static bool open_root(cbt_tree *e, cbt_tree_session *s, const cbt_event *ev, uin
 
 /* End the root at end_ns; the session enters its grace window (or is
  * forgotten when there is none and nothing is left open). */
+/* tail_ns: how long GPU work outlived REQUEST_END, set on a normal close
+ * (UINT64_MAX: an eviction or shutdown, where it is not known) */
 static void close_root(cbt_tree *e, cbt_tree_session *s, uint64_t end_ns, uint64_t tail_ns)
 {
     if (!s->root_open)
@@ -340,7 +342,8 @@ static void close_root(cbt_tree *e, cbt_tree_session *s, uint64_t end_ns, uint64
     if (s->root) {
         cbt_skey k = key_of(s);
         cbt_registry_remove_k_(e->t, &k, e->path->root_logical, &s->root->ctx);
-        cbt_span_set_i64(s->root, CBT_N_GPU_TAIL_NS, (int64_t)tail_ns);
+        if (tail_ns != UINT64_MAX)
+            cbt_span_set_i64(s->root, CBT_N_GPU_TAIL_NS, (int64_t)tail_ns);
         cbt_span_end(e->t, s->root, end_ns);
         s->root = NULL;
         INC(roots_closed);
@@ -367,8 +370,6 @@ static void maybe_free(cbt_tree *e, cbt_tree_session *s)
         return;
     if (s->closed && e->o.grace_ns)
         return; /* kept for late children; the sweep forgets it */
-    if (!s->closed && !s->end_seen)
-        return; /* MP: a lazy root may still come */
     sess_free(e, s);
 }
 
@@ -438,7 +439,7 @@ static void end_all(cbt_tree *e, cbt_tree_session *s, uint64_t now, const char *
             INC(incomplete_at_shutdown);
     }
     uint64_t end = s->end_seen ? s->end_ts : why ? s->last_ts : now;
-    close_root(e, s, end, 0);
+    close_root(e, s, end, UINT64_MAX);
 }
 
 static void evict(cbt_tree *e, cbt_tree_session *s, const char *why)
@@ -488,8 +489,10 @@ static void sweep_children(cbt_tree *e, cbt_tree_session *s)
 /* A new request under an id whose old one is over (or being replaced). */
 static void reset_for_new_request(cbt_tree *e, cbt_tree_session *s)
 {
-    if (s->n_children || s->op_out)
+    if (s->n_children || s->op_out) {
+        INC(sessions_reused);
         end_all(e, s, e->now, "reused");
+    }
     s->closed = s->end_seen = s->deferred = false;
     memset(s->pending, 0, sizeof s->pending);
     memset(s->dropped_starts, 0, sizeof s->dropped_starts);
@@ -718,6 +721,11 @@ static cbt_status on_point(cbt_tree *e, cbt_tree_session *s, cbt_name name, cons
     cbt_span *sp = span_start(e, s, name, CBT_SPAN_KIND_INTERNAL, parent, ev, false, ev->ts);
     if (!sp)
         return CBT_ERR_FULL;
+    if (!parent && ev->session_len > 0 && p->trace_from_request) {
+        /* an orphan lands in its request's derived trace, as orphan STARTs do */
+        cbt_trace_id_from_request(ev->session, ev->session_len, sp->ctx.trace_id);
+        sp->ctx.trace_flags = 1;
+    }
     if (ev->session_len > 0)
         set_ids(e, sp, ev->session, ev->session_len);
     cbt_span_set_from_event(sp, ev);
@@ -755,6 +763,12 @@ static cbt_status tree_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     cbt_skey k = cbt_skey_make(ev->session, ev->session_len);
     cbt_status rc = CBT_OK;
     cbt_tree_session *s = NULL;
+    if (ev->session_len == 0 && rule->act != CBT_TREE_HOOK && rule->act != CBT_TREE_POINT) {
+        /* a request's span needs the request: a session-less START / END
+         * (LMCache's L2_LOAD_TASK_* carry none) builds nothing, counted */
+        INC(no_root);
+        return CBT_OK;
+    }
     switch (rule->act) {
     case CBT_TREE_HOOK:
         rc = e->path->on_custom ? e->path->on_custom(e, ev) : CBT_OK;
@@ -860,7 +874,7 @@ static cbt_status env_ms(const char *var, uint32_t field, uint32_t dflt, uint64_
     return CBT_OK;
 }
 
-cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, cbt_tree_opts *out)
+cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, bool root_end, cbt_tree_opts *out)
 {
     cbt_tree_options d;
     memset(&d, 0, sizeof d);
@@ -879,7 +893,9 @@ cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, cbt_tree_opts *out)
         fprintf(stderr, "cbt: request tree: root_end %u is not a cbt_root_end\n", d.root_end);
         return CBT_ERR_INVAL;
     }
-    if (d.root_end == CBT_ROOT_END_DEFAULT) {
+    if (!root_end) {
+        out->root_end = CBT_ROOT_END_TRANSFER; /* fixed by the path */
+    } else if (d.root_end == CBT_ROOT_END_DEFAULT) {
         const char *v = getenv("CBT_MP_ROOT_END");
         if (!v || !*v || strcmp(v, "request_end") == 0) {
             out->root_end = CBT_ROOT_END_REQUEST;
@@ -964,8 +980,9 @@ cbt_span *cbt_tree_newest(cbt_tree_session *s, int op)
     return i >= 0 ? s->children[i].span : NULL;
 }
 
-const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t len)
+const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t len, bool *late)
 {
+    *late = false;
     if (!len)
         return NULL;
     uint64_t base = cbt_strtab_base(session, len);
@@ -975,5 +992,9 @@ const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t 
     cbt_tree_session *s = &e->pool[*ix];
     if ((!s->root_open && !s->closed) || s->sampled_out || !cbt_span_ctx_valid(&s->anchor))
         return NULL;
+    if (s->closed) {
+        *late = true;
+        INC(late_children);
+    }
     return &s->anchor;
 }

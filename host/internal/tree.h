@@ -121,7 +121,7 @@ typedef struct cbt_tree_counters {
     _Atomic uint64_t no_root, duplicate_request_end, sibling_request_end, request_end_unknown;
     _Atomic uint64_t sessions_full, children_full, incomplete_at_shutdown, sampled_out;
     _Atomic uint64_t late_children, evicted_idle, evicted_full, evicted_span_pool;
-    _Atomic uint64_t children_evicted_idle, children_evicted_full, sessions_live;
+    _Atomic uint64_t children_evicted_idle, children_evicted_full, sessions_reused, sessions_live;
 } cbt_tree_counters;
 
 /* Resolved options (cbt_tree_options with defaults and environment applied). */
@@ -132,10 +132,11 @@ typedef struct cbt_tree_opts {
 } cbt_tree_opts;
 
 /* Fill *out from `o` (may be NULL: all defaults): a zero field takes the
- * environment's value (CBT_MP_ROOT_END, CBT_SESSION_IDLE_MS,
- * CBT_LATE_GRACE_MS) and else the built-in default. A malformed variable is
+ * environment's value (CBT_MP_ROOT_END, only when `root_end` says the path
+ * has a choice; CBT_SESSION_IDLE_MS, CBT_LATE_GRACE_MS) and else the
+ * built-in default. A malformed variable is
  * CBT_ERR_INVAL, with a message on stderr naming it. */
-cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, cbt_tree_opts *out);
+cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, bool root_end, cbt_tree_opts *out);
 
 /* Make an engine for `path` and fill *out as a subscriber that wants the
  * path's event types (plus `extra` types for on_custom, n_extra of them).
@@ -162,7 +163,8 @@ cbt_span *cbt_tree_newest(cbt_tree_session *s, int op);
 /* Per-session scratch the path may use (zeroed when the session starts). */
 int64_t *cbt_tree_scratch(cbt_tree_session *s); /* 4 values */
 /* The session's root context, open or (within the grace window) closed: where
- * a span of the path's own (timeout, ...) nests. NULL when there is none. */
-const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t len);
+ * a span of the path's own (timeout, ...) nests. NULL when there is none.
+ * *late: the root has closed (the span is a late child, counted). */
+const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t len, bool *late);
 
 #endif /* CBT_HOST_INTERNAL_TREE_H */

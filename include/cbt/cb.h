@@ -1,23 +1,35 @@
 /* cbt/cb.h — the CacheBlend V3 server-side subscriber: CB_* events ->
  * "cb.request" and its cb.* sub-spans (docs/spans.md, "The CacheBlend path").
  *
- * Implements the cacheblend-v3-observability seed, §2 / §2.1 / §3:
+ * A table on the request-tree engine (docs/spans.md, "The CacheBlend path",
+ * has the close-rule table; cbt/request_tree.h the options), after the
+ * cacheblend-v3-observability seed §2 / §2.1 / §3 and LMCache 0.5.6:
  *   cb.request                      root, opened at CB_REQUEST_START only
  *   ├─ cb.lookup                    CB_LOOKUP_START/END
  *   │  ├─ cb.fingerprint_match      CB_FINGERPRINT_MATCH_START/END
  *   │  │  (or cb.coordinator_match  CB_COORDINATOR_MATCH_START/END)
+ *   │  ├─ cb.prefix_lookup          CB_PREFIX_LOOKUP_START/END
  *   │  ├─ cb.sparse_prefetch        CB_SPARSE_PREFETCH_START/END
  *   │  │  └─ cb.l2_load             L2_LOAD_TASK_SUBMITTED/COMPLETED
  *   │  └─ cb.classify               CB_CLASSIFY_START/END
  *   ├─ cb.retrieve  (one or more)   CB_RETRIEVE_START/END
  *   │  └─ cb.scatter                CB_SCATTER_START/END (re-RoPE folded in)
- *   └─ point events, as zero-duration children: cb.fingerprints_registered,
- *      cb.chunks_evicted, cb.retrieve_noop
+ *   └─ point events, as zero-duration children named by LMCache's event
+ *      values: cb.fingerprints.registered, cb.chunks.evicted, cb.retrieve.noop
  * The V3 close rule: the root closes when CB_REQUEST_END has arrived and no
- * GPU operation is pending (CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END),
- * stamped with the CB_REQUEST_END time. No V2 store-final bridge.
- * A CB event for a session whose root is not open is counted (no_root) and
- * ignored: unlike the MP path there is no lazy root.
+ * GPU operation is pending (CB_RETRIEVE_SUBMITTED minus CB_RETRIEVE_END);
+ * deferred, it ends at the last CB_RETRIEVE_END (cbt.gpu_tail_ns says by how
+ * much it outlived CB_REQUEST_END). Every worker and every retrieve pass
+ * sends its own CB_REQUEST_END: a second one is counted
+ * (sibling_request_end), not an error. Within the grace window after the
+ * root closed, a late retrieve (a second start_load_kv pass) joins the
+ * closed root's trace under it (cbt.late). A CB event for a session with no
+ * open or recently closed root is, as in LMCache, a root of its own, here in
+ * the trace derived from the request id (counted no_root). CB_LOOKUP_END
+ * sets the request's hit attributes on the root: hit_tokens (the event's
+ * own when it carries one), requested_tokens, hit_rate, prefix_hits,
+ * prefix_hit_tokens, segmented_prefix_hit_tokens, non_prefix_hit_tokens and
+ * their rates (0.0 when requested_tokens is 0).
  * START/END pair on (session, operation, event.pair), first-in first-out, as
  * in cbt/mp.h. Every span carries session_id and request_id (the session id).
  *
@@ -48,10 +60,11 @@
  * sub-span END) that reports a failure (bool "failed" = true, bool "success"
  * = false, or a non-empty "error" / "exception" string) marks the span ERROR
  * and, for a retrieve, counts a retrieve failure; point events count chunks_evicted /
- * fingerprints_registered by their "count" value (1 when absent).
+ * fingerprints_registered by their "num_chunks" (LMCache's key), else
+ * "count", else 1.
  *
  * CBT_DISABLE (defined before the first cbt include): the types stay
- * defined; both calls are static inline no-ops referencing no cbt symbol,
+ * defined; every call is a static inline no-op referencing no cbt symbol,
  * returning CBT_OK with an empty subscriber (no callbacks) and zeroed stats.
  */
 #ifndef CBT_CB_H
@@ -68,7 +81,7 @@
 extern "C" {
 #endif
 
-#define CBT_CB_CHILDREN_MAX 32 /* open child spans per session */
+#define CBT_CB_CHILDREN_MAX 32 /* open child spans per session; the oldest ends to make room */
 
 typedef struct cbt_cb_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cb_stats): what the caller knows (cbt.h) */
@@ -78,12 +91,16 @@ typedef struct cbt_cb_stats {
     uint64_t children_opened;
     uint64_t children_closed;
     uint64_t point_events;        /* zero-duration point-event spans emitted */
-    uint64_t unmatched_end;       /* END with no open START: ignored */
-    uint64_t no_root;             /* event for a session without an open cb.request: ignored */
-    uint64_t duplicate_request_end; /* while deferred, or within the last 1024 ended sessions */
+    uint64_t unmatched_end;       /* END with no open START: no span; it still retires a
+                                     pending SUBMITTED of its op */
+    uint64_t no_root;             /* event for a session without an open cb.request: its span is
+                                     a root of its own (the request's derived trace); a
+                                     session-less START/END builds nothing */
+    uint64_t duplicate_request_end; /* a repeat REQUEST_END while deferred or in the grace
+                                       window (MP; the CB path counts sibling_request_end) */
     uint64_t request_end_unknown; /* CB_REQUEST_END for a session never seen */
     uint64_t sessions_full;       /* events dropped: max_sessions reached */
-    uint64_t children_full;       /* START dropped: CBT_CB_CHILDREN_MAX open */
+    uint64_t children_full;       /* START dropped: no span even after evicting for the pool */
     uint64_t incomplete_at_shutdown;
     uint64_t sessions_open;       /* requests with anything open or pending now (after the last
                                      event); closed ones kept for late children are not counted */
@@ -96,11 +113,13 @@ typedef struct cbt_cb_stats {
     uint64_t evicted_full;        /* sessions evicted to make room in a full table */
     uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
     uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
-    uint64_t children_evicted_full; /* oldest children ended to make room */
+    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_CB_CHILDREN_MAX) */
+    uint64_t sessions_reused;     /* CB_REQUEST_START for an id with children still open: they
+                                     end incomplete (cbt.evicted = "reused") */
 } cbt_cb_stats;
 #define CBT_CB_STATS_VERSION 2u
 #define cbt_cb_stats_version_ CBT_CB_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_cb_stats, children_evicted_full);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_cb_stats, sessions_reused);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */

@@ -55,7 +55,7 @@
 extern "C" {
 #endif
 
-#define CBT_MP_CHILDREN_MAX 16 /* open child spans per session */
+#define CBT_MP_CHILDREN_MAX 32 /* open child spans per session; the oldest ends to make room */
 
 typedef struct cbt_mp_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_mp_stats): what the caller knows (cbt.h) */
@@ -65,11 +65,13 @@ typedef struct cbt_mp_stats {
     uint64_t roots_deferred;      /* REQUEST_END arrived with work pending */
     uint64_t children_opened;
     uint64_t children_closed;
-    uint64_t unmatched_end;       /* END with no open START: ignored */
-    uint64_t duplicate_request_end; /* while deferred, or within the last 1024 ended sessions */
+    uint64_t unmatched_end;       /* END with no open START: no span; it still retires a
+                                     pending SUBMITTED of its op */
+    uint64_t duplicate_request_end; /* a repeat REQUEST_END while deferred or in the grace
+                                       window (MP; the CB path counts sibling_request_end) */
     uint64_t request_end_unknown; /* REQUEST_END for a session never seen */
     uint64_t sessions_full;       /* events dropped: max_sessions reached */
-    uint64_t children_full;       /* START dropped: CBT_MP_CHILDREN_MAX open */
+    uint64_t children_full;       /* START dropped: no span even after evicting for the pool */
     uint64_t incomplete_at_shutdown;
     uint64_t sessions_open;       /* requests with anything open or pending now (after the last
                                      event); closed ones kept for late children are not counted */
@@ -79,14 +81,16 @@ typedef struct cbt_mp_stats {
     uint64_t evicted_full;        /* sessions evicted to make room in a full table */
     uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
     uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
-    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_TREE children) */
+    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_MP_CHILDREN_MAX) */
     uint64_t timeout_spans;       /* "timeout" spans from TIMEOUT_RAISED */
     uint64_t transfer_spans;      /* transfer.kernel_interval / transfer.staging spans */
     uint64_t transfer_samples_skipped; /* phase samples refused (bad times, direction, key) */
+    uint64_t sessions_reused;     /* REQUEST_START for an id with children still open: they end
+                                     incomplete (cbt.evicted = "reused") */
 } cbt_mp_stats;
 #define CBT_MP_STATS_VERSION 2u
 #define cbt_mp_stats_version_ CBT_MP_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, transfer_samples_skipped);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, sessions_reused);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
