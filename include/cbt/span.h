@@ -14,7 +14,8 @@
  * CBT_DISABLE (defined before the first cbt include): the types and the
  * subscriber helpers stay defined; every other call is a static inline no-op
  * referencing no cbt symbol: no span is ever opened (cbt_span_start() is
- * NULL), setters return CBT_OK, lookups find nothing (NULL, "",
+ * NULL), setters and cbt_span_add_event return CBT_OK (the latter with
+ * index 0) and store nothing, lookups find nothing (NULL, "",
  * CBT_ERR_NOT_FOUND from cbt_registry_get and cbt_memsink_get), sink
  * constructors give an empty cbt_sink and a NULL memsink.
  */
