@@ -8,7 +8,10 @@
  * (nvtxDomainMarkEx). Categories: 1 "mp" (MP_*), 2 "cb" (CB_*, L2_*),
  * 3 "kernel" (KERNEL_LAUNCH); program-registered types are marks without a
  * category. A pspan (cbt/pspan.h: SPAN_BEGIN/SPAN_END) is a range in "cb"
- * named by its span name, paired by its span id.
+ * named by its span name, paired by its span id. Spans, their attributes
+ * and their span events are built later, on the harvester, and have no NVTX
+ * form: an event a builder turns into a span event (TIMEOUT_RAISED) is a
+ * mark at publish time like any other point event.
  *
  * Timing. Nsight stamps a range when the NVTX call is made, i.e. at publish
  * time. For cbt_publish that is the time cbt's span uses too. For

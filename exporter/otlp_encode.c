@@ -23,12 +23,21 @@
  *   cbt.incomplete = true for CBT_SPANF_INCOMPLETE spans (an attribute of
  *     that key already on the span is replaced by it),
  *   dropped_attributes_count = attrs_dropped (at least 1 when the span is
- *     flagged CBT_SPANF_ATTRS_DROPPED) plus the ones left out above,
+ *     flagged CBT_SPANF_ATTRS_DROPPED) plus the ones left out above (an
+ *     attribute tagged with an event the span does not hold among them),
+ *   events (field 11), in the order they were added: Span.Event {
+ *     time_unix_nano (fixed64), name, attributes (typed as the span's),
+ *     dropped_attributes_count = the event's attrs_dropped plus its
+ *     attributes left out as above },
+ *   dropped_events_count (field 12) = events_dropped,
  *   status { code } when the status is not UNSET (no message),
  *   flags (field 16, fixed32) = the W3C trace flags (bit 0: sampled). Bits
  *     8-9 (SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE / IS_REMOTE) stay clear, i.e.
  *     "unknown": a subscriber may start a span under any context, including
  *     one that came from another process, and the span does not record it.
+ * A string cut to fit the span (CBT_SPANF_ATTRS_TRUNCATED) goes out as
+ * stored, ending in CBT_SPAN_TRUNC_MARK: OTLP has no count of truncated
+ * values (OpenTelemetry SDKs truncate over-long values silently).
  * Proto3 defaults (zero kind, zero times, zero counts, zero flags, empty
  * name) are not written; an AnyValue's oneof member always is (false, 0 and
  * "" included).
@@ -196,6 +205,7 @@ static inline uint8_t *put_str_field(uint8_t *w, unsigned field, str_ref s)
 typedef struct attr_plan {
     str_ref key;
     uint8_t type;
+    uint8_t owner;     /* 0: the span; k: event k - 1 */
     str_ref sval;      /* CBT_META_STR */
     int64_t i;
     double d;
@@ -204,11 +214,19 @@ typedef struct attr_plan {
     uint32_t kv_len;   /* KeyValue body */
 } attr_plan;
 
+typedef struct event_plan {
+    str_ref name;
+    uint32_t dropped;
+    size_t body; /* Span.Event message length (protobuf) */
+} event_plan;
+
 typedef struct span_plan {
     str_ref name;
-    attr_plan a[CBT_SPAN_ATTR_MAX + 1];
+    attr_plan a[CBT_SPAN_ATTR_MAX + 1]; /* the span's and its events', in span order */
     uint32_t n;
     uint32_t dropped;
+    event_plan ev[CBT_SPAN_EVENTS_MAX];
+    uint32_t n_ev;
     bool has_parent;
     size_t body; /* Span message length (protobuf) */
 } span_plan;
@@ -237,7 +255,8 @@ static void kv_sizes(attr_plan *a)
     a->kv_len = (uint32_t)(ld_size(a->key.out) + ld_size(a->any_len));
 }
 
-/* The attributes to write, with their sizes; the span's size when `pb`. */
+/* The attributes and events to write, with their sizes; the span's size
+ * when `pb`. */
 static void plan_span(const cbt_span *s, span_plan *p, bool pb)
 {
     p->name = name_ref(s->name);
@@ -246,41 +265,57 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
     uint32_t dropped = s->attrs_dropped;
     if (!dropped && (s->flags & CBT_SPANF_ATTRS_DROPPED))
         dropped = 1;
+    p->n_ev = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
+    for (uint32_t e = 0; e < p->n_ev; e++) {
+        p->ev[e].name = name_ref(s->events[e].name);
+        p->ev[e].dropped = s->events[e].attrs_dropped;
+        p->ev[e].body = 0;
+    }
     uint32_t na = s->n_attrs < CBT_SPAN_ATTR_MAX ? s->n_attrs : CBT_SPAN_ATTR_MAX;
     uint32_t k = 0;
     for (uint32_t i = 0; i < na; i++) {
         const cbt_attr *at = &s->attrs[i];
-        if (incomplete && at->key == CBT_N_INCOMPLETE)
+        if (at->owner > p->n_ev) {
+            dropped++; /* tagged with an event the span does not hold */
+            continue;
+        }
+        uint32_t *drop = at->owner ? &p->ev[at->owner - 1].dropped : &dropped;
+        if (incomplete && at->owner == 0 && at->key == CBT_N_INCOMPLETE)
             continue; /* replaced below */
         uint32_t klen = cbt_name_len(at->key);
         attr_plan *a = &p->a[k];
         a->type = at->type;
+        a->owner = at->owner;
         switch (at->type) {
         case CBT_META_I64: a->i = at->v.i64; break;
         case CBT_META_F64: a->d = at->v.f64; break;
         case CBT_META_BOOL: a->b = at->v.b; break;
         case CBT_META_STR:
             if ((uint32_t)at->str_off + at->str_len > CBT_SPAN_STR_ARENA) {
-                dropped++;
+                (*drop)++;
                 continue;
             }
             a->sval = mkstr(s->arena + at->str_off, at->str_len);
             break;
-        default: dropped++; continue;
+        default: (*drop)++; continue;
         }
         if (klen == 0) {
-            dropped++;
+            (*drop)++;
             continue;
         }
         a->key = mkstr(cbt_name_str(at->key), klen);
-        if (pb)
+        if (pb) {
             kv_sizes(a);
+            if (a->owner)
+                p->ev[a->owner - 1].body += ld_size(a->kv_len);
+        }
         k++;
     }
     if (incomplete) {
         attr_plan *a = &p->a[k++];
         a->key = name_ref(CBT_N_INCOMPLETE);
         a->type = CBT_META_BOOL;
+        a->owner = 0;
         a->b = true;
         if (pb)
             kv_sizes(a);
@@ -301,9 +336,22 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
     if (s->end_ns)
         z += 9;
     for (uint32_t i = 0; i < k; i++)
-        z += ld_size(p->a[i].kv_len);
+        if (p->a[i].owner == 0)
+            z += ld_size(p->a[i].kv_len);
     if (dropped)
         z += 1 + vlen(dropped);
+    for (uint32_t e = 0; e < p->n_ev; e++) {
+        event_plan *ev = &p->ev[e];
+        if (s->events[e].time_ns)
+            ev->body += 9;
+        if (ev->name.out)
+            ev->body += ld_size(ev->name.out);
+        if (ev->dropped)
+            ev->body += 1 + vlen(ev->dropped);
+        z += ld_size(ev->body);
+    }
+    if (s->events_dropped)
+        z += 1 + vlen(s->events_dropped);
     if (s->status)
         z += 2 + (1 + vlen(s->status)); /* status { code } */
     if (s->ctx.trace_flags)
@@ -367,10 +415,32 @@ static uint8_t *put_span(uint8_t *w, const cbt_span *s, const span_plan *p)
         w = put_fixed64(w, s->end_ns);
     }
     for (uint32_t i = 0; i < p->n; i++)
-        w = put_kv(w, 9, &p->a[i]);
+        if (p->a[i].owner == 0)
+            w = put_kv(w, 9, &p->a[i]);
     if (p->dropped) {
         *w++ = TAG(10, WT_VARINT);
         w = put_varint(w, p->dropped);
+    }
+    for (uint32_t e = 0; e < p->n_ev; e++) {
+        const event_plan *ev = &p->ev[e];
+        w = put_ld_head(w, 11, ev->body); /* Span.events */
+        if (s->events[e].time_ns) {
+            *w++ = TAG(1, WT_I64); /* Event.time_unix_nano */
+            w = put_fixed64(w, s->events[e].time_ns);
+        }
+        if (ev->name.out)
+            w = put_str_field(w, 2, ev->name); /* Event.name */
+        for (uint32_t i = 0; i < p->n; i++)
+            if (p->a[i].owner == e + 1)
+                w = put_kv(w, 3, &p->a[i]); /* Event.attributes */
+        if (ev->dropped) {
+            *w++ = TAG(4, WT_VARINT); /* Event.dropped_attributes_count */
+            w = put_varint(w, ev->dropped);
+        }
+    }
+    if (s->events_dropped) {
+        *w++ = TAG(12, WT_VARINT); /* dropped_events_count */
+        w = put_varint(w, s->events_dropped);
     }
     if (s->status) {
         w = put_ld_head(w, 15, 1 + vlen(s->status)); /* Status */
@@ -659,6 +729,25 @@ void cbt_otlp_json_scope(cbt_jbuf *b)
     J(b, "}");
 }
 
+/* ,"attributes":[...] of `owner` (0: the span, k: event k - 1); nothing when
+ * it has none. */
+static void j_attrs(cbt_jbuf *b, const span_plan *p, uint32_t owner)
+{
+    bool first = true;
+    for (uint32_t i = 0; i < p->n; i++) {
+        if (p->a[i].owner != owner)
+            continue;
+        if (first)
+            J(b, ",\"attributes\":[");
+        else
+            J(b, ",");
+        first = false;
+        j_kv(b, &p->a[i]);
+    }
+    if (!first)
+        J(b, "]");
+}
+
 static void j_span(cbt_jbuf *b, const cbt_span *s)
 {
     span_plan p;
@@ -686,18 +775,32 @@ static void j_span(cbt_jbuf *b, const cbt_span *s)
     J(b, "\",\"endTimeUnixNano\":\"");
     j_u64(b, s->end_ns);
     J(b, "\"");
-    if (p.n) {
-        J(b, ",\"attributes\":[");
-        for (uint32_t i = 0; i < p.n; i++) {
-            if (i)
-                J(b, ",");
-            j_kv(b, &p.a[i]);
-        }
-        J(b, "]");
-    }
+    j_attrs(b, &p, 0);
     if (p.dropped) {
         J(b, ",\"droppedAttributesCount\":");
         j_u64(b, p.dropped);
+    }
+    if (p.n_ev) {
+        J(b, ",\"events\":[");
+        for (uint32_t e = 0; e < p.n_ev; e++) {
+            if (e)
+                J(b, ",");
+            J(b, "{\"timeUnixNano\":\""); /* J takes a literal: sizeof is its length */
+            j_u64(b, s->events[e].time_ns);
+            J(b, "\",\"name\":");
+            j_str(b, p.ev[e].name.p, p.ev[e].name.n);
+            j_attrs(b, &p, e + 1);
+            if (p.ev[e].dropped) {
+                J(b, ",\"droppedAttributesCount\":");
+                j_u64(b, p.ev[e].dropped);
+            }
+            J(b, "}");
+        }
+        J(b, "]");
+    }
+    if (s->events_dropped) {
+        J(b, ",\"droppedEventsCount\":");
+        j_u64(b, s->events_dropped);
     }
     if (s->status) {
         J(b, ",\"status\":{\"code\":");

@@ -7,6 +7,10 @@
  *   2 "GPU kernels"   one lane per kernel operation (cb.scatter, cb.gather,
  *                     cb.l2_load, ...), the kernels' own %globaltimer times
  *   3 "GPU SMs"       per-CTA records, one lane per SM
+ * A span's events (cbt_span_add_event) follow its slice as instant events
+ * ("ph":"i", thread scope) on the same lane at their own times, named by the
+ * event's name; their args are the event's attributes plus "span_id" and
+ * "span" (the span's name), so a marker leads back to its slice.
  * Times are microseconds with nanosecond decimals. The file stays valid JSON
  * after every flush: the closing "]}" is written and then overwritten by the
  * next event (the file is seekable; a pipe would not be, and is refused).
@@ -42,7 +46,7 @@ typedef struct trace_file {
     uint8_t op_named[CBT_KOP_COUNT_ + 1];
     uint8_t sm_named[1024];
     tf_lane lanes[TF_LANES];
-    char line[16384];
+    char line[CBT_SPAN_JSON_MAX + 1024]; /* any span's slice fits (internal/json.h) */
 } trace_file;
 
 static const char *op_lane_name(uint8_t op)
@@ -123,6 +127,32 @@ static uint32_t trace_lane(trace_file *t, const cbt_span *s)
     return 0; /* lane "other" */
 }
 
+/* ,"key":value for each attribute of `owner` (0: the span, k: event k - 1). */
+static void attr_members(cbt_jbuf *b, const cbt_span *s, uint8_t owner)
+{
+    uint32_t na = s->n_attrs < CBT_SPAN_ATTR_MAX ? s->n_attrs : CBT_SPAN_ATTR_MAX;
+    for (uint32_t i = 0; i < na; i++) {
+        const cbt_attr *a = &s->attrs[i];
+        if (a->owner != owner)
+            continue;
+        cbt_jbuf_raw(b, ",", 1);
+        cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
+        cbt_jbuf_raw(b, ":", 1);
+        switch (a->type) {
+        case CBT_META_I64: cbt_jbuf_fmt(b, "%lld", (long long)a->v.i64); break;
+        case CBT_META_F64: cbt_jbuf_f64(b, a->v.f64); break;
+        case CBT_META_BOOL: cbt_jbuf_cstr(b, a->v.b ? "true" : "false"); break;
+        case CBT_META_STR:
+            if ((uint32_t)a->str_off + a->str_len <= CBT_SPAN_STR_ARENA)
+                cbt_jbuf_str(b, s->arena + a->str_off, a->str_len);
+            else
+                cbt_jbuf_cstr(b, "null"); /* not a value of this arena */
+            break;
+        default: cbt_jbuf_cstr(b, "null"); break;
+        }
+    }
+}
+
 static void args_of(cbt_jbuf *b, const cbt_span *s)
 {
     cbt_jbuf_cstr(b, ",\"args\":{\"trace_id\":");
@@ -133,19 +163,7 @@ static void args_of(cbt_jbuf *b, const cbt_span *s)
         cbt_jbuf_cstr(b, ",\"parent_span_id\":");
         cbt_jbuf_hex(b, s->parent_span_id, 8);
     }
-    for (uint16_t i = 0; i < s->n_attrs; i++) {
-        const cbt_attr *a = &s->attrs[i];
-        cbt_jbuf_raw(b, ",", 1);
-        cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
-        cbt_jbuf_raw(b, ":", 1);
-        switch (a->type) {
-        case CBT_META_I64: cbt_jbuf_fmt(b, "%lld", (long long)a->v.i64); break;
-        case CBT_META_F64: cbt_jbuf_f64(b, a->v.f64); break;
-        case CBT_META_BOOL: cbt_jbuf_cstr(b, a->v.b ? "true" : "false"); break;
-        case CBT_META_STR: cbt_jbuf_str(b, s->arena + a->str_off, a->str_len); break;
-        default: cbt_jbuf_cstr(b, "null"); break;
-        }
-    }
+    attr_members(b, s, 0);
     if (s->flags & CBT_SPANF_INCOMPLETE)
         cbt_jbuf_cstr(b, ",\"cbt.incomplete\":true");
     cbt_jbuf_cstr(b, "}");
@@ -200,7 +218,24 @@ static cbt_status tf_on_span(void *ctx, const cbt_span *s)
     cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld", pid, (long long)tid);
     args_of(&b, s);
     cbt_jbuf_cstr(&b, "}");
-    return emit_jbuf(t, &b);
+    cbt_status st = emit_jbuf(t, &b);
+    uint32_t ne = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
+    for (uint32_t e = 0; e < ne && st == CBT_OK; e++) {
+        const cbt_span_event *ev = &s->events[e];
+        b.need = 0;
+        cbt_jbuf_cstr(&b, "{\"name\":");
+        cbt_jbuf_str(&b, cbt_name_str(ev->name), cbt_name_len(ev->name));
+        cbt_jbuf_fmt(&b, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%llu.%03u", cat,
+                     (unsigned long long)(ev->time_ns / 1000), (unsigned)(ev->time_ns % 1000));
+        cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"span_id\":", pid, (long long)tid);
+        cbt_jbuf_hex(&b, s->ctx.span_id, 8);
+        cbt_jbuf_cstr(&b, ",\"span\":");
+        cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
+        attr_members(&b, s, (uint8_t)(e + 1));
+        cbt_jbuf_cstr(&b, "}}");
+        st = emit_jbuf(t, &b);
+    }
+    return st;
 }
 
 static cbt_status tf_on_cta(void *ctx, const cbt_cta_record *r)

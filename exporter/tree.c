@@ -21,8 +21,11 @@ static int has_parent(const cbt_span *s) { return memcmp(s->parent_span_id, k_ze
 
 static void print_attrs(FILE *f, const cbt_span *s)
 {
-    for (uint16_t i = 0; i < s->n_attrs; i++) {
+    uint32_t na = s->n_attrs < CBT_SPAN_ATTR_MAX ? s->n_attrs : CBT_SPAN_ATTR_MAX;
+    for (uint32_t i = 0; i < na; i++) {
         const cbt_attr *a = &s->attrs[i];
+        if (a->owner != 0)
+            continue; /* a span event's: named below */
         if ((a->key == CBT_N_SESSION_ID || a->key == CBT_N_REQUEST_ID) && has_parent(s))
             continue; /* children repeat the root's session / request id */
         fprintf(f, " %s=", cbt_name_str(a->key));
@@ -34,6 +37,10 @@ static void print_attrs(FILE *f, const cbt_span *s)
         default: break;
         }
     }
+    uint32_t ne = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
+    for (uint32_t e = 0; e < ne; e++)
+        fprintf(f, " [event %s +%.3f ms]", cbt_name_str(s->events[e].name),
+                (double)(int64_t)(s->events[e].time_ns - s->start_ns) / 1e6);
     if (s->flags & CBT_SPANF_INCOMPLETE)
         fprintf(f, " (incomplete)");
 }

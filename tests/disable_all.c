@@ -261,8 +261,15 @@ static void test_span_h(void)
     CHECK(cbt_span_set_bool(&sp, CBT_N_FAILED, false) == CBT_OK);
     CHECK(cbt_span_set_str(&sp, CBT_N_MODEL, "llama", 5) == CBT_OK);
     cbt_span_set_from_event(&sp, &e);
-    CHECK(sp.n_attrs == 0 && sp.arena_used == 0);
+    uint32_t ev = 7;
+    CHECK(cbt_span_add_event(&sp, CBT_N_EXCEPTION, 1, &ev) == CBT_OK && ev == 0);
+    CHECK(cbt_span_event_set_str(&sp, ev, CBT_N_EXC_TYPE, "TimeoutError", 12) == CBT_OK);
+    CHECK(cbt_span_event_set_i64(&sp, ev, CBT_N_COUNT, 1) == CBT_OK);
+    CHECK(cbt_span_event_set_f64(&sp, ev, CBT_N_HIT_RATE, 0.5) == CBT_OK);
+    CHECK(cbt_span_event_set_bool(&sp, ev, CBT_N_FAILED, true) == CBT_OK);
+    CHECK(sp.n_attrs == 0 && sp.arena_used == 0 && sp.n_events == 0);
     CHECK(cbt_span_attr(&sp, CBT_N_HIT_TOKENS) == NULL);
+    CHECK(cbt_span_event_attr(&sp, 0, CBT_N_EXC_TYPE) == NULL);
     CHECK(empty(cbt_attr_str(&sp, &sp.attrs[0])));
     cbt_span_end(NULL, &sp, 2);
     CHECK(!cbt_span_ctx_valid(&g_ctx));

@@ -8,7 +8,8 @@ Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json`, then
   1. decodes spans.pb with the official opentelemetry-proto package
      (ExportTraceServiceRequest) and compares it, field by field and span by
      span, with the values below: the fixed set of tests/test_otlp_encode.c
-     (emit_resource, emit_spans), written out here independently;
+     (emit_resource, emit_spans), written out here independently, span
+     events (Span.events, dropped_events_count) included;
   2. checks the bytes are protobuf's canonical encoding of that message
      (the same bytes the official serializer writes);
   3. reads spans.json as OTLP/JSON: ids lowercase hex, int64 values as
@@ -90,7 +91,20 @@ SPANS = [
                 ("ratio", D, -2.25)]),
     dict(trace_id=seq(0xF0, 16), span_id=seq(0xE1, 8), parent=seq(0x11, 8), flags=0,
          name="cb.l2_load", kind=CONSUMER, start=T0 + 7000, end=T0 + 7000, status=OK, dropped=0,
-         attrs=[]),
+         attrs=[], events=[dict(time=0, name="mark", attrs=[], dropped=0)]),
+    # LMCache 0.5.6's timeout span: an `exception` span event (and one more)
+    dict(trace_id=TRACE, span_id=seq(0xF1, 8), parent=seq(0xA1, 8), flags=1, name="timeout",
+         kind=INTERNAL, start=T0 + 8000, end=T0 + 8000, status=ERROR, dropped=0,
+         attrs=[("session_id", S, "sess-0001"), ("count", I, 7)],
+         events=[dict(time=T0 + 8000, name="exception", dropped=0,
+                      attrs=[("exception.type", S, "TimeoutError"),
+                             ("exception.message", S, "retrieve timed out after 30 s"),
+                             ("exception.stacktrace", S,
+                              'Traceback (most recent call last):\n  File "x.py", line 1\n'
+                              "TimeoutError")]),
+                 dict(time=T0 + 8500, name="retry", dropped=1,
+                      attrs=[("attempt", I, 2), ("backoff_s", D, 0.5), ("final", B, False)])],
+         dropped_events=2),
 ]
 
 
@@ -153,7 +167,16 @@ def check_request(req, version):
         check_eq(sp.end_time_unix_nano, want["end"], f"{w} end_time_unix_nano")
         check_attrs(sp.attributes, want["attrs"], w)
         check_eq(sp.dropped_attributes_count, want["dropped"], f"{w} dropped_attributes_count")
-        check_eq(len(sp.events), 0, f"{w} events")
+        events = want.get("events", [])
+        check_eq(len(sp.events), len(events), f"{w} events")
+        for j, (ev, we) in enumerate(zip(sp.events, events)):
+            v = f"{w} event {j} ({we['name']})"
+            check_eq(ev.time_unix_nano, we["time"], f"{v} time_unix_nano")
+            check_eq(ev.name, we["name"], f"{v} name")
+            check_attrs(ev.attributes, we["attrs"], v)
+            check_eq(ev.dropped_attributes_count, we["dropped"], f"{v} dropped_attributes_count")
+        check_eq(sp.dropped_events_count, want.get("dropped_events", 0),
+                 f"{w} dropped_events_count")
         check_eq(len(sp.links), 0, f"{w} links")
         check_eq(sp.HasField("status"), want["status"] != UNSET, f"{w} status present")
         check_eq(sp.status.code, want["status"], f"{w} status code")
@@ -457,6 +480,8 @@ def main():
     for sp in doc["resourceSpans"][0]["scopeSpans"][0]["spans"]:
         for key in ("startTimeUnixNano", "endTimeUnixNano"):
             check(isinstance(sp.get(key), str), f"JSON {key} is not a string")
+        for ev in sp.get("events", []):
+            check(isinstance(ev.get("timeUnixNano"), str), "JSON event timeUnixNano is not a string")
         check(isinstance(sp.get("kind"), int), "JSON kind is not an integer")
     hex_ids_to_base64(doc)
     from_json = trace_service_pb2.ExportTraceServiceRequest()

@@ -57,10 +57,21 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue pb_any;
  *   flag false, ratio -2.25.
  * Span 4 "cb.l2_load": trace f0..ff, span e1..e8, parent 11..18 (another
  *   process's span), CONSUMER, not sampled, OK, T+7000 .. T+7000 (zero
- *   length); no attributes.
+ *   length); no attributes; one span event "mark" at time 0 with no
+ *   attributes (an empty Span.Event).
+ * Span 5 "timeout": trace 01..10, span f1..f8, parent a1..a8, INTERNAL,
+ *   sampled, ERROR, T+8000 .. T+8000; attributes session_id "sess-0001" and
+ *   (set after the events, so the span's and the events' attributes
+ *   interleave in cbt's array) count 7; 2 events dropped. Event 0
+ *   "exception" at T+8000: exception.type "TimeoutError",
+ *   exception.message "retrieve timed out after 30 s", exception.stacktrace
+ *   "Traceback (most recent call last):\n  File \"x.py\", line 1\nTimeoutError".
+ *   Event 1 "retry" at T+8500: attempt 2, backoff_s 0.5, final false, 1
+ *   attribute dropped.
  */
 #define T0 1700000000000000000ull
-#define EMIT_N 5
+#define EMIT_N 6
+#define EMIT_STACK "Traceback (most recent call last):\n  File \"x.py\", line 1\nTimeoutError"
 
 static void ids(uint8_t *p, size_t n, uint8_t first)
 {
@@ -161,6 +172,36 @@ static void emit_spans(cbt_span sp[EMIT_N])
     s->status = CBT_SPAN_STATUS_OK;
     s->start_ns = T0 + 7000;
     s->end_ns = T0 + 7000;
+    assert_int_equal(cbt_span_add_event(s, tu_name("mark"), 0, NULL), CBT_OK);
+
+    s = &sp[5];
+    ids(s->ctx.trace_id, 16, 0x01);
+    ids(s->ctx.span_id, 8, 0xf1);
+    ids(s->parent_span_id, 8, 0xa1);
+    s->ctx.trace_flags = 1;
+    s->name = CBT_N_TIMEOUT;
+    s->kind = CBT_SPAN_KIND_INTERNAL;
+    s->status = CBT_SPAN_STATUS_ERROR;
+    s->start_ns = T0 + 8000;
+    s->end_ns = T0 + 8000;
+    SET_STR(s, "session_id", "sess-0001");
+    uint32_t ev;
+    assert_int_equal(cbt_span_add_event(s, CBT_N_EXCEPTION, T0 + 8000, &ev), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(s, ev, CBT_N_EXC_TYPE, "TimeoutError", 12), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(s, ev, CBT_N_EXC_MESSAGE,
+                                            "retrieve timed out after 30 s", 29),
+                     CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(s, ev, CBT_N_EXC_STACKTRACE, EMIT_STACK,
+                                            sizeof EMIT_STACK - 1),
+                     CBT_OK);
+    assert_int_equal(cbt_span_add_event(s, tu_name("retry"), T0 + 8500, &ev), CBT_OK);
+    assert_int_equal(cbt_span_event_set_i64(s, ev, tu_name("attempt"), 2), CBT_OK);
+    assert_int_equal(cbt_span_event_set_f64(s, ev, tu_name("backoff_s"), 0.5), CBT_OK);
+    assert_int_equal(cbt_span_event_set_bool(s, ev, tu_name("final"), false), CBT_OK);
+    s->events[ev].attrs_dropped = 1;
+    s->events_dropped = 2;
+    s->flags |= CBT_SPANF_EVENTS_DROPPED;
+    assert_int_equal(cbt_span_set_i64(s, CBT_N_COUNT, 7), CBT_OK);
 }
 
 static int write_file(const char *path, const cbt_buf *b)
@@ -325,6 +366,8 @@ static void check_span(const pb_span *d, const cbt_span *s)
     size_t k = 0;
     for (uint16_t i = 0; i < s->n_attrs; i++) {
         const cbt_attr *a = &s->attrs[i];
+        if (a->owner != 0)
+            continue; /* an event's: below */
         if (inc && a->key == CBT_N_INCOMPLETE)
             continue;
         assert_true(k < d->n_attributes);
@@ -345,7 +388,27 @@ static void check_span(const pb_span *d, const cbt_span *s)
     if (!dropped && (s->flags & CBT_SPANF_ATTRS_DROPPED))
         dropped = 1;
     assert_int_equal(d->dropped_attributes_count, dropped);
-    assert_int_equal(d->n_events, 0);
+    assert_int_equal(d->n_events, s->n_events);
+    for (uint32_t e = 0; e < s->n_events; e++) {
+        const Opentelemetry__Proto__Trace__V1__Span__Event *de = d->events[e];
+        const cbt_span_event *se = &s->events[e];
+        assert_true(de->time_unix_nano == se->time_ns);
+        assert_string_equal(de->name, ref_repair(cbt_name_str(se->name), cbt_name_len(se->name)));
+        size_t j = 0;
+        for (uint16_t i = 0; i < s->n_attrs; i++) {
+            const cbt_attr *a = &s->attrs[i];
+            if (a->owner != e + 1)
+                continue;
+            assert_true(j < de->n_attributes);
+            assert_string_equal(de->attributes[j]->key,
+                                ref_repair(cbt_name_str(a->key), cbt_name_len(a->key)));
+            check_kv_value(de->attributes[j], s, a);
+            j++;
+        }
+        assert_int_equal(de->n_attributes, j);
+        assert_int_equal(de->dropped_attributes_count, se->attrs_dropped);
+    }
+    assert_int_equal(d->dropped_events_count, s->events_dropped);
     assert_int_equal(d->n_links, 0);
     if (s->status == CBT_SPAN_STATUS_UNSET) {
         assert_null(d->status);
@@ -469,6 +532,39 @@ static void fixed_set_every_field(void **state)
     d = ss->spans[4];
     assert_int_equal(d->n_attributes, 0);
     assert_true(d->start_time_unix_nano == d->end_time_unix_nano);
+    assert_int_equal(d->n_events, 1);
+    assert_string_equal(d->events[0]->name, "mark");
+    assert_true(d->events[0]->time_unix_nano == 0);
+    assert_int_equal(d->events[0]->n_attributes, 0);
+
+    d = ss->spans[5];
+    assert_string_equal(d->name, "timeout");
+    assert_int_equal(d->n_attributes, 2); /* the events' are not the span's */
+    assert_string_equal(d->attributes[0]->key, "session_id");
+    assert_string_equal(d->attributes[1]->key, "count");
+    assert_int_equal(d->attributes[1]->value->int_value, 7);
+    assert_int_equal(d->n_events, 2);
+    assert_int_equal(d->dropped_events_count, 2);
+    const Opentelemetry__Proto__Trace__V1__Span__Event *e = d->events[0];
+    assert_string_equal(e->name, "exception");
+    assert_true(e->time_unix_nano == T0 + 8000);
+    assert_int_equal(e->n_attributes, 3);
+    assert_string_equal(e->attributes[0]->key, "exception.type");
+    assert_string_equal(e->attributes[0]->value->string_value, "TimeoutError");
+    assert_string_equal(e->attributes[1]->key, "exception.message");
+    assert_string_equal(e->attributes[1]->value->string_value, "retrieve timed out after 30 s");
+    assert_string_equal(e->attributes[2]->key, "exception.stacktrace");
+    assert_string_equal(e->attributes[2]->value->string_value, EMIT_STACK);
+    assert_int_equal(e->dropped_attributes_count, 0);
+    e = d->events[1];
+    assert_string_equal(e->name, "retry");
+    assert_true(e->time_unix_nano == T0 + 8500);
+    assert_int_equal(e->n_attributes, 3);
+    assert_int_equal(e->attributes[0]->value->int_value, 2);
+    assert_true(e->attributes[1]->value->double_value == 0.5);
+    assert_int_equal(e->attributes[2]->value->value_case, AV_BOOL);
+    assert_false(e->attributes[2]->value->bool_value);
+    assert_int_equal(e->dropped_attributes_count, 1);
     free_req(q);
     cbt_buf_free(&b);
 }
@@ -624,7 +720,7 @@ static void span_at_limits(void **state)
     memset(name, 'n', sizeof name - 1);
     name[sizeof name - 1] = '\0';
     s.name = tu_name(name);
-    char junk[CBT_SPAN_STR_ARENA / 16];
+    char junk[CBT_SPAN_STR_ARENA / CBT_SPAN_ATTR_MAX];
     memset(junk, 0xff, sizeof junk);
     for (int i = 0; i < CBT_SPAN_ATTR_MAX; i++) {
         char key[16];
@@ -802,6 +898,16 @@ static void json_mapping(void **state)
     assert_non_null(strstr(js, "\"stringValue\":\"gpu\\ufffd\\ufffd0\""));
     assert_non_null(strstr(js, "\"stringValue\":\"h\xc3\xa9llo \xe2\x9c\x93 \\\"q\\\" \\\\ \\u000a\""));
     assert_non_null(strstr(js, "\"stringValue\":\"ab\\ufffd\\ufffd\""));
+    /* span events: after the span's attributes, times as strings */
+    assert_non_null(strstr(js, "\"events\":[{\"timeUnixNano\":\"0\",\"name\":\"mark\"}]"));
+    assert_non_null(strstr(js, "\"attributes\":[{\"key\":\"session_id\",\"value\":{\"stringValue\":"
+                               "\"sess-0001\"}},{\"key\":\"count\",\"value\":{\"intValue\":\"7\"}}],"
+                               "\"events\":[{\"timeUnixNano\":\"1700000000000008000\",\"name\":"
+                               "\"exception\",\"attributes\":[{\"key\":\"exception.type\","));
+    assert_non_null(strstr(js, "{\"timeUnixNano\":\"1700000000000008500\",\"name\":\"retry\","
+                               "\"attributes\":[{\"key\":\"attempt\",\"value\":{\"intValue\":\"2\"}},"));
+    assert_non_null(strstr(js, "{\"key\":\"final\",\"value\":{\"boolValue\":false}}],"
+                               "\"droppedAttributesCount\":1}],\"droppedEventsCount\":2,"));
     /* camelCase only, and no proto enum names */
     const char *snake[] = {"trace_id", "span_id", "parent_span", "start_time", "end_time",
                            "dropped_", "resource_spans", "scope_spans", "int_value",
@@ -847,7 +953,7 @@ static void json_grows(void **state)
     ids(s.ctx.trace_id, 16, 1);
     ids(s.ctx.span_id, 8, 9);
     s.name = CBT_N_REQUEST;
-    char junk[CBT_SPAN_STR_ARENA / 16];
+    char junk[CBT_SPAN_STR_ARENA / CBT_SPAN_ATTR_MAX];
     memset(junk, 0x02, sizeof junk);
     for (int i = 0; i < CBT_SPAN_ATTR_MAX; i++) {
         char key[16];

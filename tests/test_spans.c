@@ -6,13 +6,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal/json.h"
 #include "internal/tracer.h"
 #include "testutil.h"
 
 static cbt_event_type g_ev;      /* the probe event the subscriber acts on */
 static cbt_name k_step;          /* its "step" metadata: which scenario */
 static cbt_name k_int, k_dbl, k_bool, k_str, k_str2, k_str3, k_late;
-static cbt_name k_many[CBT_SPAN_ATTR_MAX + 1];
+/* keys many_00.. : one past the attribute bound, and at least the 32 that
+ * LMCache's spans need */
+#define K_MANY ((CBT_SPAN_ATTR_MAX > 32 ? CBT_SPAN_ATTR_MAX : 32) + 1)
+static cbt_name k_many[K_MANY];
 static cbt_name n_attrs_span, n_many_span, n_arena_span, n_clamp_span, n_ids_span, n_pool_span;
 
 static void names_once(void)
@@ -26,7 +30,7 @@ static void names_once(void)
     k_str2 = tu_name("a_string2");
     k_str3 = tu_name("a_string3");
     k_late = tu_name("late_int");
-    for (int i = 0; i <= CBT_SPAN_ATTR_MAX; i++) {
+    for (int i = 0; i < K_MANY; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "many_%02d", i);
         k_many[i] = tu_name(nm);
@@ -61,9 +65,15 @@ static struct {
     int ids_null;
     /* step 6: pool */
     int pool_got[6];
+    /* step 7: events */
+    int ev_fresh;
 } g;
 
-static char g_long200[201], g_long56[57], g_long57[58];
+/* step 3: a string of LONG_A bytes, then one of LONG_B that fills the arena
+ * exactly, then LONG_B + 1 bytes under the second key */
+#define LONG_A (CBT_SPAN_STR_ARENA - 48)
+#define LONG_B 48
+static char g_long_a[LONG_A], g_long_b[LONG_B], g_long_c[LONG_B + 1];
 
 static cbt_status probe_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
 {
@@ -107,15 +117,15 @@ static cbt_status probe_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
         cbt_span_end(t, s, 2000);
         break;
     }
-    case 3: { /* string arena: 256 bytes in all */
+    case 3: { /* string arena: CBT_SPAN_STR_ARENA bytes in all */
         cbt_span *s = cbt_span_start(t, n_arena_span, CBT_SPAN_KIND_INTERNAL, NULL, 1000);
         if (!s)
             return CBT_ERR_FULL;
-        g.ar_st[0] = cbt_span_set_str(s, k_str, g_long200, 200);
-        g.ar_st[1] = cbt_span_set_str(s, k_str2, g_long56, 56); /* exactly full */
+        g.ar_st[0] = cbt_span_set_str(s, k_str, g_long_a, LONG_A);
+        g.ar_st[1] = cbt_span_set_str(s, k_str2, g_long_b, LONG_B); /* exactly full */
         g.ar_flags_full = s->flags;
-        g.ar_st[2] = cbt_span_set_str(s, k_str3, "z", 1);       /* one byte too many */
-        g.ar_st[3] = cbt_span_set_str(s, k_str2, g_long57, 57); /* grow: no room */
+        g.ar_st[2] = cbt_span_set_str(s, k_str3, "z", 1); /* no room, not even for the mark */
+        g.ar_st[3] = cbt_span_set_str(s, k_str2, g_long_c, LONG_B + 1); /* grow: cut */
         g.ar_st[4] = cbt_span_set_str(s, k_str, "short", 5);    /* shrink: fits */
         g.ar_st[5] = cbt_span_set_i64(s, k_int, 5);             /* non-strings still fit */
         g.ar_before_end = *s;
@@ -186,6 +196,25 @@ static cbt_status probe_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
                 cbt_span_end(t, s[i], 400);
         if (again)
             cbt_span_end(t, again, 400);
+        break;
+    }
+    case 7: { /* a span with events, through the pool and the sinks */
+        cbt_span *s = cbt_span_start(t, CBT_N_TIMEOUT, CBT_SPAN_KIND_INTERNAL, NULL, 7000);
+        if (!s)
+            return CBT_ERR_FULL;
+        uint32_t e;
+        cbt_span_set_str(s, CBT_N_SESSION_ID, "probe", 5);
+        cbt_span_add_event(s, CBT_N_EXCEPTION, 7000, &e);
+        cbt_span_event_set_str(s, e, CBT_N_EXC_TYPE, "TimeoutError", 12);
+        cbt_span_event_set_str(s, e, CBT_N_EXC_MESSAGE, "slow", 4);
+        cbt_span_set_i64(s, k_int, 1);
+        cbt_span_end(t, s, 7000);
+        /* the next span from the pool starts with no events */
+        s = cbt_span_start(t, CBT_N_TIMEOUT, CBT_SPAN_KIND_INTERNAL, NULL, 8000);
+        if (!s)
+            return CBT_ERR_FULL;
+        g.ev_fresh = s->n_events == 0 && s->events_dropped == 0 && s->attrs_truncated == 0;
+        cbt_span_end(t, s, 8000);
         break;
     }
     default:
@@ -319,29 +348,248 @@ static void seventeenth_attribute(void **state)
 static void string_arena(void **state)
 {
     (void)state;
-    memset(g_long200, 'A', 200);
-    memset(g_long56, 'B', 56);
-    memset(g_long57, 'C', 57);
+    memset(g_long_a, 'A', sizeof g_long_a);
+    memset(g_long_b, 'B', sizeof g_long_b);
+    memset(g_long_c, 'C', sizeof g_long_c);
     start_with_probe(NULL);
     run_step(3);
     assert_int_equal(g.ar_st[0], CBT_OK);
     assert_int_equal(g.ar_st[1], CBT_OK);
-    assert_int_equal(g.ar_flags_full & CBT_SPANF_ATTRS_DROPPED, 0);
+    assert_int_equal(g.ar_flags_full & (CBT_SPANF_ATTRS_DROPPED | CBT_SPANF_ATTRS_TRUNCATED), 0);
     assert_int_equal(g.ar_st[2], CBT_ERR_FULL);
-    assert_int_equal(g.ar_st[3], CBT_ERR_FULL);
+    assert_int_equal(g.ar_st[3], CBT_OK); /* stored cut */
     assert_int_equal(g.ar_st[4], CBT_OK);
     assert_int_equal(g.ar_st[5], CBT_OK);
     const cbt_span *s = find_by_name(n_arena_span, 0);
     assert_non_null(s);
     assert_true(s->flags & CBT_SPANF_ATTRS_DROPPED);
-    assert_true(s->attrs_dropped >= 2);
+    assert_true(s->flags & CBT_SPANF_ATTRS_TRUNCATED);
+    assert_int_equal(s->attrs_dropped, 1);
+    assert_int_equal(s->attrs_truncated, 1);
     str_attr_is(s, k_str, "short", 5);
-    str_attr_is(s, k_str2, g_long56, 56); /* the refused overwrite left it */
+    /* the grown value: what its old bytes left room for, then the mark */
+    char want[LONG_B];
+    memset(want, 'C', LONG_B - CBT_SPAN_TRUNC_MARK_LEN);
+    memcpy(want + LONG_B - CBT_SPAN_TRUNC_MARK_LEN, CBT_SPAN_TRUNC_MARK, CBT_SPAN_TRUNC_MARK_LEN);
+    str_attr_is(s, k_str2, want, LONG_B);
     assert_null(cbt_span_attr(s, k_str3));
+    assert_int_equal(s->arena_used, 5 + LONG_B); /* the 'A's were given back */
     const cbt_attr *a = cbt_span_attr(s, k_int);
     assert_non_null(a);
     assert_true(a->v.i64 == 5);
     tu_stop();
+}
+
+/* ---- attributes and span events on a span value (no tracer needed) ---------- */
+
+static int utf8_ok(const unsigned char *s, size_t n);
+
+static void blank_span(cbt_span *s)
+{
+    names_once();
+    memset(s, 0, sizeof *s);
+    s->name = CBT_N_TIMEOUT;
+    s->start_ns = 1000;
+    s->end_ns = 1000;
+}
+
+/* LMCache 0.5.6's spans fit: 32 attributes, 16 of them 60-byte strings (an MP
+ * child carries up to 13 with 40-byte model names), nothing flagged. */
+static void thirty_two_attributes(void **state)
+{
+    (void)state;
+    assert_int_equal(CBT_SPAN_ATTR_MAX, 32);
+    assert_true(CBT_SPAN_STR_ARENA >= 1024);
+    assert_true(sizeof(cbt_span) <= 3 * 1024);
+    static cbt_span s;
+    blank_span(&s);
+    char v[60];
+    for (int i = 0; i < 32; i++) {
+        if (i % 2) {
+            memset(v, 'a' + i % 26, sizeof v);
+            assert_int_equal(cbt_span_set_str(&s, k_many[i], v, sizeof v), CBT_OK);
+        } else {
+            assert_int_equal(cbt_span_set_i64(&s, k_many[i], i), CBT_OK);
+        }
+    }
+    assert_int_equal(s.n_attrs, 32);
+    assert_int_equal(s.flags, 0);
+    assert_int_equal(s.arena_used, 16 * 60);
+    for (int i = 0; i < 32; i++) {
+        const cbt_attr *a = cbt_span_attr(&s, k_many[i]);
+        assert_non_null(a);
+        if (i % 2) {
+            memset(v, 'a' + i % 26, sizeof v);
+            str_attr_is(&s, k_many[i], v, sizeof v);
+        } else {
+            assert_true(a->v.i64 == i);
+        }
+    }
+}
+
+/* Setting keys again and again, strings growing, shrinking and turning into
+ * ints, never uses the arena up: it holds exactly the live values, and the
+ * other strings survive the moves. */
+static void overwrite_does_not_leak(void **state)
+{
+    (void)state;
+    static cbt_span s;
+    blank_span(&s);
+    static char big[1500];
+    for (size_t i = 0; i < sizeof big; i++)
+        big[i] = (char)('a' + i % 26);
+    assert_int_equal(cbt_span_set_str(&s, k_str, "first", 5), CBT_OK);
+    assert_int_equal(cbt_span_set_str(&s, k_str3, "last", 4), CBT_OK);
+    size_t lens[] = {1, 700, 3, 1500, 0, 42, 1499};
+    for (int round = 0; round < 1000; round++) {
+        size_t n = lens[round % 7];
+        assert_int_equal(cbt_span_set_str(&s, k_str2, big, n), CBT_OK);
+        str_attr_is(&s, k_str2, big, n);
+        if (round % 10 == 9) /* a string key set to an int gives its bytes back */
+            assert_int_equal(cbt_span_set_i64(&s, k_str2, round), CBT_OK);
+        const cbt_attr *a = cbt_span_attr(&s, k_str2);
+        size_t live = 9 + (a->type == CBT_META_STR ? a->str_len : 0);
+        assert_int_equal(s.arena_used, live);
+        str_attr_is(&s, k_str, "first", 5);
+        str_attr_is(&s, k_str3, "last", 4);
+    }
+    /* a value of the span itself may be set under another key */
+    assert_int_equal(cbt_span_set_str(&s, k_str2, big, 600), CBT_OK);
+    const cbt_attr *src = cbt_span_attr(&s, k_str2);
+    assert_int_equal(cbt_span_set_str(&s, k_str, cbt_attr_str(&s, src), 600), CBT_OK);
+    str_attr_is(&s, k_str, big, 600);
+    str_attr_is(&s, k_str2, big, 600);
+    assert_int_equal(s.n_attrs, 3);
+    assert_int_equal(s.flags, 0);
+    assert_int_equal(s.attrs_truncated, 0);
+}
+
+/* A string longer than what is left is cut at a character boundary and
+ * marked; when not even the mark fits it is refused and an old value kept. */
+static void long_string_truncated(void **state)
+{
+    (void)state;
+    static cbt_span s;
+    blank_span(&s);
+    /* a value longer than the whole arena, of 3-byte characters (U+20AC) */
+    static char euro[3 * 1000];
+    for (int i = 0; i < 1000; i++)
+        memcpy(euro + 3 * i, "\xe2\x82\xac", 3);
+    assert_int_equal(cbt_span_set_str(&s, k_str, "x", 1), CBT_OK);
+    assert_int_equal(cbt_span_set_str(&s, k_str2, euro, sizeof euro), CBT_OK);
+    assert_true(s.flags & CBT_SPANF_ATTRS_TRUNCATED);
+    assert_int_equal(s.flags & CBT_SPANF_ATTRS_DROPPED, 0);
+    assert_int_equal(s.attrs_truncated, 1);
+    const cbt_attr *a = cbt_span_attr(&s, k_str2);
+    assert_non_null(a);
+    const char *v = cbt_attr_str(&s, a);
+    size_t kept = a->str_len - CBT_SPAN_TRUNC_MARK_LEN;
+    assert_true(a->str_len <= CBT_SPAN_STR_ARENA - 1);
+    assert_true(kept + 3 > CBT_SPAN_STR_ARENA - 1 - CBT_SPAN_TRUNC_MARK_LEN); /* as much as fits */
+    assert_int_equal(kept % 3, 0); /* whole characters only */
+    assert_memory_equal(v, euro, kept);
+    assert_memory_equal(v + kept, CBT_SPAN_TRUNC_MARK, CBT_SPAN_TRUNC_MARK_LEN);
+    assert_true(utf8_ok((const unsigned char *)v, a->str_len));
+    str_attr_is(&s, k_str, "x", 1);
+    /* the JSON form shows the mark */
+    static char buf[CBT_SPAN_JSON_MAX];
+    size_t n = cbt_span_to_json(&s, buf, sizeof buf);
+    assert_true(n < sizeof buf);
+    assert_non_null(strstr(buf, CBT_SPAN_TRUNC_MARK "\""));
+    assert_non_null(strstr(buf, "\"truncated_attributes\":1}"));
+
+    /* fill the arena to within 10 bytes: no room for the mark */
+    blank_span(&s);
+    static char fill[CBT_SPAN_STR_ARENA];
+    memset(fill, 'f', sizeof fill);
+    assert_int_equal(cbt_span_set_str(&s, k_str, fill, CBT_SPAN_STR_ARENA - 12), CBT_OK);
+    assert_int_equal(cbt_span_set_str(&s, k_str2, "ke", 2), CBT_OK);
+    assert_int_equal(s.flags, 0);
+    assert_int_equal(cbt_span_set_str(&s, k_str2, fill, 20), CBT_ERR_FULL); /* 10 + 2 of room */
+    str_attr_is(&s, k_str2, "ke", 2);
+    assert_int_equal(cbt_span_set_str(&s, k_str3, "abc", 3), CBT_OK);       /* still fits */
+    assert_int_equal(cbt_span_set_str(&s, k_str3, fill, 15), CBT_ERR_FULL); /* 7 + 3 of room */
+    str_attr_is(&s, k_str3, "abc", 3);
+    assert_int_equal(s.attrs_dropped, 2);
+    assert_true(s.flags & CBT_SPANF_ATTRS_DROPPED);
+    assert_int_equal(s.flags & CBT_SPANF_ATTRS_TRUNCATED, 0);
+    /* shrink the first value by 6: 13 + 3 of room, two bytes and the mark */
+    assert_int_equal(cbt_span_set_str(&s, k_str, fill, CBT_SPAN_STR_ARENA - 18), CBT_OK);
+    assert_int_equal(cbt_span_set_str(&s, k_str3, fill, 20), CBT_OK);
+    a = cbt_span_attr(&s, k_str3);
+    assert_int_equal(a->str_len, 2 + CBT_SPAN_TRUNC_MARK_LEN);
+    assert_memory_equal(cbt_attr_str(&s, a), "ff" CBT_SPAN_TRUNC_MARK, 2 + CBT_SPAN_TRUNC_MARK_LEN);
+    assert_int_equal(s.arena_used, CBT_SPAN_STR_ARENA);
+    str_attr_is(&s, k_str2, "ke", 2);
+    /* 14 of room: the mark alone */
+    assert_int_equal(cbt_span_set_str(&s, k_str, fill, CBT_SPAN_STR_ARENA - 30), CBT_OK);
+    assert_int_equal(cbt_span_set_str(&s, k_str2, fill, 100), CBT_OK); /* 12 + 2 of room */
+    a = cbt_span_attr(&s, k_str2);
+    assert_int_equal(a->str_len, CBT_SPAN_TRUNC_MARK_LEN);
+    assert_memory_equal(cbt_attr_str(&s, a), CBT_SPAN_TRUNC_MARK, CBT_SPAN_TRUNC_MARK_LEN);
+    assert_int_equal(s.arena_used, CBT_SPAN_STR_ARENA);
+    assert_int_equal(s.attrs_truncated, 2);
+}
+
+/* Span events: a name, a time and attributes of their own, sharing the
+ * span's bounds; the fifth is refused and counted. */
+static void span_events(void **state)
+{
+    (void)state;
+    static cbt_span s;
+    blank_span(&s);
+    assert_int_equal(cbt_span_set_str(&s, CBT_N_SESSION_ID, "r1", 2), CBT_OK);
+    uint32_t ev = 99;
+    assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 1500, &ev), CBT_OK);
+    assert_int_equal(ev, 0);
+    assert_int_equal(cbt_span_event_set_str(&s, ev, CBT_N_EXC_TYPE, "TimeoutError", 12), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, ev, CBT_N_EXC_MESSAGE, "late", 4), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, ev, CBT_N_EXC_MESSAGE, "too late", 8), CBT_OK);
+    assert_int_equal(cbt_span_event_set_i64(&s, ev, CBT_N_COUNT, 3), CBT_OK);
+    assert_int_equal(cbt_span_event_set_f64(&s, ev, CBT_N_HIT_RATE, 0.25), CBT_OK);
+    assert_int_equal(cbt_span_event_set_bool(&s, ev, CBT_N_FAILED, true), CBT_OK);
+    /* the same key on the span and on an event are two attributes */
+    assert_int_equal(cbt_span_event_set_str(&s, ev, CBT_N_SESSION_ID, "ev", 2), CBT_OK);
+    str_attr_is(&s, CBT_N_SESSION_ID, "r1", 2);
+    assert_null(cbt_span_attr(&s, CBT_N_EXC_TYPE));
+    const cbt_attr *a = cbt_span_event_attr(&s, 0, CBT_N_EXC_MESSAGE);
+    assert_non_null(a);
+    assert_int_equal(a->str_len, 8);
+    assert_memory_equal(cbt_attr_str(&s, a), "too late", 8);
+    a = cbt_span_event_attr(&s, 0, CBT_N_SESSION_ID);
+    assert_memory_equal(cbt_attr_str(&s, a), "ev", 2);
+    assert_true(cbt_span_event_attr(&s, 0, CBT_N_COUNT)->v.i64 == 3);
+    assert_null(cbt_span_event_attr(&s, 1, CBT_N_COUNT)); /* no event 1 yet */
+    for (uint32_t i = 1; i < CBT_SPAN_EVENTS_MAX; i++) {
+        assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 2000 + i, &ev), CBT_OK);
+        assert_int_equal(ev, i);
+    }
+    assert_int_equal(s.flags, 0);
+    assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 9000, &ev), CBT_ERR_FULL);
+    assert_int_equal(ev, UINT32_MAX);
+    assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 9000, NULL), CBT_ERR_FULL);
+    assert_int_equal(s.events_dropped, 2);
+    assert_true(s.flags & CBT_SPANF_EVENTS_DROPPED);
+    assert_int_equal(s.n_events, CBT_SPAN_EVENTS_MAX);
+    /* bad arguments */
+    assert_int_equal(cbt_span_event_set_i64(&s, ev, CBT_N_COUNT, 1), CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_event_set_str(&s, CBT_SPAN_EVENTS_MAX, CBT_N_COUNT, "x", 1),
+                     CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_event_set_i64(&s, 0, 0, 1), CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_event_set_str(&s, 0, CBT_N_COUNT, NULL, 1), CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_event_set_f64(NULL, 0, CBT_N_COUNT, 1), CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_add_event(&s, 0, 1, NULL), CBT_ERR_INVAL);
+    assert_int_equal(cbt_span_add_event(NULL, CBT_N_EXCEPTION, 1, NULL), CBT_ERR_INVAL);
+    assert_null(cbt_span_event_attr(&s, CBT_SPAN_EVENTS_MAX, CBT_N_COUNT));
+    /* the bound is shared: an event's attribute past it counts on the event */
+    for (int i = 0; s.n_attrs < CBT_SPAN_ATTR_MAX; i++)
+        assert_int_equal(cbt_span_set_i64(&s, k_many[i], i), CBT_OK);
+    assert_int_equal(cbt_span_event_set_i64(&s, 2, CBT_N_COUNT, 1), CBT_ERR_FULL);
+    assert_int_equal(s.events[2].attrs_dropped, 1);
+    assert_int_equal(s.attrs_dropped, 0);
+    assert_int_equal(s.flags & CBT_SPANF_ATTRS_DROPPED, 0);
+    assert_int_equal(cbt_span_event_set_i64(&s, 0, CBT_N_COUNT, 4), CBT_OK); /* existing key */
+    assert_true(cbt_span_event_attr(&s, 0, CBT_N_COUNT)->v.i64 == 4);
 }
 
 static void end_clamped_to_start(void **state)
@@ -443,6 +691,31 @@ static void pool_exhaustion(void **state)
     assert_int_equal(m1.spans_ended - m0.spans_ended, 5);
     assert_int_equal(m1.spans_open, 0);
     assert_int_equal(tu_count("test.pool", NULL), 5);
+    tu_stop();
+}
+
+/* The in-memory sink keeps a span's events with their attributes. */
+static void memsink_keeps_events(void **state)
+{
+    (void)state;
+    start_with_probe(NULL);
+    run_step(7);
+    assert_true(g.ev_fresh);
+    const cbt_span *s = tu_find("timeout", NULL, 0);
+    assert_non_null(s);
+    assert_int_equal(s->n_events, 1);
+    assert_int_equal(s->events[0].name, CBT_N_EXCEPTION);
+    assert_true(s->events[0].time_ns == 7000);
+    const cbt_attr *a = cbt_span_event_attr(s, 0, CBT_N_EXC_MESSAGE);
+    assert_non_null(a);
+    assert_memory_equal(cbt_attr_str(s, a), "slow", 4);
+    a = cbt_span_event_attr(s, 0, CBT_N_EXC_TYPE);
+    assert_non_null(a);
+    assert_memory_equal(cbt_attr_str(s, a), "TimeoutError", 12);
+    str_attr_is(s, CBT_N_SESSION_ID, "probe", 5);
+    assert_null(cbt_span_attr(s, CBT_N_EXC_TYPE));
+    assert_non_null(tu_find("timeout", NULL, 1));
+    assert_int_equal(tu_find("timeout", NULL, 1)->n_events, 0);
     tu_stop();
 }
 
@@ -871,6 +1144,93 @@ static void span_json(void **state)
     free(exact);
 }
 
+/* Span events in the JSON form: an "events" array after the span's own
+ * attributes, which do not include the events'. */
+static void span_json_events(void **state)
+{
+    (void)state;
+    names_once();
+    static cbt_span s;
+    make_json_span(&s, 0);
+    char buf[4096], v[1024];
+    size_t n = cbt_span_to_json(&s, buf, sizeof buf);
+    assert_true(n < sizeof buf && json_line_ok(buf, n));
+    json_value_of(buf, "events", v, sizeof v);
+    assert_string_equal(v, "[]");
+    json_value_of(buf, "dropped_events", v, sizeof v);
+    assert_string_equal(v, "0");
+    json_value_of(buf, "truncated_attributes", v, sizeof v);
+    assert_string_equal(v, "0");
+
+    assert_int_equal(cbt_span_set_i64(&s, CBT_N_HIT_TOKENS, 5), CBT_OK);
+    uint32_t e0, e1;
+    assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 1700000000123456790ull, &e0), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, e0, CBT_N_EXC_TYPE, "TimeoutError", 12), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, e0, CBT_N_EXC_MESSAGE, "no \"reply\"", 10),
+                     CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, e0, CBT_N_EXC_STACKTRACE, "Traceback\n  x", 13),
+                     CBT_OK);
+    assert_int_equal(cbt_span_event_set_i64(&s, e0, CBT_N_COUNT, 2), CBT_OK);
+    assert_int_equal(cbt_span_add_event(&s, tu_name("retry"), 1700000000123456800ull, &e1), CBT_OK);
+    assert_int_equal(cbt_span_event_set_f64(&s, e1, CBT_N_HIT_RATE, 1.0), CBT_OK);
+    assert_int_equal(cbt_span_event_set_bool(&s, e1, CBT_N_FAILED, false), CBT_OK);
+    s.events[e1].attrs_dropped = 3;
+    s.events_dropped = 1;
+    n = cbt_span_to_json(&s, buf, sizeof buf);
+    assert_true(n < sizeof buf);
+    if (!json_line_ok(buf, n))
+        fail_msg("not valid JSON: %s", buf);
+    json_value_of(buf, "attributes", v, sizeof v);
+    assert_string_equal(v, "{\"hit_tokens\":5}");
+    json_value_of(buf, "events", v, sizeof v);
+    assert_string_equal(v, "[{\"name\":\"exception\",\"time_unix_nano\":1700000000123456790,"
+                           "\"attributes\":{\"exception.type\":\"TimeoutError\","
+                           "\"exception.message\":\"no \\\"reply\\\"\","
+                           "\"exception.stacktrace\":\"Traceback\\u000a  x\",\"count\":2},"
+                           "\"dropped_attributes\":0},"
+                           "{\"name\":\"retry\",\"time_unix_nano\":1700000000123456800,"
+                           "\"attributes\":{\"hit_rate\":1.0,\"failed\":false},"
+                           "\"dropped_attributes\":3}]");
+    json_value_of(buf, "dropped_events", v, sizeof v);
+    assert_string_equal(v, "1");
+}
+
+/* No span is longer in JSON than CBT_SPAN_JSON_MAX, the line buffer of the
+ * JSON-lines sink and the trace file: a 63-byte name and 32 63-byte keys of
+ * control characters (six bytes each when escaped), a full arena of them,
+ * four events with such names. */
+static void span_json_bound(void **state)
+{
+    (void)state;
+    static cbt_span s;
+    make_json_span(&s, 1);
+    char nm[CBT_NAME_LEN_MAX];
+    memset(nm, 0x01, sizeof nm - 1);
+    nm[sizeof nm - 1] = '\0';
+    s.name = tu_name(nm);
+    s.flags = CBT_SPANF_INCOMPLETE;
+    s.attrs_dropped = s.events_dropped = s.attrs_truncated = UINT16_MAX;
+    char val[CBT_SPAN_STR_ARENA / CBT_SPAN_ATTR_MAX];
+    memset(val, 0x02, sizeof val);
+    for (int i = 0; i < CBT_SPAN_ATTR_MAX; i++) {
+        nm[sizeof nm - 2] = (char)(0x03 + i);
+        assert_int_equal(cbt_span_set_str(&s, tu_name(nm), val, sizeof val), CBT_OK);
+    }
+    assert_int_equal(s.arena_used, CBT_SPAN_STR_ARENA);
+    for (int i = 0; i < CBT_SPAN_EVENTS_MAX; i++) {
+        nm[sizeof nm - 2] = (char)(0x40 + i);
+        assert_int_equal(cbt_span_add_event(&s, tu_name(nm), UINT64_MAX, NULL), CBT_OK);
+        s.events[i].attrs_dropped = UINT16_MAX;
+    }
+    for (int i = 0; i < CBT_SPAN_ATTR_MAX; i += 2)
+        s.attrs[i].owner = (uint8_t)(1 + (i / 2) % CBT_SPAN_EVENTS_MAX);
+    static char buf[CBT_SPAN_JSON_MAX + 1];
+    size_t n = cbt_span_to_json(&s, buf, sizeof buf);
+    print_message("worst-case span: %zu JSON bytes (bound %d)\n", n, (int)CBT_SPAN_JSON_MAX);
+    assert_true(n <= CBT_SPAN_JSON_MAX);
+    assert_true(json_line_ok(buf, n));
+}
+
 /* The JSON-lines sink: one MP request, shut down, read the file back. */
 static void jsonl_sink_file(void **state)
 {
@@ -950,11 +1310,18 @@ int main(void)
         cmocka_unit_test(typed_attributes),
         cmocka_unit_test(seventeenth_attribute),
         cmocka_unit_test(string_arena),
+        cmocka_unit_test(thirty_two_attributes),
+        cmocka_unit_test(overwrite_does_not_leak),
+        cmocka_unit_test(long_string_truncated),
+        cmocka_unit_test(span_events),
         cmocka_unit_test(end_clamped_to_start),
         cmocka_unit_test(ids_and_parents),
         cmocka_unit_test(pool_exhaustion),
+        cmocka_unit_test(memsink_keeps_events),
         cmocka_unit_test(ids_unique),
         cmocka_unit_test(span_json),
+        cmocka_unit_test(span_json_events),
+        cmocka_unit_test(span_json_bound),
         cmocka_unit_test(jsonl_sink_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -109,6 +109,101 @@ static void trace_file_holds_every_span(void **state)
     unlink(path);
 }
 
+/* Run a Python check on the trace file at `path`; 0 when it exits 0. */
+static int python_check(const char *path, const char *script)
+{
+    char py[] = "/tmp/cbt_tf_check_XXXXXX";
+    int fd = mkstemp(py);
+    assert_true(fd >= 0);
+    size_t n = strlen(script);
+    assert_int_equal(write(fd, script, n), (ssize_t)n);
+    close(fd);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "python3 %s %s", py, path);
+    int rc = system(cmd);
+    unlink(py);
+    return rc;
+}
+
+/* Span events become instant events right after their span's slice, on its
+ * lane, at their own times, with their attributes; a span at the size
+ * limits still fits the sink's line. Fed to the sink directly. */
+static void trace_file_span_events(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cbt_test_tf_ev_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    cbt_sink k;
+    assert_int_equal(cbt_trace_file_sink_create(path, &k), CBT_OK);
+
+    static cbt_span s;
+    memset(&s, 0, sizeof s);
+    memset(s.ctx.trace_id, 0x11, 16);
+    memset(s.ctx.span_id, 0x22, 8);
+    memset(s.parent_span_id, 0x33, 8);
+    s.ctx.trace_flags = 1;
+    s.name = CBT_N_TIMEOUT;
+    s.start_ns = 1700000000000001000ull;
+    s.end_ns = 1700000000000001000ull;
+    assert_int_equal(cbt_span_set_str(&s, CBT_N_SESSION_ID, "r1", 2), CBT_OK);
+    uint32_t e;
+    assert_int_equal(cbt_span_add_event(&s, CBT_N_EXCEPTION, 1700000000000001000ull, &e), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, e, CBT_N_EXC_TYPE, "TimeoutError", 12), CBT_OK);
+    assert_int_equal(cbt_span_event_set_str(&s, e, CBT_N_EXC_STACKTRACE, "a\nb", 3), CBT_OK);
+    assert_int_equal(cbt_span_add_event(&s, tu_name("retry"), 1700000000000002500ull, &e), CBT_OK);
+    assert_int_equal(cbt_span_event_set_i64(&s, e, tu_name("attempt"), 2), CBT_OK);
+    assert_int_equal(k.on_span(k.ctx, &s), CBT_OK);
+
+    /* the largest span there is: 63-byte names and keys of control
+     * characters, a full arena of them, four events */
+    static cbt_span big;
+    big = s;
+    big.n_attrs = 0;
+    big.arena_used = 0;
+    big.n_events = 0;
+    char nm[CBT_NAME_LEN_MAX];
+    memset(nm, 0x01, sizeof nm - 1);
+    nm[sizeof nm - 1] = '\0';
+    big.name = tu_name(nm);
+    char val[CBT_SPAN_STR_ARENA / CBT_SPAN_ATTR_MAX];
+    memset(val, 0x02, sizeof val);
+    for (int i = 0; i < CBT_SPAN_EVENTS_MAX; i++) {
+        nm[sizeof nm - 2] = (char)(0x40 + i);
+        assert_int_equal(cbt_span_add_event(&big, tu_name(nm), 1, NULL), CBT_OK);
+    }
+    for (int i = 0; i < CBT_SPAN_ATTR_MAX; i++) { /* all on the slice: its longest line */
+        nm[sizeof nm - 2] = (char)(0x03 + i);
+        assert_int_equal(cbt_span_set_str(&big, tu_name(nm), val, sizeof val), CBT_OK);
+    }
+    assert_int_equal(big.arena_used, CBT_SPAN_STR_ARENA);
+    assert_int_equal(k.on_span(k.ctx, &big), CBT_OK);
+    k.destroy(k.ctx);
+
+    char script[2048];
+    snprintf(script, sizeof script,
+        "import json,sys\n"
+        "ev=json.load(open(sys.argv[1]))['traceEvents']\n"
+        "ev=[e for e in ev if e['ph']!='M']\n"
+        "assert [e['ph'] for e in ev]==['X','i','i','X','i','i','i','i'], [e['ph'] for e in ev]\n"
+        "x,a,b=ev[0],ev[1],ev[2]\n"
+        "assert x['name']=='timeout' and x['args']['session_id']=='r1', x\n"
+        "assert 'exception.type' not in x['args'], x\n"
+        "for i in (a,b):\n"
+        "    assert (i['pid'],i['tid'],i['s'],i['cat'])==(x['pid'],x['tid'],'t',x['cat']), i\n"
+        "    assert i['args']['span_id']=='2222222222222222' and i['args']['span']=='timeout', i\n"
+        "assert a['name']=='exception' and a['ts']==1700000000000001.0, a\n"
+        "assert a['args']['exception.type']=='TimeoutError', a\n"
+        "assert a['args']['exception.stacktrace']=='a\\nb', a\n"
+        "assert b['name']=='retry' and b['ts']==1700000000000002.5, b\n"
+        "assert b['args']['attempt']==2 and 'exception.type' not in b['args'], b\n"
+        "assert len(ev[3]['args'])==3+%d, ev[3]['args'].keys()\n"
+        "assert all(len(e['args'])==2 for e in ev[4:]), ev[4:]\n", CBT_SPAN_ATTR_MAX);
+    assert_int_equal(python_check(path, script), 0);
+    unlink(path);
+}
+
 static void trace_file_refuses_bad_paths(void **state)
 {
     (void)state;
@@ -122,6 +217,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(trace_file_holds_every_span, tu_teardown),
+        cmocka_unit_test(trace_file_span_events),
         cmocka_unit_test(trace_file_refuses_bad_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,6 +10,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cbt/span.h"
+
+/* Upper bounds of what one span becomes in JSON, whatever it holds: a name
+ * (CBT_NAME_LEN_MAX - 1 bytes, each escaped to at most 6), and a whole span
+ * through cbt_span_to_json (fixed fields, the name, every attribute with its
+ * key and value, every string byte escaped to at most 6, every event). The
+ * JSON-lines sink and the trace file size their line buffers by it, so no
+ * span is ever too long for them. */
+#define CBT_JSON_NAME_MAX (6 * (CBT_NAME_LEN_MAX - 1) + 2)
+#define CBT_SPAN_JSON_MAX                                                               \
+    (512 + CBT_JSON_NAME_MAX + CBT_SPAN_ATTR_MAX * (CBT_JSON_NAME_MAX + 32) +          \
+     6 * CBT_SPAN_STR_ARENA + CBT_SPAN_EVENTS_MAX * (CBT_JSON_NAME_MAX + 128))
+
 typedef struct cbt_jbuf {
     char *p;
     size_t cap;

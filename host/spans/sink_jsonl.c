@@ -3,8 +3,12 @@
  * Schema (docs/spans.md): trace_id, span_id, parent_span_id (hex; "" for a
  * root), name, kind, start_ns, end_ns (unix ns integers), status, incomplete,
  * attributes (an object: int -> JSON integer, double -> JSON number that
- * always has a '.' or exponent, bool, string), dropped_attributes.
+ * always has a '.' or exponent, bool, string), dropped_attributes, events
+ * (an array, in the order they were added, of {name, time_unix_nano,
+ * attributes, dropped_attributes}), dropped_events, truncated_attributes.
+ * A line is at most CBT_SPAN_JSON_MAX bytes (internal/json.h).
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +34,37 @@ static const char *status_str(uint8_t s)
     return s == CBT_SPAN_STATUS_OK ? "ok" : s == CBT_SPAN_STATUS_ERROR ? "error" : "unset";
 }
 
+/* The attributes of `owner` (0: the span, k: event k - 1) as one object. */
+static void attrs_of(cbt_jbuf *b, const cbt_span *s, uint8_t owner)
+{
+    cbt_jbuf_raw(b, "{", 1);
+    bool first = true;
+    uint32_t na = s->n_attrs < CBT_SPAN_ATTR_MAX ? s->n_attrs : CBT_SPAN_ATTR_MAX;
+    for (uint32_t i = 0; i < na; i++) {
+        const cbt_attr *a = &s->attrs[i];
+        if (a->owner != owner)
+            continue;
+        if (!first)
+            cbt_jbuf_raw(b, ",", 1);
+        first = false;
+        cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
+        cbt_jbuf_raw(b, ":", 1);
+        switch (a->type) {
+        case CBT_META_I64: cbt_jbuf_fmt(b, "%lld", (long long)a->v.i64); break;
+        case CBT_META_F64: cbt_jbuf_f64(b, a->v.f64); break;
+        case CBT_META_BOOL: cbt_jbuf_cstr(b, a->v.b ? "true" : "false"); break;
+        case CBT_META_STR:
+            if ((uint32_t)a->str_off + a->str_len <= CBT_SPAN_STR_ARENA)
+                cbt_jbuf_str(b, s->arena + a->str_off, a->str_len);
+            else
+                cbt_jbuf_cstr(b, "null"); /* not a value of this arena */
+            break;
+        default: cbt_jbuf_cstr(b, "null"); break;
+        }
+    }
+    cbt_jbuf_raw(b, "}", 1);
+}
+
 size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
 {
     cbt_jbuf b = {.p = buf, .cap = cap, .need = 0};
@@ -48,23 +83,22 @@ size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
     cbt_jbuf_fmt(&b, ",\"kind\":\"%s\",\"start_ns\":%llu,\"end_ns\":%llu,\"status\":\"%s\"",
                  kind_str(s->kind), (unsigned long long)s->start_ns,
                  (unsigned long long)s->end_ns, status_str(s->status));
-    cbt_jbuf_fmt(&b, ",\"incomplete\":%s,\"attributes\":{",
+    cbt_jbuf_fmt(&b, ",\"incomplete\":%s,\"attributes\":",
                  (s->flags & CBT_SPANF_INCOMPLETE) ? "true" : "false");
-    for (uint16_t i = 0; i < s->n_attrs; i++) {
-        const cbt_attr *a = &s->attrs[i];
-        if (i)
-            cbt_jbuf_raw(&b, ",", 1);
-        cbt_jbuf_str(&b, cbt_name_str(a->key), cbt_name_len(a->key));
-        cbt_jbuf_raw(&b, ":", 1);
-        switch (a->type) {
-        case CBT_META_I64: cbt_jbuf_fmt(&b, "%lld", (long long)a->v.i64); break;
-        case CBT_META_F64: cbt_jbuf_f64(&b, a->v.f64); break;
-        case CBT_META_BOOL: cbt_jbuf_cstr(&b, a->v.b ? "true" : "false"); break;
-        case CBT_META_STR: cbt_jbuf_str(&b, s->arena + a->str_off, a->str_len); break;
-        default: cbt_jbuf_cstr(&b, "null"); break;
-        }
+    attrs_of(&b, s, 0);
+    cbt_jbuf_fmt(&b, ",\"dropped_attributes\":%u,\"events\":[", (unsigned)s->attrs_dropped);
+    uint32_t ne = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
+    for (uint32_t e = 0; e < ne; e++) {
+        const cbt_span_event *ev = &s->events[e];
+        cbt_jbuf_cstr(&b, e ? ",{\"name\":" : "{\"name\":");
+        cbt_jbuf_str(&b, cbt_name_str(ev->name), cbt_name_len(ev->name));
+        cbt_jbuf_fmt(&b, ",\"time_unix_nano\":%llu,\"attributes\":",
+                     (unsigned long long)ev->time_ns);
+        attrs_of(&b, s, (uint8_t)(e + 1));
+        cbt_jbuf_fmt(&b, ",\"dropped_attributes\":%u}", (unsigned)ev->attrs_dropped);
     }
-    cbt_jbuf_fmt(&b, "},\"dropped_attributes\":%u}\n", (unsigned)s->attrs_dropped);
+    cbt_jbuf_fmt(&b, "],\"dropped_events\":%u,\"truncated_attributes\":%u}\n",
+                 (unsigned)s->events_dropped, (unsigned)s->attrs_truncated);
     if (b.need < cap)
         buf[b.need] = '\0';
     return b.need;
@@ -72,7 +106,7 @@ size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
 
 typedef struct jsonl_sink {
     FILE *f;
-    char line[8192];
+    char line[CBT_SPAN_JSON_MAX];
 } jsonl_sink;
 
 static cbt_status jsonl_on_span(void *ctx, const cbt_span *s)

@@ -1,7 +1,17 @@
-/* host/spans/span.c — owns span lifetime: the bounded pool, typed attributes, ending.
+/* host/spans/span.c — owns span lifetime: the bounded pool, typed attributes,
+ * span events, ending.
  *
  * Harvester thread only. A span comes from the tracer's pool at start and goes
  * back at end, after every sink has seen it; sinks copy what they keep.
+ *
+ * Attributes and string bytes. The span and its events share one attribute
+ * array (each entry says its owner: 0 the span, k event k - 1) and one string
+ * arena. The arena is kept packed: it holds exactly the live string values,
+ * so arena_used is their total length. A string that is replaced (or whose
+ * key is set to another type) gives its bytes back at once, the bytes after
+ * it moving down; that is what keeps repeated sets of one key from using the
+ * arena up. A string that does not fit what is left is cut and marked
+ * (CBT_SPAN_TRUNC_MARK), not dropped.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -65,6 +75,11 @@ cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
     s->arena_used = 0;
     s->attrs_dropped = 0;
     s->pool_index_ = (uint16_t)idx;
+    s->n_events = 0;
+    s->reserved_ = 0;
+    s->events_dropped = 0;
+    s->attrs_truncated = 0;
+    s->reserved2_ = 0;
     if (parent && cbt_span_ctx_valid(parent)) {
         memcpy(s->ctx.trace_id, parent->trace_id, 16);
         memcpy(s->parent_span_id, parent->span_id, 8);
@@ -79,27 +94,83 @@ cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
     return s;
 }
 
-static cbt_attr *attr_slot(cbt_span *s, cbt_name key)
+static inline void count16(uint16_t *c)
 {
-    for (uint16_t i = 0; i < s->n_attrs; i++)
-        if (s->attrs[i].key == key)
-            return &s->attrs[i];
-    if (s->n_attrs >= CBT_SPAN_ATTR_MAX) {
-        s->attrs_dropped++;
+    if (*c < UINT16_MAX)
+        (*c)++;
+}
+
+/* An attribute of `owner` (0: the span, k: event k - 1) did not fit. */
+static void count_dropped(cbt_span *s, uint8_t owner)
+{
+    if (owner == 0) {
+        count16(&s->attrs_dropped);
         s->flags |= CBT_SPANF_ATTRS_DROPPED;
+    } else {
+        count16(&s->events[owner - 1].attrs_dropped);
+    }
+}
+
+static const cbt_attr *lookup(const cbt_span *s, uint8_t owner, cbt_name key)
+{
+    for (uint16_t i = 0; i < s->n_attrs && i < CBT_SPAN_ATTR_MAX; i++)
+        if (s->attrs[i].key == key && s->attrs[i].owner == owner)
+            return &s->attrs[i];
+    return NULL;
+}
+
+static cbt_attr *find_attr(cbt_span *s, uint8_t owner, cbt_name key)
+{
+    return (cbt_attr *)lookup(s, owner, key);
+}
+
+/* A fresh entry for (owner, key), or NULL (counted) when the array is full. */
+static cbt_attr *new_attr(cbt_span *s, uint8_t owner, cbt_name key)
+{
+    if (s->n_attrs >= CBT_SPAN_ATTR_MAX) {
+        count_dropped(s, owner);
         return NULL;
     }
     cbt_attr *a = &s->attrs[s->n_attrs++];
     memset(a, 0, sizeof *a);
     a->key = key;
+    a->owner = owner;
     return a;
 }
 
-cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v)
+/* Give a string value's bytes back: the bytes after them move down and the
+ * strings stored there follow. `a` keeps its type; its length becomes 0. */
+static void release_str(cbt_span *s, cbt_attr *a)
 {
-    if (!s || !key)
-        return CBT_ERR_INVAL;
-    cbt_attr *a = attr_slot(s, key);
+    if (a->type != CBT_META_STR || a->str_len == 0)
+        return;
+    uint16_t off = a->str_off, len = a->str_len;
+    if ((uint32_t)off + len > s->arena_used) /* not a value of this arena: leave it */
+        return;
+    memmove(s->arena + off, s->arena + off + len, (size_t)(s->arena_used - off - len));
+    for (uint16_t i = 0; i < s->n_attrs && i < CBT_SPAN_ATTR_MAX; i++) {
+        cbt_attr *b = &s->attrs[i];
+        if (b != a && b->type == CBT_META_STR && b->str_off > off)
+            b->str_off = (uint16_t)(b->str_off - len);
+    }
+    s->arena_used = (uint16_t)(s->arena_used - len);
+    a->str_len = 0;
+    a->str_off = s->arena_used;
+}
+
+/* The entry a scalar of (owner, key) goes into, its old string released. */
+static cbt_attr *scalar_slot(cbt_span *s, uint8_t owner, cbt_name key)
+{
+    cbt_attr *a = find_attr(s, owner, key);
+    if (!a)
+        return new_attr(s, owner, key);
+    release_str(s, a);
+    return a;
+}
+
+static cbt_status set_i64(cbt_span *s, uint8_t owner, cbt_name key, int64_t v)
+{
+    cbt_attr *a = scalar_slot(s, owner, key);
     if (!a)
         return CBT_ERR_FULL;
     a->type = CBT_META_I64;
@@ -107,11 +178,9 @@ cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v)
     return CBT_OK;
 }
 
-cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v)
+static cbt_status set_f64(cbt_span *s, uint8_t owner, cbt_name key, double v)
 {
-    if (!s || !key)
-        return CBT_ERR_INVAL;
-    cbt_attr *a = attr_slot(s, key);
+    cbt_attr *a = scalar_slot(s, owner, key);
     if (!a)
         return CBT_ERR_FULL;
     a->type = CBT_META_F64;
@@ -119,11 +188,9 @@ cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v)
     return CBT_OK;
 }
 
-cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v)
+static cbt_status set_bool(cbt_span *s, uint8_t owner, cbt_name key, bool v)
 {
-    if (!s || !key)
-        return CBT_ERR_INVAL;
-    cbt_attr *a = attr_slot(s, key);
+    cbt_attr *a = scalar_slot(s, owner, key);
     if (!a)
         return CBT_ERR_FULL;
     a->type = CBT_META_BOOL;
@@ -132,32 +199,128 @@ cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v)
     return CBT_OK;
 }
 
+static cbt_status set_str(cbt_span *s, uint8_t owner, cbt_name key, const char *v, size_t len)
+{
+    if (!v && len)
+        return CBT_ERR_INVAL;
+    char copy[CBT_SPAN_STR_ARENA];
+    if (v && v >= s->arena && v < s->arena + CBT_SPAN_STR_ARENA) {
+        /* a value of this span: releasing the old one may move it */
+        if (len > (size_t)(s->arena + CBT_SPAN_STR_ARENA - v))
+            return CBT_ERR_INVAL;
+        memcpy(copy, v, len);
+        v = copy;
+    }
+    cbt_attr *a = find_attr(s, owner, key);
+    size_t old = (a && a->type == CBT_META_STR) ? a->str_len : 0;
+    size_t room = CBT_SPAN_STR_ARENA - s->arena_used + old;
+    if (len > room && room < CBT_SPAN_TRUNC_MARK_LEN) {
+        count_dropped(s, owner); /* not even the mark fits: the old value stays */
+        return CBT_ERR_FULL;
+    }
+    if (!a) {
+        if (!(a = new_attr(s, owner, key)))
+            return CBT_ERR_FULL;
+    } else {
+        release_str(s, a);
+    }
+    room = CBT_SPAN_STR_ARENA - s->arena_used;
+    size_t keep = len, stored = len;
+    if (len > room) {
+        /* cut at a character boundary: back over at most three UTF-8
+         * continuation bytes, so a valid string stays valid */
+        keep = room - CBT_SPAN_TRUNC_MARK_LEN;
+        const unsigned char *u = (const unsigned char *)v;
+        for (int i = 0; i < 3 && keep > 0 && (u[keep] & 0xC0) == 0x80; i++)
+            keep--;
+        stored = keep + CBT_SPAN_TRUNC_MARK_LEN;
+        count16(&s->attrs_truncated);
+        s->flags |= CBT_SPANF_ATTRS_TRUNCATED;
+    }
+    char *w = s->arena + s->arena_used;
+    if (keep)
+        memcpy(w, v, keep);
+    if (stored > keep)
+        memcpy(w + keep, CBT_SPAN_TRUNC_MARK, CBT_SPAN_TRUNC_MARK_LEN);
+    a->type = CBT_META_STR;
+    a->str_off = s->arena_used;
+    a->str_len = (uint16_t)stored;
+    s->arena_used = (uint16_t)(s->arena_used + stored);
+    return CBT_OK;
+}
+
+cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v)
+{
+    return (s && key) ? set_i64(s, 0, key, v) : CBT_ERR_INVAL;
+}
+
+cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v)
+{
+    return (s && key) ? set_f64(s, 0, key, v) : CBT_ERR_INVAL;
+}
+
+cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v)
+{
+    return (s && key) ? set_bool(s, 0, key, v) : CBT_ERR_INVAL;
+}
+
 cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len)
 {
-    if (!s || !key || (!v && len))
+    return (s && key) ? set_str(s, 0, key, v, len) : CBT_ERR_INVAL;
+}
+
+/* ---- span events ------------------------------------------------------------- */
+
+cbt_status cbt_span_add_event(cbt_span *s, cbt_name name, uint64_t time_ns, uint32_t *index_out)
+{
+    if (!s || !name)
         return CBT_ERR_INVAL;
-    cbt_attr *a = NULL;
-    for (uint16_t i = 0; i < s->n_attrs; i++)
-        if (s->attrs[i].key == key)
-            a = &s->attrs[i];
-    /* an overwrite of a string reuses its bytes when the new value fits */
-    bool reuse = a && a->type == CBT_META_STR && a->str_len >= len;
-    if (!reuse && (size_t)s->arena_used + len > CBT_SPAN_STR_ARENA) {
-        s->attrs_dropped++;
-        s->flags |= CBT_SPANF_ATTRS_DROPPED;
+    if (s->n_events >= CBT_SPAN_EVENTS_MAX) {
+        count16(&s->events_dropped);
+        s->flags |= CBT_SPANF_EVENTS_DROPPED;
+        if (index_out)
+            *index_out = UINT32_MAX;
         return CBT_ERR_FULL;
     }
-    if (!a && !(a = attr_slot(s, key)))
-        return CBT_ERR_FULL;
-    if (!reuse) {
-        a->str_off = s->arena_used;
-        s->arena_used = (uint16_t)(s->arena_used + len);
-    }
-    a->type = CBT_META_STR;
-    a->str_len = (uint16_t)len;
-    if (len)
-        memcpy(s->arena + a->str_off, v, len);
+    cbt_span_event *e = &s->events[s->n_events];
+    memset(e, 0, sizeof *e);
+    e->time_ns = time_ns;
+    e->name = name;
+    if (index_out)
+        *index_out = s->n_events;
+    s->n_events++;
     return CBT_OK;
+}
+
+/* The owner tag of event `ev`, or 0 when the span holds no such event. */
+static uint8_t event_owner(const cbt_span *s, uint32_t ev)
+{
+    return (s && ev < s->n_events && ev < CBT_SPAN_EVENTS_MAX) ? (uint8_t)(ev + 1) : 0;
+}
+
+cbt_status cbt_span_event_set_i64(cbt_span *s, uint32_t ev, cbt_name key, int64_t v)
+{
+    uint8_t o = event_owner(s, ev);
+    return (o && key) ? set_i64(s, o, key, v) : CBT_ERR_INVAL;
+}
+
+cbt_status cbt_span_event_set_f64(cbt_span *s, uint32_t ev, cbt_name key, double v)
+{
+    uint8_t o = event_owner(s, ev);
+    return (o && key) ? set_f64(s, o, key, v) : CBT_ERR_INVAL;
+}
+
+cbt_status cbt_span_event_set_bool(cbt_span *s, uint32_t ev, cbt_name key, bool v)
+{
+    uint8_t o = event_owner(s, ev);
+    return (o && key) ? set_bool(s, o, key, v) : CBT_ERR_INVAL;
+}
+
+cbt_status cbt_span_event_set_str(cbt_span *s, uint32_t ev, cbt_name key, const char *v,
+                                  size_t len)
+{
+    uint8_t o = event_owner(s, ev);
+    return (o && key) ? set_str(s, o, key, v, len) : CBT_ERR_INVAL;
 }
 
 void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
@@ -178,12 +341,13 @@ void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
 
 const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key)
 {
-    if (!s)
-        return NULL;
-    for (uint16_t i = 0; i < s->n_attrs; i++)
-        if (s->attrs[i].key == key)
-            return &s->attrs[i];
-    return NULL;
+    return s ? lookup(s, 0, key) : NULL;
+}
+
+const cbt_attr *cbt_span_event_attr(const cbt_span *s, uint32_t ev, cbt_name key)
+{
+    uint8_t o = event_owner(s, ev);
+    return o ? lookup(s, o, key) : NULL;
 }
 
 const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a)

@@ -7,12 +7,15 @@
  *
  * A span is a fixed-size value from a bounded pool owned by the tracer
  * (cbt_config.span_pool). Its attributes are typed and stored inline: an int
- * stays an int and a ratio a double.
+ * stays an int and a ratio a double. A span may also carry up to
+ * CBT_SPAN_EVENTS_MAX span events (OpenTelemetry's Span.Event: a name, a
+ * time and attributes of its own), e.g. the `exception` event of a timeout.
  *
  * CBT_DISABLE (defined before the first cbt include): the types and the
  * subscriber helpers stay defined; every other call is a static inline no-op
  * referencing no cbt symbol: no span is ever opened (cbt_span_start() is
- * NULL), setters return CBT_OK, lookups find nothing (NULL, "",
+ * NULL), setters and cbt_span_add_event return CBT_OK (the latter with
+ * index 0) and store nothing, lookups find nothing (NULL, "",
  * CBT_ERR_NOT_FOUND from cbt_registry_get and cbt_memsink_get), sink
  * constructors give an empty cbt_sink and a NULL memsink.
  */
@@ -34,8 +37,21 @@ extern "C" {
 
 typedef struct cbt_tracer cbt_tracer;
 
-#define CBT_SPAN_ATTR_MAX 16       /* attributes per span */
-#define CBT_SPAN_STR_ARENA 256     /* bytes for all string attribute values of one span */
+/* Bounds of one span. The attributes and the string bytes are shared by the
+ * span and its events. Sized for LMCache 0.5.6's spans: a CacheBlend root
+ * carries about 17 attributes, an MP child up to 13 (40-byte model names),
+ * a timeout's `exception` event a message and a Python stack trace. With
+ * these values sizeof(cbt_span) is 2704 bytes (the pool at the default
+ * span_pool of 8192: 21.1 MiB of address space, resident only as spans are
+ * used). */
+#define CBT_SPAN_ATTR_MAX 32     /* attributes per span, its events' included */
+#define CBT_SPAN_STR_ARENA 2048  /* bytes for all string values of the span and its events */
+#define CBT_SPAN_EVENTS_MAX 4    /* span events per span */
+
+/* What ends a string value that was cut to fit the arena (not NUL-terminated
+ * in the span; 14 bytes). */
+#define CBT_SPAN_TRUNC_MARK "...[truncated]"
+#define CBT_SPAN_TRUNC_MARK_LEN 14u
 
 typedef enum cbt_span_kind {
     CBT_SPAN_KIND_UNSPECIFIED = 0, /* values as OTLP's Span.SpanKind */
@@ -52,15 +68,19 @@ typedef enum cbt_span_status {
     CBT_SPAN_STATUS_ERROR = 2,
 } cbt_span_status;
 
-#define CBT_SPANF_INCOMPLETE 0x1u /* ended by shutdown, not by its END event */
-#define CBT_SPANF_ATTRS_DROPPED 0x2u /* at least one attribute did not fit */
+#define CBT_SPANF_INCOMPLETE 0x1u       /* ended by shutdown, not by its END event */
+#define CBT_SPANF_ATTRS_DROPPED 0x2u    /* at least one span attribute did not fit */
+#define CBT_SPANF_ATTRS_TRUNCATED 0x4u  /* at least one string value (of the span or an
+                                         * event) was cut to fit: it ends in
+                                         * CBT_SPAN_TRUNC_MARK; attrs_truncated counts */
+#define CBT_SPANF_EVENTS_DROPPED 0x8u   /* at least one span event did not fit */
 
 /* cbt_span_ctx (a span's W3C ids) is defined in cbt/event.h: events carry one. */
 
 typedef struct cbt_attr {
     cbt_name key;
-    uint8_t type; /* cbt_meta_type */
-    uint8_t reserved_;
+    uint8_t type;  /* cbt_meta_type */
+    uint8_t owner; /* 0: the span's own; k: span event k - 1's */
     uint16_t str_off; /* CBT_META_STR: offset into the span's arena */
     uint16_t str_len;
     union {
@@ -69,6 +89,15 @@ typedef struct cbt_attr {
         bool b;
     } v;
 } cbt_attr;
+
+/* One span event. Its attributes are the entries of cbt_span.attrs whose
+ * owner is its index + 1. */
+typedef struct cbt_span_event {
+    uint64_t time_ns;       /* unix epoch ns */
+    cbt_name name;
+    uint16_t attrs_dropped; /* this event's attributes that did not fit */
+    uint32_t reserved_;
+} cbt_span_event;
 
 typedef struct cbt_span {
     cbt_span_ctx ctx;         /* this span's trace id and span id */
@@ -79,11 +108,17 @@ typedef struct cbt_span {
     uint32_t flags;           /* CBT_SPANF_* */
     uint64_t start_ns;        /* unix epoch ns */
     uint64_t end_ns;          /* unix epoch ns, 0 while open */
-    uint16_t n_attrs;
-    uint16_t arena_used;
-    uint16_t attrs_dropped;
+    uint16_t n_attrs;         /* entries of attrs used, the events' included */
+    uint16_t arena_used;      /* bytes of arena used: the live string values, packed */
+    uint16_t attrs_dropped;   /* span attributes that did not fit */
     uint16_t pool_index_;     /* owned by the tracer's pool */
+    uint8_t n_events;         /* entries of events used */
+    uint8_t reserved_;
+    uint16_t events_dropped;  /* span events that did not fit */
+    uint16_t attrs_truncated; /* string values cut to fit (span and events) */
+    uint16_t reserved2_;
     cbt_attr attrs[CBT_SPAN_ATTR_MAX];
+    cbt_span_event events[CBT_SPAN_EVENTS_MAX];
     char arena[CBT_SPAN_STR_ARENA];
 } cbt_span;
 
@@ -214,9 +249,46 @@ static inline cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char 
     return CBT_OK;
 }
 static inline void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev) { (void)s, (void)ev; }
+static inline cbt_status cbt_span_add_event(cbt_span *s, cbt_name name, uint64_t time_ns,
+                                            uint32_t *index_out)
+{
+    (void)s, (void)name, (void)time_ns;
+    if (index_out)
+        *index_out = 0;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_event_set_i64(cbt_span *s, uint32_t ev, cbt_name key,
+                                                int64_t v)
+{
+    (void)s, (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_event_set_f64(cbt_span *s, uint32_t ev, cbt_name key,
+                                                double v)
+{
+    (void)s, (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_event_set_bool(cbt_span *s, uint32_t ev, cbt_name key,
+                                                 bool v)
+{
+    (void)s, (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_span_event_set_str(cbt_span *s, uint32_t ev, cbt_name key,
+                                                const char *v, size_t len)
+{
+    (void)s, (void)ev, (void)key, (void)v, (void)len;
+    return CBT_OK;
+}
 static inline const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key)
 {
     (void)s, (void)key;
+    return NULL;
+}
+static inline const cbt_attr *cbt_span_event_attr(const cbt_span *s, uint32_t ev, cbt_name key)
+{
+    (void)s, (void)ev, (void)key;
     return NULL;
 }
 static inline const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a)
@@ -317,10 +389,22 @@ CBT_API cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kin
 CBT_API cbt_span *cbt_span_start_for_event(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
                                            const cbt_span_ctx *local_parent, const cbt_event *ev);
 
-/* Typed attributes. Setting an existing key overwrites it. A span holds at most
- * CBT_SPAN_ATTR_MAX attributes and CBT_SPAN_STR_ARENA bytes of strings; past
- * that the call returns CBT_ERR_FULL and the span is flagged
- * CBT_SPANF_ATTRS_DROPPED (exporters report the count). */
+/* Typed attributes. Setting an existing key overwrites it; the bytes of a
+ * string it replaces are given back (the arena stays packed, so setting a
+ * key again and again never uses it up). CBT_ERR_INVAL for a NULL span, key
+ * 0, or a NULL `v` with a non-zero `len`.
+ *
+ * Bounds: CBT_SPAN_ATTR_MAX attributes and CBT_SPAN_STR_ARENA bytes of
+ * strings, shared with the span's events. A new key past the attribute
+ * bound is refused: CBT_ERR_FULL, attrs_dropped counts it and the span is
+ * flagged CBT_SPANF_ATTRS_DROPPED (exporters report the count). A string
+ * longer than what is left of the arena is stored cut, at a UTF-8 character
+ * boundary, and ended with CBT_SPAN_TRUNC_MARK so that the cut shows
+ * wherever the value is read: CBT_OK, attrs_truncated counts it and the span
+ * is flagged CBT_SPANF_ATTRS_TRUNCATED. Only when not even the mark fits is
+ * the value refused as above (an existing value under that key is kept).
+ * Cost: a scan of the attributes; a string overwrite moves at most the
+ * arena's bytes. `v` may point into the span's own arena. */
 CBT_API cbt_status cbt_span_set_i64(cbt_span *s, cbt_name key, int64_t v);
 CBT_API cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
 CBT_API cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
@@ -329,9 +413,34 @@ CBT_API cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, si
 /* Copy an event's metadata onto the span as attributes, types preserved. */
 CBT_API void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
 
-/* The attribute stored under `key`, or NULL. A string value is the
- * a->str_len bytes at cbt_attr_str() (not NUL-terminated). */
+/* Add a span event `name` at `time_ns` (unix epoch ns) and put its index in
+ * *index_out (may be NULL), for the cbt_span_event_set_* calls. Events keep
+ * the order they were added in. CBT_ERR_INVAL for a NULL span or name 0;
+ * CBT_ERR_FULL when the span already holds CBT_SPAN_EVENTS_MAX events: the
+ * event is dropped, events_dropped counts it, the span is flagged
+ * CBT_SPANF_EVENTS_DROPPED and *index_out is set to UINT32_MAX (which the
+ * setters refuse). */
+CBT_API cbt_status cbt_span_add_event(cbt_span *s, cbt_name name, uint64_t time_ns,
+                                      uint32_t *index_out);
+
+/* Typed attributes of span event `ev` (an index from cbt_span_add_event),
+ * with the rules of cbt_span_set_*: the same key set again overwrites, and
+ * the span's attribute and string bounds apply (they are shared). A refused
+ * attribute is counted in that event's attrs_dropped (not the span's) and
+ * returns CBT_ERR_FULL; a cut string flags the span
+ * CBT_SPANF_ATTRS_TRUNCATED. CBT_ERR_INVAL for an `ev` the span does not
+ * hold. */
+CBT_API cbt_status cbt_span_event_set_i64(cbt_span *s, uint32_t ev, cbt_name key, int64_t v);
+CBT_API cbt_status cbt_span_event_set_f64(cbt_span *s, uint32_t ev, cbt_name key, double v);
+CBT_API cbt_status cbt_span_event_set_bool(cbt_span *s, uint32_t ev, cbt_name key, bool v);
+CBT_API cbt_status cbt_span_event_set_str(cbt_span *s, uint32_t ev, cbt_name key, const char *v,
+                                          size_t len);
+
+/* The span's own attribute stored under `key`, or NULL. A string value is
+ * the a->str_len bytes at cbt_attr_str() (not NUL-terminated). */
 CBT_API const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key);
+/* Span event `ev`'s attribute stored under `key`, or NULL. */
+CBT_API const cbt_attr *cbt_span_event_attr(const cbt_span *s, uint32_t ev, cbt_name key);
 CBT_API const char *cbt_attr_str(const cbt_span *s, const cbt_attr *a);
 
 /* End the span at `end_ns` (clamped to start_ns if earlier), hand it to every

@@ -3,7 +3,10 @@
  *
  * One object {"traceEvents": [...]} written incrementally: every finished
  * span as a complete ("X") event with its attributes in args, on a lane per
- * request (host spans) or per kernel op (GPU spans); per-CTA kernel records
+ * request (host spans) or per kernel op (GPU spans), each of its span events
+ * right after it as an instant ("i") event on the same lane at the event's
+ * time, args = the event's attributes plus "span_id" and "span" (the span's
+ * name); per-CTA kernel records
  * as "X" events on one lane per SM under a "GPU SMs" process; lane names as
  * metadata events. The file is valid JSON once the sink is destroyed
  * (cbt_shutdown) or flushed.

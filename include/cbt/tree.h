@@ -2,7 +2,8 @@
  *
  * For people, not machines: the demo prints each request's tree with offsets
  * from the root's start and durations in milliseconds, and the attributes
- * that matter for a KV-cache request (session_id, hit_rate, ...).
+ * that matter for a KV-cache request (session_id, hit_rate, ...), then each
+ * span event as "[event <name> +<ms from the span's start>]".
  *
  * CBT_DISABLE (defined before the first cbt include): both calls are static
  * inline no-ops that print nothing and return 0, referencing no cbt symbol.
