@@ -86,6 +86,15 @@ static uint32_t mp_stats_after_stop_incomplete(void)
     return n;
 }
 
+/* A string attribute's value equals `want` (arena strings are length-counted). */
+static void str_is(const cbt_span *s, const cbt_attr *a, const char *want)
+{
+    assert_non_null(a);
+    assert_int_equal(a->type, CBT_META_STR);
+    if (a->str_len != strlen(want) || memcmp(cbt_attr_str(s, a), want, a->str_len) != 0)
+        fail_msg("'%.*s', want '%s'", (int)a->str_len, cbt_attr_str(s, a), want);
+}
+
 static void times(const cbt_span *s, uint64_t start, uint64_t end)
 {
     if (s->start_ns != T0 + start || s->end_ns != T0 + end)
@@ -266,7 +275,14 @@ static void mp_timeout_span(void **state)
     const char *sid = "mp-to";
     start_with(0, 8192, 0, 0, 0, false);
     at(CBT_EV_MP_REQUEST_START, sid, 1 * MS, 0, NULL);
-    at(CBT_EV_TIMEOUT_RAISED, sid, 2 * MS, 0, NULL);
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, CBT_EV_TIMEOUT_RAISED, sid), CBT_OK);
+    e.ts = T0 + 2 * MS;
+    e.flags |= CBT_EVF_EXPLICIT_TS;
+    assert_int_equal(cbt_event_str(&e, CBT_N_EXCEPTION_TYPE, "ShmTimeout"), CBT_OK);
+    assert_int_equal(cbt_event_str(&e, CBT_N_MESSAGE, "waited 30 s"), CBT_OK);
+    assert_int_equal(cbt_event_str(&e, CBT_N_STACKTRACE, "shm.py:212"), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
     at(CBT_EV_MP_REQUEST_END, sid, 3 * MS, 0, NULL);
     at(CBT_EV_TIMEOUT_RAISED, NULL, 4 * MS, 0, NULL);
     tu_flush();
@@ -275,11 +291,20 @@ static void mp_timeout_span(void **state)
     assert_true(tu_is_child_of(t1, root));
     times(t1, 2 * MS, 2 * MS);
     assert_int_equal(t1->status, CBT_SPAN_STATUS_ERROR);
+    /* the exception span event, OpenTelemetry's way */
+    assert_int_equal(t1->n_events, 1);
+    assert_int_equal(t1->events[0].name, CBT_N_EXCEPTION);
+    assert_int_equal(t1->events[0].time_ns, T0 + 2 * MS);
+    str_is(t1, cbt_span_event_attr(t1, 0, CBT_N_EXC_TYPE), "ShmTimeout");
+    str_is(t1, cbt_span_event_attr(t1, 0, CBT_N_EXC_MESSAGE), "waited 30 s");
+    str_is(t1, cbt_span_event_attr(t1, 0, CBT_N_EXC_STACKTRACE), "shm.py:212");
     assert_int_equal(tu_count("timeout", NULL), 2);
     const cbt_span *t2 = tu_find("timeout", NULL, 1);
     if (tu_is_child_of(t2, root))
         t2 = tu_find("timeout", NULL, 0);
     assert_true(tu_is_root(t2));
+    /* no type sent: TimeoutError, as LMCache defaults it */
+    str_is(t2, cbt_span_event_attr(t2, 0, CBT_N_EXC_TYPE), "TimeoutError");
     assert_int_equal(mp_stats().timeout_spans, 2);
     tu_stop();
 }
@@ -324,7 +349,8 @@ static uint32_t complete_roots(const char *prefix)
         if (s->name != CBT_N_REQUEST || (s->flags & CBT_SPANF_INCOMPLETE))
             continue;
         const cbt_attr *a = cbt_span_attr(s, CBT_N_SESSION_ID);
-        if (a && strncmp(cbt_attr_str(s, a), prefix, strlen(prefix)) == 0)
+        if (a && a->str_len >= strlen(prefix) &&
+            strncmp(cbt_attr_str(s, a), prefix, strlen(prefix)) == 0)
             n++;
     }
     return n;
@@ -337,7 +363,7 @@ static uint32_t evicted_with(const char *why)
         const cbt_span *s = tu_span(i);
         const cbt_attr *a = cbt_span_attr(s, CBT_N_EVICTED);
         if (s->name == CBT_N_REQUEST && (s->flags & CBT_SPANF_INCOMPLETE) && a &&
-            strcmp(cbt_attr_str(s, a), why) == 0)
+            a->str_len == strlen(why) && memcmp(cbt_attr_str(s, a), why, a->str_len) == 0)
             n++;
     }
     return n;

@@ -32,6 +32,15 @@ static cbt_xfer_sample g_samp[N_FIX];
 static char g_key[N_FIX][160];
 static const cbt_span_ctx g_fake_parent = {{0x21, 0x22, 0x23}, {0x31, 0x32}, 1};
 
+/* The MP builder's part, reduced to what the module needs: one open
+ * mp.store / mp.retrieve per session (the tracer runs without cbt's own MP
+ * subscriber, which feeds a module of its own; test_tree covers that). */
+#define N_OPEN 64
+static struct {
+    char sid[CBT_SESSION_MAX];
+    cbt_span *sp;
+} g_open[N_OPEN];
+
 static cbt_status xsub_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
 {
     (void)ctx;
@@ -41,15 +50,29 @@ static cbt_status xsub_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     case CBT_EV_MP_STORE_START:
     case CBT_EV_MP_RETRIEVE_START: {
         bool store = ev->type == CBT_EV_MP_STORE_START;
-        cbt_span_ctx parent;
-        if (key && cbt_registry_get(t, ev->session, store ? CBT_N_STORE : CBT_N_RETRIEVE,
-                                    &parent) == CBT_OK)
-            cbt_xfer_capture(g_x, key, kl, &parent, store ? CBT_XFER_D2H : CBT_XFER_H2D,
+        cbt_span *sp = cbt_span_start(t, store ? CBT_N_MP_STORE : CBT_N_MP_RETRIEVE,
+                                      CBT_SPAN_KIND_INTERNAL, NULL, ev->ts);
+        assert_non_null(sp);
+        cbt_span_set_str(sp, CBT_N_SESSION_ID, ev->session, ev->session_len);
+        for (int i = 0; i < N_OPEN; i++)
+            if (!g_open[i].sp) {
+                memcpy(g_open[i].sid, ev->session, ev->session_len + 1);
+                g_open[i].sp = sp;
+                break;
+            }
+        if (key)
+            cbt_xfer_capture(g_x, key, kl, &sp->ctx, store ? CBT_XFER_D2H : CBT_XFER_H2D,
                              ev->session, ev->session_len, ev->ts);
         return CBT_OK;
     }
     case CBT_EV_MP_STORE_END:
     case CBT_EV_MP_RETRIEVE_END:
+        for (int i = 0; i < N_OPEN; i++)
+            if (g_open[i].sp && strcmp(g_open[i].sid, ev->session) == 0) {
+                cbt_span_end(t, g_open[i].sp, ev->ts);
+                g_open[i].sp = NULL;
+                break;
+            }
         cbt_xfer_ended(g_x, key, key ? kl : 0, ev->ts);
         return CBT_OK;
     case CBT_EV_MP_TRANSFER_PHASE_SAMPLES: return cbt_xfer_on_event(g_x, t, ev);
@@ -77,10 +100,14 @@ static void xsub_shutdown(void *ctx, cbt_tracer *t, uint64_t now_ns)
     cbt_xfer_shutdown(g_x, t);
 }
 
-/* Tracer, memory sink, the MP subscriber (cbt's default) and ours after it. */
+/* Tracer and memory sink without cbt's MP subscriber, and ours. */
 static void start(uint32_t max_transfers, uint64_t ttl_ns)
 {
-    tu_start(NULL);
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.mp_subscriber = false;
+    memset(g_open, 0, sizeof g_open);
+    tu_start(&c);
     assert_int_equal(cbt_event_type_register("TEST_XFER_PROBE", &g_probe), CBT_OK);
     k_step = tu_name("step");
     k_idx = tu_name("idx");

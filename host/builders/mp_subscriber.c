@@ -9,6 +9,7 @@
 
 #include "internal/abi.h"
 #include "internal/tree.h"
+#include "internal/xfer.h"
 
 enum { OP_LOOKUP = 0, OP_STORE = 1, OP_RETRIEVE = 2, OP_COUNT_ };
 enum { CTR_STORE = 0, CTR_RETRIEVE = 1 };
@@ -35,6 +36,7 @@ static const cbt_tree_rule k_rules[] = {
 };
 
 typedef struct mp_state {
+    cbt_xfer *xfer; /* transfer-phase spans (host/builders/transfer_phase.c) */
     _Atomic uint64_t timeout_spans;
 } mp_state;
 
@@ -65,13 +67,36 @@ static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
         cbt_span_set_str(root, CBT_N_EARLY_EXIT_REASON, why, n);
 }
 
+/* A store or retrieve START that carries a transfer_key: its phase spans
+ * will nest under this span. */
+static void mp_child_start(cbt_tree *e, cbt_tree_session *s, int op, cbt_span *sp,
+                           const cbt_event *ev)
+{
+    (void)s;
+    mp_state *st = cbt_tree_pctx(e);
+    size_t n = 0;
+    const char *key = cbt_event_get_str(ev, CBT_N_TRANSFER_KEY, &n);
+    if (op == OP_LOOKUP || !key || !sp)
+        return;
+    cbt_xfer_capture(st->xfer, key, n, &sp->ctx, op == OP_STORE ? CBT_XFER_D2H : CBT_XFER_H2D,
+                     ev->session, ev->session_len, ev->ts);
+}
+
 static void mp_child_end(cbt_tree *e, cbt_tree_session *s, int op, cbt_span *sp,
                          const cbt_event *ev)
 {
-    (void)e, (void)sp;
+    (void)sp;
+    mp_state *st = cbt_tree_pctx(e);
     cbt_span *root = cbt_tree_root(s);
-    if (op == OP_LOOKUP && root)
-        set_hit_attrs(root, ev);
+    if (op == OP_LOOKUP) {
+        if (root)
+            set_hit_attrs(root, ev);
+        return;
+    }
+    size_t n = 0;
+    const char *key = cbt_event_get_str(ev, CBT_N_TRANSFER_KEY, &n);
+    if (key)
+        cbt_xfer_ended(st->xfer, key, n, ev->ts);
 }
 
 /* TIMEOUT_RAISED: a zero-length "timeout" span, ERROR, under the session's
@@ -88,6 +113,21 @@ static cbt_status on_timeout(cbt_tree *e, const cbt_event *ev)
     cbt_span_set_str(sp, CBT_N_SESSION_ID, ev->session, ev->session_len);
     if (late)
         cbt_span_set_bool(sp, CBT_N_LATE, true);
+    /* the exception as OpenTelemetry records one: a span event */
+    uint32_t x = 0;
+    if (cbt_span_add_event(sp, CBT_N_EXCEPTION, ev->ts, &x) == CBT_OK) {
+        size_t n = 0;
+        const char *v = cbt_event_get_str(ev, CBT_N_EXCEPTION_TYPE, &n);
+        if (!v) {
+            v = "TimeoutError";
+            n = strlen(v);
+        }
+        cbt_span_event_set_str(sp, x, CBT_N_EXC_TYPE, v, n);
+        if ((v = cbt_event_get_str(ev, CBT_N_MESSAGE, &n)))
+            cbt_span_event_set_str(sp, x, CBT_N_EXC_MESSAGE, v, n);
+        if ((v = cbt_event_get_str(ev, CBT_N_STACKTRACE, &n)))
+            cbt_span_event_set_str(sp, x, CBT_N_EXC_STACKTRACE, v, n);
+    }
     sp->status = CBT_SPAN_STATUS_ERROR;
     cbt_span_end(t, sp, ev->ts);
     atomic_fetch_add_explicit(&st->timeout_spans, 1, memory_order_relaxed);
@@ -98,10 +138,23 @@ static cbt_status mp_custom(cbt_tree *e, const cbt_event *ev)
 {
     if (ev->type == CBT_EV_TIMEOUT_RAISED)
         return on_timeout(e, ev);
-    return CBT_OK;
+    mp_state *st = cbt_tree_pctx(e);
+    return cbt_xfer_on_event(st->xfer, cbt_tree_tracer(e), ev); /* MP_TRANSFER_PHASE_SAMPLES */
 }
 
-static void mp_destroy(cbt_tree *e) { free(cbt_tree_pctx(e)); }
+static void mp_shutdown(cbt_tree *e, uint64_t now_ns)
+{
+    (void)now_ns;
+    mp_state *st = cbt_tree_pctx(e);
+    cbt_xfer_shutdown(st->xfer, cbt_tree_tracer(e));
+}
+
+static void mp_destroy(cbt_tree *e)
+{
+    mp_state *st = cbt_tree_pctx(e);
+    cbt_xfer_destroy(st->xfer);
+    free(st);
+}
 
 static const cbt_tree_path k_mp_path = {
     .name = "mp",
@@ -113,8 +166,10 @@ static const cbt_tree_path k_mp_path = {
     .ops = k_ops,
     .rules = k_rules,
     .n_rules = sizeof k_rules / sizeof k_rules[0],
+    .on_child_start = mp_child_start,
     .on_child_end = mp_child_end,
     .on_custom = mp_custom,
+    .on_shutdown = mp_shutdown,
     .on_destroy = mp_destroy,
 };
 
@@ -131,9 +186,16 @@ cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
     mp_state *st = calloc(1, sizeof *st);
     if (!st)
         return CBT_ERR_NOMEM;
-    rc = cbt_tree_subscriber_(&k_mp_path, &o, st, NULL, 0, out);
-    if (rc)
+    /* as many captured transfers as sessions; LMCache's 120 s parent TTL */
+    if ((rc = cbt_xfer_create(o.max_sessions, 0, &st->xfer))) {
         free(st);
+        return rc;
+    }
+    rc = cbt_tree_subscriber_(&k_mp_path, &o, st, NULL, 0, out);
+    if (rc) {
+        cbt_xfer_destroy(st->xfer);
+        free(st);
+    }
     return rc;
 }
 
@@ -180,6 +242,10 @@ cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *caller)
     out->sessions_reused = R(sessions_reused);
 #undef R
     out->timeout_spans = atomic_load_explicit(&st->timeout_spans, memory_order_relaxed);
+    cbt_xfer_stats xs;
+    cbt_xfer_stats_get(st->xfer, &xs);
+    out->transfer_spans = xs.spans;
+    out->transfer_samples_skipped = xs.samples_skipped + xs.unknown_key;
     cbt_abi_out_(caller, out, sizeof *out, CBT_MP_STATS_VERSION);
     return CBT_OK;
 }
