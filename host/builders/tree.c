@@ -728,6 +728,8 @@ static cbt_status on_point(cbt_tree *e, cbt_tree_session *s, cbt_name name, cons
     }
     if (ev->session_len > 0)
         set_ids(e, sp, ev->session, ev->session_len);
+    else /* as LMCache: a session-less point span says so */
+        cbt_span_set_str(sp, CBT_N_SESSION_ID, "", 0);
     cbt_span_set_from_event(sp, ev);
     if (s && s->closed) {
         cbt_span_set_bool(sp, CBT_N_LATE, true);
