@@ -112,12 +112,6 @@ def _mp_root_end_rule(d: Diff, ctx: Context) -> bool:
     return d.kind == "start_differs" and d.cv in ends and d.lv > d.cv
 
 
-def _cb_root_end_rule(d: Diff, ctx: Context) -> bool:
-    return (d.kind == "end_differs" and not d.key and d.name == "cb.request"
-            and d.cv in ctx.request_end_ns.get((d.session, "cb.request"), set())
-            and d.lv > d.cv)
-
-
 def _tp_crossing(d: Diff, ctx: Context) -> bool:
     if (d.session, d.name) in ctx.overlapping:
         return True
@@ -161,10 +155,6 @@ INTENDED: tuple[Intended, ...] = (
              "its REQUEST_END time; LMCache uses the last transfer END",
              f"{DOC} §2.1 close rule, §6 MP deferred root end, Lazy MP root",
              _mp_root_end_rule),
-    Intended("cb-root-end-rule",
-             "cbt stamps a deferred cb.request with its CB_REQUEST_END time (V3 seed); "
-             "LMCache with the last CB_RETRIEVE_END (proposed: the span engine decides)",
-             f"{DOC} §2.2 close rule, §6 CB deferred root end", _cb_root_end_rule),
     Intended("lmcache-tp-crossing",
              "LMCache keeps one pending span per (session, operation): overlapping "
              "tensor-parallel STARTs lose a span and cross attributes; cbt pairs on `pair`",
