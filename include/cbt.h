@@ -154,7 +154,8 @@ typedef struct cbt_config {
      * with LMCache's 12 cb.lookup.end values and a 40-character model name,
      * 41 at most (16 values, a trace context and a full string area;
      * docs/architecture.md, "Lanes").
-     * Each cell costs 72 bytes: the cell and its commit word. */
+     * A lane's cell costs 64 bytes, a cell of the shared queue 72 (with its
+     * commit word). */
     uint32_t queue_capacity;     /* cells of the shared queue, power of two in [64, 2^24] */
     uint32_t lane_capacity;      /* cells of each thread's own lane, power of two in
                                     [64, 2^22]; 0 = no lanes */
@@ -352,7 +353,7 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
 #endif /* CBT_DISABLE */
 
 /* Defaults: enabled, MP subscriber on, a 65536-cell shared queue (4.5 MiB:
- * 21845 3-cell events), 16384-cell lanes (1.1 MiB: 5461 such events) for up
+ * 21845 3-cell events), 16384-cell lanes (1 MiB: 5461 such events) for up
  * to 64 threads, 65536-record rings (mapped placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound.
  * Inline, so that only this header's sizeof is written (cbt_config_default_into). */

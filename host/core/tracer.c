@@ -32,7 +32,7 @@ cbt_status cbt_config_default_into(cbt_config *out)
     c.enabled = true;
     c.mp_subscriber = true;
     c.queue_capacity = 65536; /* cells: 4.5 MiB (cbt.h) */
-    c.lane_capacity = 16384;  /* cells: 1.1 MiB per lane */
+    c.lane_capacity = 16384;  /* cells: 1 MiB per lane */
     c.max_lanes = 64;
     c.span_pool = 8192;
     c.registry_capacity = 16384;

@@ -30,9 +30,8 @@
  *
  * CBT_DISABLE (defined before the first cbt include): the types and constants
  * stay defined and every call is a static inline no-op referencing no cbt
- * symbol: cbt_event_init() sets the header as the real one does (type set,
- * no session, no values, no strings; the rest of the event is left as it
- * was), the
+ * symbol: cbt_event_init() zeroes the header (type set, no session, no
+ * values, no strings) and, like the real one, writes nothing past it; the
  * setters store nothing and return CBT_OK, cbt_meta_*() give an empty value
  * (CBT_META_NONE), lookups find nothing (NULL, `dflt`, "", false), and
  * cbt_event_type_register() hands out CBT_EV_INVALID, cbt_event_type_by_name()
