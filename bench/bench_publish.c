@@ -1,10 +1,11 @@
-#define PER_ROUND 8192
-
-
 /* bench/bench_publish.c — what the instrumentation costs on the host.
  *
  *   publish_on      ns per cbt_publish() of a prepared event, tracer running
  *   build_publish   ns per cbt_event_init + 2 metadata values + cbt_publish
+ *   publish_cb      ns per cbt_publish() of a prepared cb.lookup.end: LMCache's
+ *                   12 values (11 ints and a bool) and a 40-character model
+ *                   name (an 8-cell record, 457 bytes)
+ *   build_cb        ns per cbt_event_init + those 13 values + cbt_publish
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
  *   sampled_out     ns per request-sampled check that skips a publish
  *   pspan_*         ns per cbt_pspan_begin + cbt_pspan_end, sampled out / in
@@ -16,7 +17,9 @@
  *
  * Usage: bench_publish [--quick]. Prints one line per figure; the median of
  * several rounds is reported. Targets (docs/performance.md): on <= 20 ns,
- * off <= 2 ns, pipeline >= 5 M events/s.
+ * cb <= 60 ns, off <= 2 ns, pipeline >= 5 M events/s. Capacities are in
+ * 64-byte cells (cbt.h): a lane of 2^17 cells holds a round of 8192 events
+ * of up to 16 cells.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,6 +32,10 @@
 #include "cbt/context.h"
 #include "cbt/pspan.h"
 
+#define PER_ROUND 8192
+#define SESSION_ID "cmpl-3f5a9c2e-7d41-4b8e-9a1f-0c2d4e6f8a1b-0" /* 44 bytes */
+#define MODEL_NAME "meta-llama/Llama-3.1-8B-Instruct-FP8-v02" /* 40 bytes */
+
 static uint64_t g_spans;
 static cbt_status count_span(void *ctx, const cbt_span *s)
 {
@@ -38,11 +45,12 @@ static cbt_status count_span(void *ctx, const cbt_span *s)
     return CBT_OK;
 }
 
-static void start_tracer(uint32_t queue)
+/* `cells`: of the shared queue and of each lane (64-byte cells; cbt.h) */
+static void start_tracer(uint32_t cells)
 {
     cbt_config c = cbt_config_default();
-    c.queue_capacity = queue;
-    c.lane_capacity = queue; /* the bench's one publishing thread gets a lane of this size */
+    c.queue_capacity = cells;
+    c.lane_capacity = cells; /* the bench's one publishing thread gets a lane of this size */
     c.max_lanes = 4;
     c.poll_interval_us = 50;
     if (cbt_init(&c) != CBT_OK) {
@@ -58,31 +66,64 @@ static void start_tracer(uint32_t queue)
     cbt_add_sink(&k);
 }
 
-/* ns per publish of a prepared event, in rounds that fit the queue, with the
- * queue drained (cbt_flush, not timed) between rounds. */
-static double bench_publish_on(int rounds, int per_round, int build)
+static cbt_name g_n_no_gpu, g_n_model;
+
+/* cb.lookup.end as LMCache 0.5.6 sends it (docs/lmcache-0.5.6.md §1.2), and
+ * a model name. */
+static void build_cb_lookup_end(cbt_event *e, int64_t i)
 {
-    start_tracer(16384);
+    cbt_event_init(e, CBT_EV_CB_LOOKUP_END, SESSION_ID);
+    cbt_event_i64(e, CBT_N_NUM_TOKENS, 4096 + i);
+    cbt_event_i64(e, CBT_N_FINGERPRINT_HITS, 12);
+    cbt_event_i64(e, CBT_N_PREFIX_HITS, 3);
+    cbt_event_i64(e, CBT_N_PREFIX_CHUNKS, 4);
+    cbt_event_i64(e, CBT_N_STORAGE_HITS, 9);
+    cbt_event_i64(e, CBT_N_STALE_CHUNKS, 0);
+    cbt_event_bool(e, g_n_no_gpu, false);
+    cbt_event_i64(e, CBT_N_PREFIX_HIT_TOKENS, 1024);
+    cbt_event_i64(e, CBT_N_SEGMENTED_PREFIX_HIT_TOKENS, 256);
+    cbt_event_i64(e, CBT_N_NON_PREFIX_HIT_TOKENS, 2048);
+    cbt_event_i64(e, CBT_N_HIT_TOKENS, 3328);
+    cbt_event_i64(e, CBT_N_REQUESTED_TOKENS, 4096);
+    cbt_event_str(e, g_n_model, MODEL_NAME);
+}
+
+/* ns per publish of a prepared event (cb: the cb.lookup.end above, else an
+ * mp.store.start with 2 values), in rounds that fit the lane, with the lane
+ * drained (cbt_flush, not timed) between rounds. */
+static double bench_publish_on(int rounds, int per_round, int build, int cb)
+{
+    start_tracer(1u << 17); /* 8 MiB: a round of 8-cell events fits */
     double *r = calloc((size_t)rounds, sizeof *r);
-    cbt_event ev;
-    cbt_event_init(&ev, CBT_EV_MP_STORE_START, "cmpl-3f5a9c2e-7d41-4b8e-9a1f-0c2d4e6f8a1b-0");
-    cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
-    cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
+    static cbt_event ev;
+    if (cb) {
+        build_cb_lookup_end(&ev, 0);
+    } else {
+        cbt_event_init(&ev, CBT_EV_MP_STORE_START, SESSION_ID);
+        cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
+        cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
+    }
     uint64_t fails = 0;
-    /* warm-up: two laps of the lane, so its pages are faulted in and the
-     * timed rounds see steady state */
-    for (int w = 0; w < 4; w++) {
+    /* warm-up: at least two laps of the lane (2^17 cells; a round is 24576
+     * cells of the 2-value event, 65536 of the cb one), so its pages are
+     * faulted in and the timed rounds see steady state */
+    for (int w = 0; w < 16; w++) {
         for (int i = 0; i < per_round; i++)
             fails += cbt_publish(&ev) != CBT_OK;
         cbt_flush(10000);
     }
     for (int k = 0; k < rounds; k++) {
         double t0 = now_s();
-        if (build) {
+        if (build && cb) {
             for (int i = 0; i < per_round; i++) {
                 cbt_event e;
-                cbt_event_init(&e, CBT_EV_MP_STORE_START,
-                               "cmpl-3f5a9c2e-7d41-4b8e-9a1f-0c2d4e6f8a1b-0");
+                build_cb_lookup_end(&e, i);
+                fails += cbt_publish(&e) != CBT_OK;
+            }
+        } else if (build) {
+            for (int i = 0; i < per_round; i++) {
+                cbt_event e;
+                cbt_event_init(&e, CBT_EV_MP_STORE_START, SESSION_ID);
                 cbt_event_i64(&e, CBT_N_NUM_TOKENS, i);
                 cbt_event_i64(&e, CBT_N_STORED_COUNT, 16);
                 fails += cbt_publish(&e) != CBT_OK;
@@ -107,7 +148,7 @@ static double bench_publish_on(int rounds, int per_round, int build)
  * tracer is running. */
 static double bench_sampled_out(int rounds, long per_round)
 {
-    start_tracer(16384);
+    start_tracer(65536);
     double *r = calloc((size_t)rounds, sizeof *r);
     cbt_trace_context tc;
     memset(&tc, 0, sizeof tc);
@@ -141,7 +182,7 @@ static double bench_sampled_out(int rounds, long per_round)
 static double bench_pspan(int rounds, long per_round, int sampled, int tracer)
 {
     if (tracer)
-        start_tracer(16384);
+        start_tracer(65536);
     double *r = calloc((size_t)rounds, sizeof *r);
     cbt_span_ctx parent;
     memset(&parent, 0, sizeof parent);
@@ -275,7 +316,8 @@ static double bench_drain(int rounds, int requests)
     for (int k = 0; k < rounds; k++) {
         cbt_config c = cbt_config_default();
         c.queue_capacity = 1u << 18;
-        c.lane_capacity = 1u << 18; /* holds the whole workload while the gate is shut */
+        c.lane_capacity = 1u << 20; /* cells: holds the whole workload (15 cells a
+                                       request) while the gate is shut */
         c.max_lanes = 2;
         c.poll_interval_us = 50;
         if (cbt_init(&c) != CBT_OK)
@@ -318,7 +360,7 @@ static double bench_pipeline(int rounds, int requests, uint64_t *dropped, double
         CBT_EV_MP_STORE_SUBMITTED, CBT_EV_MP_STORE_START,          CBT_EV_MP_STORE_END,
         CBT_EV_MP_REQUEST_END};
     for (int k = 0; k < rounds; k++) {
-        start_tracer(1u << 16);
+        start_tracer(1u << 18); /* cells: ~120k events, as many as the 65536 slots before */
         uint64_t retries = 0;
         double t0 = now_s();
         for (int q = 0; q < requests; q++) {
@@ -354,8 +396,12 @@ int main(int argc, char **argv)
 {
     int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     int rounds = quick ? 5 : 21;
-    double on = bench_publish_on(rounds, PER_ROUND, 0);
-    double build = bench_publish_on(rounds, PER_ROUND, 1);
+    cbt_intern("no_gpu_context", &g_n_no_gpu);
+    cbt_intern("model_name", &g_n_model);
+    double on = bench_publish_on(rounds, PER_ROUND, 0, 0);
+    double build = bench_publish_on(rounds, PER_ROUND, 1, 0);
+    double cb_on = bench_publish_on(rounds, PER_ROUND, 0, 1);
+    double cb_build = bench_publish_on(rounds, PER_ROUND, 1, 1);
     double off = bench_publish_off(rounds, quick ? 10000000L : 100000000L);
     double sampled_out = bench_sampled_out(rounds, quick ? 10000000L : 100000000L);
     double pspan_out = bench_pspan(rounds, quick ? 1000000L : 10000000L, 0, 1);
@@ -374,6 +420,9 @@ int main(int argc, char **argv)
     printf("stamp_realtime %8.2f ns         (clock_gettime, for comparison)\n", cgt);
     printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
     printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
+    printf("publish_cb     %8.2f ns/event   (prepared cb.lookup.end: 12 values and a 40-byte "
+           "model name; target <= 60)\n", cb_on);
+    printf("build_cb       %8.2f ns/event   (init + those 13 values + publish)\n", cb_build);
     printf("publish_off    %8.2f ns/call    (no tracer: one branch; target <= 2)\n", off);
     printf("sampled_out    %8.2f ns/event   (tracer running, request sampled out: one flag test)\n",
            sampled_out);

@@ -149,8 +149,16 @@ typedef struct cbt_config {
     uint32_t size;    /* sizeof(cbt_config) */
     bool enabled;     /* false: cbt_init() succeeds but installs no tracer */
     bool mp_subscriber;          /* install the MP subscriber (seed semantics) */
-    uint32_t queue_capacity;     /* events in the shared queue, power of two */
-    uint32_t lane_capacity;      /* events in each thread's own lane, power of two; 0 = no lanes */
+    /* The shared queue and each thread's lane hold variable-size records of
+     * 64-byte cells: an event takes 2 cells with no value, 3 with two, 8
+     * with LMCache's 12 cb.lookup.end values and a 40-character model name,
+     * 41 at most (16 values, a trace context and a full string area;
+     * docs/architecture.md, "Lanes").
+     * A lane's cell costs 64 bytes, a cell of the shared queue 72 (with its
+     * commit word). */
+    uint32_t queue_capacity;     /* cells of the shared queue, power of two in [64, 2^24] */
+    uint32_t lane_capacity;      /* cells of each thread's own lane, power of two in
+                                    [64, 2^22]; 0 = no lanes */
     uint32_t max_lanes;          /* threads with a lane of their own (<= 256); others share */
     uint32_t span_pool;          /* spans open at once */
     uint32_t registry_capacity;  /* (session, name) entries, power of two */
@@ -183,7 +191,7 @@ typedef struct cbt_metrics {
     uint64_t subscriber_errors; /* non-zero returns from subscribers */
     uint64_t sink_errors;       /* non-zero returns from sinks */
     uint64_t queue_depth;       /* events waiting now, all lanes and the shared queue */
-    uint64_t queue_capacity;    /* of the shared queue */
+    uint64_t queue_capacity;    /* of the shared queue, in 64-byte cells (cbt_config) */
     uint64_t lanes;             /* threads with a lane of their own now */
     uint64_t pending_stream_marks; /* CUDA marks recorded, not yet resolved */
     uint64_t lag_last_ns;       /* oldest-event lag: dispatch time - stamp of the
@@ -196,10 +204,12 @@ typedef struct cbt_metrics {
     uint64_t registry_full;     /* registry puts refused */
     uint64_t harvester_busy_ns; /* harvester time spent dispatching (not polling idle) */
     uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
+    /* version 2 */
+    uint64_t meta_truncated;    /* string values cut to fit an event (cbt_event_str) */
 } cbt_metrics;
-#define CBT_METRICS_VERSION 1u
+#define CBT_METRICS_VERSION 2u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, spans_unsampled);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, meta_truncated);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -213,8 +223,8 @@ static inline cbt_status cbt_config_default_into(cbt_config *c)
     memset(&d, 0, sizeof d);
     d.enabled = false; /* the one difference: there is no tracer to install */
     d.mp_subscriber = true;
-    d.queue_capacity = 16384;
-    d.lane_capacity = 4096;
+    d.queue_capacity = 65536;
+    d.lane_capacity = 16384;
     d.max_lanes = 64;
     d.span_pool = 8192;
     d.registry_capacity = 16384;
@@ -348,8 +358,9 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
 
 #endif /* CBT_DISABLE */
 
-/* Defaults: enabled, MP subscriber on, 16384-event shared queue, 4096-event
- * lanes for up to 64 threads, 65536-record rings (mapped placement), 8192 spans,
+/* Defaults: enabled, MP subscriber on, a 65536-cell shared queue (4.5 MiB:
+ * 21845 3-cell events), 16384-cell lanes (1 MiB: 5461 such events) for up
+ * to 64 threads, 65536-record rings (mapped placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll, 2000 ms shutdown bound.
  * Inline, so that only this header's sizeof is written (cbt_config_default_into). */
 static inline cbt_config cbt_config_default(void)

@@ -198,9 +198,26 @@ bad("meta.s: a string holding a NUL character" "{${E}, \"meta\": {\"s\": \"a\\u0
 bad("meta: an empty key" "{${E}, \"meta\": {\"\": 1}}")
 bad("meta.kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: a key longer than 63 bytes"
     "{${E}, \"meta\": {\"kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk\": 1}}")
-# this build's event limits (cbt/event.h): CBT_ERR_META_TOO_LONG and _FULL
-bad("meta.model_name: a string of 32 bytes is too long: a cbt event holds [0-9]+ \\(CBT_ERR_META_TOO_LONG"
-    "{${E}, \"meta\": {\"model_name\": \"meta-llama/Llama-3.1-8B-Instruct\"}}")
+# the event limits (cbt/event.h): a model name fits whole; a string past
+# CBT_META_STR_MAX is kept cut, with the mark, and counted; more than
+# CBT_EVENT_META_MAX values is refused
+file(WRITE ${D}/names.jsonl "{\"type\": \"mp.request.start\", \"ts_ns\": 5, \"session\": \"r\"}
+{\"type\": \"mp.lookup_prefetch.start\", \"ts_ns\": 6, \"session\": \"r\"}
+{\"type\": \"mp.lookup_prefetch.end\", \"ts_ns\": 7, \"session\": \"r\", \"meta\": {\"model_name\": \"meta-llama/Llama-3.1-8B-Instruct\"}}
+{\"type\": \"mp.request.end\", \"ts_ns\": 8, \"session\": \"r\"}
+")
+replay(0 "0 values dropped, 0 strings truncated" --events names.jsonl --spans names-spans.jsonl)
+file(READ ${D}/names-spans.jsonl out)
+if(NOT out MATCHES "\"model_name\":\"meta-llama/Llama-3.1-8B-Instruct\"")
+  message(FATAL_ERROR "the 32-byte model name did not reach the span whole:\n${out}")
+endif()
+string(REPEAT "t" 3000 trace)
+file(WRITE ${D}/trunc.jsonl "{\"type\": \"timeout.raised\", \"ts_ns\": 5, \"meta\": {\"stacktrace\": \"${trace}\"}}\n")
+replay(0 "1 strings truncated" --events trunc.jsonl --spans trunc-spans.jsonl)
+file(READ ${D}/trunc-spans.jsonl out)
+if(NOT out MATCHES "tttt\\.\\.\\.\\[truncated\\]")
+  message(FATAL_ERROR "the cut stack trace does not end in the mark:\n${out}")
+endif()
 set(many "")
 foreach(k RANGE 1 300)
   string(APPEND many "\"k${k}\": ${k}, ")
@@ -252,8 +269,8 @@ file(WRITE ${D}/unfit.jsonl
 ")
 replay(0 "2 events read|3 events read" --events unfit.jsonl --drop-unfit --dropped unfit-dropped.jsonl)
 if(NOT ERR MATCHES "3 events read, 3 published, 0 refused, 0 lines skipped, [1-9][0-9]* values dropped"
-   OR NOT ERR MATCHES "dropped values by key:[^\n]* model_name=2"
-   OR NOT OUT MATCHES "\"name\":\"mp.store\"[^\n]*\"device\":\"cuda:0\"")
+   OR NOT ERR MATCHES "dropped values by key:[^\n]* k15=1"
+   OR NOT OUT MATCHES "\"name\":\"mp.store\"[^\n]*\"device\":\"cuda:0\"[^\n]*\"model_name\":\"meta-llama/Llama-3.1-8B-Instruct\"")
   message(FATAL_ERROR "--drop-unfit:\n${OUT}\n${ERR}")
 endif()
 file(STRINGS ${D}/unfit-dropped.jsonl dropped)
@@ -262,8 +279,9 @@ string(JSON key GET "${first}" key)
 string(JSON line GET "${first}" line)
 string(JSON why GET "${first}" why)
 string(JSON type GET "${first}" type)
-if(NOT key STREQUAL "model_name" OR NOT line EQUAL 1 OR NOT why STREQUAL "too_long"
-   OR NOT type STREQUAL "mp.store.start" OR NOT dropped MATCHES "\"why\": \"full\"")
+# the 16 values an event holds are device, model_name, k1..k14: k15 is the first dropped
+if(NOT key STREQUAL "k15" OR NOT line EQUAL 1 OR NOT why STREQUAL "full"
+   OR NOT type STREQUAL "mp.store.start")
   message(FATAL_ERROR "--dropped: unexpected lines:\n${dropped}")
 endif()
 replay(2 "--dropped is given without --drop-unfit" --events unfit.jsonl --dropped x.jsonl)

@@ -141,7 +141,7 @@ static void test_cbt_h(void)
         CHECK(cbt_config_default_into(NULL) == CBT_ERR_INVAL);
     }
     CHECK(!c.enabled);
-    CHECK(c.mp_subscriber && c.queue_capacity == 16384 && c.lane_capacity == 4096 &&
+    CHECK(c.mp_subscriber && c.queue_capacity == 65536 && c.lane_capacity == 16384 &&
           c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
           c.max_sessions == 4096 && c.poll_interval_us == 200 && c.shutdown_timeout_ms == 2000);
     CHECK(c.jsonl_path == NULL && c.ring_capacity == 65536 && c.cuda_ring_capacity == 65536 &&
@@ -160,7 +160,7 @@ static void test_cbt_h(void)
     CHECK(cbt_flush(10) == CBT_OK);
 
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
-    CHECK(m.version == 1u && m.size == sizeof m);
+    CHECK(m.version == 2u && m.size == sizeof m);
     m.published = 5;
     m.spans_open = 7;
     CHECK(cbt_metrics_get(&m) == CBT_OK);

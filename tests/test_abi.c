@@ -107,11 +107,25 @@ static void metrics_both_directions(void **state)
     assert_int_equal(u.m.published, 1);
     assert_true(poisoned(u.raw + old, sizeof u.raw - old));
 
+    /* a version-1 caller (before meta_truncated): everything it knows, and
+     * not the counter it does not */
+    size_t v1 = offsetof(cbt_metrics, meta_truncated);
+    memset(&u, POISON, sizeof u);
+    u.m.version = 1;
+    u.m.size = (uint32_t)v1;
+    assert_int_equal(cbt_metrics_get(&u.m), CBT_OK);
+    assert_int_equal(u.m.size, v1);
+    assert_int_equal(u.m.version, CBT_METRICS_VERSION);
+    assert_int_equal(u.m.published, 1);
+    assert_int_equal(u.m.spans_unsampled, 0);
+    assert_true(poisoned(u.raw + v1, sizeof u.raw - v1));
+
     memset(&u, POISON, sizeof u);
     u.m.version = CBT_METRICS_VERSION;
     u.m.size = (uint32_t)sizeof u.raw;
     assert_int_equal(cbt_metrics_get(&u.m), CBT_OK);
     assert_int_equal(u.m.size, sizeof(cbt_metrics));
+    assert_int_equal(u.m.meta_truncated, 0);
     assert_int_equal(u.m.published, 1);
     assert_true(poisoned(u.raw + sizeof(cbt_metrics), sizeof u.raw - sizeof(cbt_metrics)));
 
@@ -302,7 +316,7 @@ static void defaults_into_bounded(void **state)
     assert_int_equal(cbt_config_default_into(&c.v), CBT_OK);
     assert_int_equal(c.v.version, CBT_CONFIG_VERSION);
     assert_int_equal(c.v.size, n);
-    assert_true(c.v.enabled && c.v.mp_subscriber && c.v.queue_capacity == 16384 &&
+    assert_true(c.v.enabled && c.v.mp_subscriber && c.v.queue_capacity == 65536 &&
                 c.v.shutdown_timeout_ms == 2000);
     assert_true(poisoned(c.raw + n, sizeof c.raw - n));
     c.v.size = (uint32_t)sizeof c.raw;

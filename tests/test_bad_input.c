@@ -338,8 +338,9 @@ static void full_cpu_stream_drops_and_counts(void **state)
     tu_stop();
 }
 
-/* Metadata limits: a 7th value is refused (META_FULL), a string of 16+ chars
- * is refused (META_TOO_LONG); the event is unchanged by a refusal. */
+/* Metadata limits: a 17th value is refused (META_FULL); a string longer
+ * than a value holds goes to the area, one the area cannot take even cut is
+ * refused (META_TOO_LONG); the event is unchanged by a refusal. */
 static void event_meta_limits(void **state)
 {
     (void)state;
@@ -358,29 +359,49 @@ static void event_meta_limits(void **state)
     assert_int_equal(cbt_event_f64(&e, k[CBT_EVENT_META_MAX], 1.0), CBT_ERR_META_FULL);
     assert_int_equal(cbt_event_bool(&e, k[CBT_EVENT_META_MAX], true), CBT_ERR_META_FULL);
     assert_int_equal(cbt_event_str(&e, k[CBT_EVENT_META_MAX], "short"), CBT_ERR_META_FULL);
+    assert_int_equal(cbt_event_str(&e, k[CBT_EVENT_META_MAX], "a string much longer than sixteen"),
+                     CBT_ERR_META_FULL);
     assert_int_equal(e.n_meta, CBT_EVENT_META_MAX);
+    assert_int_equal(e.str_used, 0);
     assert_null(cbt_event_find(&e, k[CBT_EVENT_META_MAX]));
     for (int i = 0; i < CBT_EVENT_META_MAX; i++)
         assert_int_equal(cbt_event_get_i64(&e, k[i], -1), i * 10);
 
     cbt_event f;
     assert_int_equal(cbt_event_init(&f, CBT_EV_MP_STORE_END, "m"), CBT_OK);
-    char s16[CBT_META_STR_MAX + 1], s15[CBT_META_STR_MAX];
-    memset(s16, 'a', CBT_META_STR_MAX);
-    s16[CBT_META_STR_MAX] = '\0';
-    memset(s15, 'b', CBT_META_STR_MAX - 1);
-    s15[CBT_META_STR_MAX - 1] = '\0';
-    assert_int_equal(cbt_event_str(&f, k[0], s16), CBT_ERR_META_TOO_LONG);
-    assert_int_equal(cbt_event_str(&f, k[0], "a string much longer than sixteen"),
-                     CBT_ERR_META_TOO_LONG);
-    assert_int_equal(f.n_meta, 0);
-    assert_null(cbt_event_find(&f, k[0]));
+    char s16[CBT_META_INLINE_MAX + 1], s15[CBT_META_INLINE_MAX];
+    memset(s16, 'a', CBT_META_INLINE_MAX);
+    s16[CBT_META_INLINE_MAX] = '\0';
+    memset(s15, 'b', CBT_META_INLINE_MAX - 1);
+    s15[CBT_META_INLINE_MAX - 1] = '\0';
     assert_int_equal(cbt_event_str(&f, k[0], s15), CBT_OK);
     const cbt_meta *m = cbt_event_find(&f, k[0]);
     assert_non_null(m);
     assert_int_equal(m->type, CBT_META_STR);
-    assert_int_equal(m->len, CBT_META_STR_MAX - 1);
-    assert_string_equal(m->v.str, s15);
+    size_t len = 0;
+    assert_string_equal(cbt_event_meta_str(&f, m, &len), s15);
+    assert_int_equal(len, CBT_META_INLINE_MAX - 1);
+    assert_int_equal(cbt_event_str(&f, k[1], s16), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&f, k[1], &len), s16);
+    assert_int_equal(len, CBT_META_INLINE_MAX);
+    /* fill the area, then one that cannot even be cut is refused */
+    static char big[CBT_META_STR_MAX];
+    memset(big, 'c', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    assert_int_equal(cbt_event_str(&f, k[2], big), CBT_OK);
+    assert_int_equal(cbt_event_str(&f, k[3], big), CBT_OK); /* cut */
+    assert_int_equal(f.str_used, CBT_EVENT_STR_AREA);
+    assert_int_equal(f.n_meta, 4);
+    cbt_event before = f;
+    assert_int_equal(cbt_event_str(&f, k[4], s16), CBT_ERR_META_TOO_LONG);
+    assert_memory_equal(&before, &f, sizeof f);
+    assert_null(cbt_event_find(&f, k[4]));
+    /* a standalone value holds only what fits inside it */
+    cbt_meta sm = cbt_meta_str(k[0], s16);
+    assert_int_equal(sm.type, CBT_META_NONE);
+    sm = cbt_meta_str(k[0], s15);
+    assert_int_equal(sm.type, CBT_META_STR);
+    assert_string_equal(cbt_event_meta_str(NULL, &sm, NULL), s15);
 }
 
 /* NULL (and zero) arguments are refused with CBT_ERR_INVAL. */

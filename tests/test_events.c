@@ -113,8 +113,13 @@ static void metadata_values(void **state)
     m = cbt_event_find(&ev, ks);
     assert_non_null(m);
     assert_int_equal(m->type, CBT_META_STR);
-    assert_int_equal(m->len, 5);
-    assert_string_equal(m->v.str, "hello");
+    size_t len = 0;
+    assert_string_equal(cbt_event_meta_str(&ev, m, &len), "hello");
+    assert_int_equal(len, 5);
+    assert_string_equal(cbt_event_get_str(&ev, ks, NULL), "hello");
+    assert_null(cbt_event_get_str(&ev, ki, &len)); /* not a string */
+    assert_int_equal(len, 0);
+    assert_null(cbt_event_get_str(&ev, kx, NULL)); /* absent */
     assert_null(cbt_event_find(&ev, kx));
     assert_null(cbt_event_find(NULL, ki));
 
@@ -156,8 +161,26 @@ static void metadata_overwrite(void **state)
     assert_int_equal(ev.n_meta, 2);
     m = cbt_event_find(&ev, k);
     assert_int_equal(m->type, CBT_META_STR);
-    assert_string_equal(m->v.str, "abc");
-    assert_int_equal(m->len, 3);
+    size_t len = 0;
+    assert_string_equal(cbt_event_meta_str(&ev, m, &len), "abc");
+    assert_int_equal(len, 3);
+    /* a long string over it goes to the area, and a short one over that
+     * gives the area's bytes back (it was the last there) */
+    const char *long1 = "a string value longer than fifteen";
+    assert_int_equal(cbt_event_str(&ev, k, long1), CBT_OK);
+    assert_int_equal(ev.n_meta, 2);
+    assert_int_equal(ev.str_used, strlen(long1) + 1);
+    assert_string_equal(cbt_event_get_str(&ev, k, &len), long1);
+    assert_int_equal(len, strlen(long1));
+    assert_int_equal(cbt_event_str(&ev, k, "short"), CBT_OK);
+    assert_int_equal(ev.str_used, 0);
+    assert_string_equal(cbt_event_get_str(&ev, k, NULL), "short");
+    /* and an i64 over a long one does too */
+    assert_int_equal(cbt_event_str(&ev, k2, long1), CBT_OK);
+    assert_int_equal(cbt_event_i64(&ev, k2, 9), CBT_OK);
+    assert_int_equal(ev.str_used, 0);
+    assert_true(cbt_event_get_i64(&ev, k2, 0) == 9);
+    assert_null(cbt_event_get_str(&ev, k2, NULL));
 }
 
 static void metadata_limits(void **state)
@@ -190,29 +213,193 @@ static void metadata_limits(void **state)
         if (i != 2)
             assert_true(cbt_event_get_i64(&ev, keys[i], -1) == i * 10);
 
-    /* strings: at most CBT_META_STR_MAX - 1 bytes */
-    char s15[CBT_META_STR_MAX], s16[CBT_META_STR_MAX + 1];
-    fill(s15, 'x', CBT_META_STR_MAX - 1);
-    fill(s16, 'y', CBT_META_STR_MAX);
-    cbt_name ks = tu_name("lim_str");
+    /* a 17th long string is refused the same way, nothing copied */
+    char s300[301];
+    fill(s300, 's', 300);
+    assert_int_equal(cbt_event_str(&ev, keys[CBT_EVENT_META_MAX], s300), CBT_ERR_META_FULL);
+    assert_int_equal(ev.str_used, 0);
+    assert_int_equal(ev.n_meta, CBT_EVENT_META_MAX);
+
+    /* strings: up to 15 characters inside the value, longer ones in the area */
+    char s15[CBT_META_INLINE_MAX], s16[CBT_META_INLINE_MAX + 1];
+    fill(s15, 'x', CBT_META_INLINE_MAX - 1);
+    fill(s16, 'y', CBT_META_INLINE_MAX);
+    cbt_name ks = tu_name("lim_str"), ks2 = tu_name("lim_str2");
     assert_int_equal(cbt_event_init(&ev, CBT_EV_MP_STORE_START, "lim"), CBT_OK);
     assert_int_equal(cbt_event_str(&ev, ks, s15), CBT_OK);
     const cbt_meta *m = cbt_event_find(&ev, ks);
     assert_non_null(m);
-    assert_int_equal(m->len, CBT_META_STR_MAX - 1);
-    assert_string_equal(m->v.str, s15);
-    before = ev;
-    assert_int_equal(cbt_event_str(&ev, ks, s16), CBT_ERR_META_TOO_LONG);
-    assert_memory_equal(&before, &ev, sizeof ev);
-    cbt_name ks2 = tu_name("lim_str2");
-    assert_int_equal(cbt_event_str(&ev, ks2, s16), CBT_ERR_META_TOO_LONG);
-    assert_memory_equal(&before, &ev, sizeof ev);
-    assert_int_equal(ev.n_meta, 1);
-    /* the empty string is a valid value */
-    assert_int_equal(cbt_event_str(&ev, ks2, ""), CBT_OK);
+    assert_int_equal(m->len, CBT_META_INLINE_MAX - 1);
+    assert_int_equal(m->area_len, 0);
+    assert_int_equal(ev.str_used, 0);
+    size_t len = 0;
+    assert_string_equal(cbt_event_meta_str(&ev, m, &len), s15);
+    assert_int_equal(len, 15);
+    assert_string_equal(cbt_event_meta_str(NULL, m, NULL), s15); /* inline: no event needed */
+    assert_int_equal(cbt_event_str(&ev, ks2, s16), CBT_OK);
     m = cbt_event_find(&ev, ks2);
-    assert_non_null(m);
+    assert_int_equal(m->area_len, 16);
     assert_int_equal(m->len, 0);
+    assert_string_equal(m->v.str, ""); /* a reader of the union sees nothing */
+    assert_int_equal(ev.str_used, 17);
+    assert_string_equal(cbt_event_get_str(&ev, ks2, &len), s16);
+    assert_int_equal(len, 16);
+    assert_null(cbt_event_meta_str(NULL, m, &len)); /* in the area: needs its event */
+    assert_int_equal(len, 0);
+    /* the empty string is a valid value */
+    cbt_name ks3 = tu_name("lim_str3");
+    assert_int_equal(cbt_event_str(&ev, ks3, ""), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&ev, ks3, &len), "");
+    assert_int_equal(len, 0);
+}
+
+/* 16 values and long strings: 256 bytes and up to CBT_META_STR_MAX - 1
+ * stored whole; longer, or past what is left of the area, cut with the
+ * marker and counted; refused only when not even the marker fits; a refusal
+ * leaves the event as it was. */
+static void long_strings_and_truncation(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics), m1 = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_metrics_get(&m0), CBT_OK);
+    const size_t mark = strlen(CBT_META_TRUNC_MARK);
+    assert_int_equal(mark, 14);
+    cbt_name k[CBT_EVENT_META_MAX + 1];
+    for (int i = 0; i <= CBT_EVENT_META_MAX; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "long_key_%d", i);
+        k[i] = tu_name(nm);
+    }
+    static char s256[257], smax[CBT_META_STR_MAX], s2000[2001], s5000[5001];
+    fill(s256, 'a', 256);
+    fill(smax, 'b', CBT_META_STR_MAX - 1);
+    fill(s2000, 'c', 2000);
+    for (size_t i = 0; i < 5000; i++)
+        s5000[i] = (char)('A' + i % 26);
+    s5000[5000] = '\0';
+
+    cbt_event ev;
+    size_t len = 0;
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_TIMEOUT_RAISED, "long"), CBT_OK);
+    /* 256 bytes and 1023 bytes: whole */
+    assert_int_equal(cbt_event_str(&ev, k[0], s256), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&ev, k[0], &len), s256);
+    assert_int_equal(len, 256);
+    assert_int_equal(cbt_event_str(&ev, k[1], smax), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&ev, k[1], &len), smax);
+    assert_int_equal(len, CBT_META_STR_MAX - 1);
+    assert_int_equal(ev.str_used, 257 + CBT_META_STR_MAX);
+    assert_int_equal(cbt_metrics_get(&m1), CBT_OK);
+    assert_true(m1.meta_truncated == m0.meta_truncated);
+
+    /* a stack trace of 5000 bytes: what is left of the area (767 bytes, the
+     * NUL included) holds its first 752 and the marker */
+    size_t left = CBT_EVENT_STR_AREA - ev.str_used;
+    assert_int_equal(cbt_event_str(&ev, k[2], s5000), CBT_OK);
+    const char *v = cbt_event_get_str(&ev, k[2], &len);
+    assert_non_null(v);
+    assert_int_equal(len, left - 1);
+    assert_memory_equal(v, s5000, left - 1 - mark);
+    assert_string_equal(v + left - 1 - mark, CBT_META_TRUNC_MARK);
+    assert_int_equal(ev.str_used, CBT_EVENT_STR_AREA);
+    assert_int_equal(cbt_metrics_get(&m1), CBT_OK);
+    assert_true(m1.meta_truncated == m0.meta_truncated + 1);
+
+    /* the area is full: a long string is refused, the event unchanged; a
+     * short one still fits in its value */
+    cbt_event before = ev;
+    assert_int_equal(cbt_event_str(&ev, k[3], s256), CBT_ERR_META_TOO_LONG);
+    assert_memory_equal(&before, &ev, sizeof ev);
+    assert_int_equal(cbt_event_str(&ev, k[3], "fits inline"), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&ev, k[3], NULL), "fits inline");
+    /* the earlier ones are intact */
+    assert_string_equal(cbt_event_get_str(&ev, k[0], NULL), s256);
+    assert_string_equal(cbt_event_get_str(&ev, k[1], NULL), smax);
+    /* 16 values in all, the 17th refused */
+    for (int i = 4; i < CBT_EVENT_META_MAX; i++)
+        assert_int_equal(cbt_event_i64(&ev, k[i], i), CBT_OK);
+    assert_int_equal(ev.n_meta, CBT_EVENT_META_MAX);
+    assert_int_equal(cbt_event_i64(&ev, k[CBT_EVENT_META_MAX], 1), CBT_ERR_META_FULL);
+
+    /* one longer than CBT_META_STR_MAX - 1 is cut to it, even with room */
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_TIMEOUT_RAISED, "long"), CBT_OK);
+    assert_int_equal(cbt_event_str(&ev, k[0], s2000), CBT_OK);
+    v = cbt_event_get_str(&ev, k[0], &len);
+    assert_int_equal(len, CBT_META_STR_MAX - 1);
+    assert_memory_equal(v, s2000, CBT_META_STR_MAX - 1 - mark);
+    assert_string_equal(v + CBT_META_STR_MAX - 1 - mark, CBT_META_TRUNC_MARK);
+    assert_int_equal(ev.str_used, CBT_META_STR_MAX);
+
+    /* exactly the marker's room left (15 bytes): the marker alone; one byte
+     * less: refused */
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_TIMEOUT_RAISED, "long"), CBT_OK);
+    assert_int_equal(cbt_event_str(&ev, k[0], smax), CBT_OK);
+    char fill_to[CBT_META_STR_MAX];
+    size_t n = CBT_EVENT_STR_AREA - CBT_META_STR_MAX - (mark + 1) - 1;
+    fill(fill_to, 'f', n);
+    assert_int_equal(cbt_event_str(&ev, k[1], fill_to), CBT_OK);
+    assert_int_equal(CBT_EVENT_STR_AREA - ev.str_used, mark + 1);
+    before = ev;
+    assert_int_equal(cbt_event_str(&ev, k[2], s256), CBT_OK);
+    assert_string_equal(cbt_event_get_str(&ev, k[2], NULL), CBT_META_TRUNC_MARK);
+    assert_int_equal(ev.str_used, CBT_EVENT_STR_AREA);
+    ev = before;
+    ev.str_used++; /* 14 left */
+    before = ev;
+    assert_int_equal(cbt_event_str(&ev, k[2], s256), CBT_ERR_META_TOO_LONG);
+    assert_memory_equal(&before, &ev, sizeof ev);
+
+    /* a cut never splits a UTF-8 character: 3-byte characters (U+20AC),
+     * cut where the kept prefix would end inside one */
+    static char euro[3 * 400 + 1];
+    for (int i = 0; i < 400; i++)
+        memcpy(euro + 3 * i, "\xe2\x82\xac", 3);
+    euro[1200] = '\0';
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_TIMEOUT_RAISED, "utf8"), CBT_OK);
+    assert_int_equal(cbt_event_str(&ev, k[0], euro), CBT_OK);
+    v = cbt_event_get_str(&ev, k[0], &len);
+    /* room for 1023 - 14 = 1009 prefix bytes: 336 whole characters (1008) */
+    assert_int_equal(len, 1008 + mark);
+    assert_memory_equal(v, euro, 1008);
+    assert_string_equal(v + 1008, CBT_META_TRUNC_MARK);
+
+    assert_int_equal(cbt_metrics_get(&m1), CBT_OK);
+    assert_true(m1.meta_truncated == m0.meta_truncated + 4);
+    tu_stop();
+}
+
+/* cbt_event_init writes the header only (the event is 2.6 KiB), and the
+ * readers never go past n_meta and str_used: garbage in the rest is never
+ * seen. A value that names bytes outside the used area is no string. */
+static void init_sets_header_only(void **state)
+{
+    (void)state;
+    cbt_event ev;
+    memset(&ev, 0xa5, sizeof ev);
+    assert_int_equal(cbt_event_init(&ev, CBT_EV_MP_STORE_START, "h"), CBT_OK);
+    assert_int_equal(ev.n_meta, 0);
+    assert_int_equal(ev.str_used, 0);
+    /* the values and the area were not written */
+    assert_int_equal((unsigned char)ev.str[0], 0xa5);
+    assert_int_equal((unsigned char)ev.str[CBT_EVENT_STR_AREA - 1], 0xa5);
+    assert_int_equal(((unsigned char *)ev.meta)[0], 0xa5);
+    assert_null(cbt_event_find(&ev, tu_name("never_set")));
+    cbt_name k = tu_name("hdr_key");
+    assert_int_equal(cbt_event_str(&ev, k, "a long enough string value"), CBT_OK);
+    cbt_meta *m = &ev.meta[0];
+    size_t len = 9;
+    /* forged: past the used area, or no NUL where it should end */
+    m->area_len = 100;
+    assert_null(cbt_event_meta_str(&ev, m, &len));
+    assert_int_equal(len, 0);
+    m->area_len = 26;
+    assert_non_null(cbt_event_meta_str(&ev, m, NULL));
+    ev.str[26] = 'x';
+    assert_null(cbt_event_meta_str(&ev, m, NULL));
+    m->area_len = 0;
+    m->len = 200; /* inline but too long to be */
+    assert_null(cbt_event_meta_str(&ev, m, NULL));
 }
 
 static void builtin_type_names(void **state)
@@ -670,6 +857,8 @@ int main(void)
         cmocka_unit_test(metadata_values),
         cmocka_unit_test(metadata_overwrite),
         cmocka_unit_test(metadata_limits),
+        cmocka_unit_test_teardown(long_strings_and_truncation, tu_teardown),
+        cmocka_unit_test(init_sets_header_only),
         cmocka_unit_test(builtin_type_names),
         cmocka_unit_test(lmcache_values_map),
         cmocka_unit_test(unknown_names_refused),

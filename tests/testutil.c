@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -348,4 +349,161 @@ const cbt_span *tu_need_span(const char *name, const char *sid, uint32_t nth)
     if (!s)
         fail_msg("span %s #%u for '%s' is not in the sink", name, nth, sid);
     return s;
+}
+
+/* ---- big events (testutil.h) ---- */
+
+#define TU_BIG_KEYS CBT_EVENT_META_MAX
+static cbt_name g_big_keys[TU_BIG_KEYS];
+
+void tu_big_names(void)
+{
+    for (int j = 0; j < TU_BIG_KEYS; j++) {
+        char k[32];
+        snprintf(k, sizeof k, "tu.big.v%d", j);
+        g_big_keys[j] = tu_name(k);
+    }
+}
+
+/* Value j of event seq: its string length (type 3 slots), its characters. */
+static size_t big_str_len(uint64_t seq, int j)
+{
+    return j == 15 ? 256 : (size_t)((seq * 7 + (uint64_t)j * 13) % 300);
+}
+static char big_char(uint64_t seq, int j, size_t i)
+{
+    return (char)('a' + (seq + (uint64_t)j + i) % 26);
+}
+static void big_ctx(uint64_t seq, cbt_span_ctx *c, uint8_t span_id[8])
+{
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < 16; i++)
+        c->trace_id[i] = (uint8_t)(seq + (uint64_t)i + 1);
+    for (int i = 0; i < 8; i++) {
+        c->span_id[i] = (uint8_t)(seq * 3 + (uint64_t)i);
+        span_id[i] = (uint8_t)(seq * 5 + (uint64_t)i + 1);
+    }
+    c->trace_flags = 1;
+}
+
+void tu_big_event(cbt_event *ev, cbt_event_type type, uint32_t producer, uint64_t seq)
+{
+    char sid[40];
+    snprintf(sid, sizeof sid, "p%u-s%llu", producer, (unsigned long long)seq);
+    cbt_event_init(ev, type, sid);
+    /* junk past the NUL: copied as it is, never read */
+    memset(ev->session + ev->session_len + 1, 0x5a, CBT_SESSION_MAX - ev->session_len - 1);
+    ev->pair = seq * 3 + 1;
+    ev->ts = seq + 1000;
+    ev->flags = CBT_EVF_EXPLICIT_TS;
+    if (seq % 5 == 0) {
+        cbt_span_ctx c;
+        uint8_t sp[8];
+        big_ctx(seq, &c, sp);
+        cbt_event_trace_set(ev, &c, sp);
+        ev->trace.name = g_big_keys[0];
+        ev->trace.kind = 2;
+    }
+    int n = (int)(seq % (TU_BIG_KEYS + 1));
+    char buf[300];
+    for (int j = 0; j < n; j++) {
+        cbt_name k = g_big_keys[j];
+        if (j == 0) {
+            cbt_event_i64(ev, k, (int64_t)producer);
+        } else if (j == 1) {
+            cbt_event_i64(ev, k, (int64_t)seq);
+        } else {
+            switch (j % 4) {
+            case 0: cbt_event_i64(ev, k, (int64_t)(seq * 31 + (uint64_t)j)); break;
+            case 1: cbt_event_f64(ev, k, (double)seq + j / 8.0); break;
+            case 2: cbt_event_bool(ev, k, ((seq + (uint64_t)j) & 1) != 0); break;
+            default: {
+                size_t l = big_str_len(seq, j);
+                for (size_t i = 0; i < l; i++)
+                    buf[i] = big_char(seq, j, i);
+                buf[l] = '\0';
+                cbt_event_str(ev, k, buf);
+            }
+            }
+        }
+    }
+}
+
+int tu_big_ids(const cbt_event *ev, uint32_t *producer, uint64_t *seq)
+{
+    unsigned p;
+    unsigned long long q;
+    if (sscanf(ev->session, "p%u-s%llu", &p, &q) != 2)
+        return 0;
+    *producer = p;
+    *seq = q;
+    return 1;
+}
+
+const char *tu_big_check(const cbt_event *ev, cbt_event_type type, uint32_t producer, uint64_t seq)
+{
+    char sid[40];
+    snprintf(sid, sizeof sid, "p%u-s%llu", producer, (unsigned long long)seq);
+    if (ev->type != type)
+        return "type";
+    if (ev->session_len != strlen(sid) || strcmp(ev->session, sid) != 0)
+        return "session";
+    if (ev->pair != seq * 3 + 1)
+        return "pair";
+    if (!(ev->flags & CBT_EVF_EXPLICIT_TS) || ev->ts != seq + 1000)
+        return "ts";
+    const cbt_event_trace *tr = cbt_event_trace_of(ev);
+    if (seq % 5 == 0) {
+        cbt_span_ctx c;
+        uint8_t sp[8];
+        big_ctx(seq, &c, sp);
+        if (!tr || memcmp(tr->parent.trace_id, c.trace_id, 16) != 0 ||
+            memcmp(tr->parent.span_id, c.span_id, 8) != 0 || tr->parent.trace_flags != 1 ||
+            memcmp(tr->span_id, sp, 8) != 0 || tr->name != g_big_keys[0] || tr->kind != 2)
+            return "trace";
+    } else if (tr) {
+        return "trace flag";
+    }
+    int n = (int)(seq % (TU_BIG_KEYS + 1));
+    if (ev->n_meta != n)
+        return "n_meta";
+    for (int j = 0; j < n; j++) {
+        const cbt_meta *m = &ev->meta[j];
+        if (m->key != g_big_keys[j] || cbt_event_find(ev, g_big_keys[j]) != m)
+            return "key";
+        if (j == 0) {
+            if (m->type != CBT_META_I64 || m->v.i64 != (int64_t)producer)
+                return "producer value";
+        } else if (j == 1) {
+            if (m->type != CBT_META_I64 || m->v.i64 != (int64_t)seq)
+                return "seq value";
+        } else {
+            switch (j % 4) {
+            case 0:
+                if (m->type != CBT_META_I64 || m->v.i64 != (int64_t)(seq * 31 + (uint64_t)j))
+                    return "i64 value";
+                break;
+            case 1:
+                if (m->type != CBT_META_F64 || m->v.f64 != (double)seq + j / 8.0)
+                    return "f64 value";
+                break;
+            case 2:
+                if (m->type != CBT_META_BOOL || m->v.b != (((seq + (uint64_t)j) & 1) != 0))
+                    return "bool value";
+                break;
+            default: {
+                size_t l = big_str_len(seq, j), got = 0;
+                const char *v = cbt_event_meta_str(ev, m, &got);
+                if (!v || got != l)
+                    return "string length";
+                for (size_t i = 0; i < l; i++)
+                    if (v[i] != big_char(seq, j, i))
+                        return "string bytes";
+                if (v[l] != '\0')
+                    return "string NUL";
+            }
+            }
+        }
+    }
+    return NULL;
 }

@@ -100,4 +100,20 @@ const cbt_span *tu_need_span(const char *name, const char *sid, uint32_t nth);
 /* Interned name helper (asserts). */
 cbt_name tu_name(const char *s);
 
+/* A big event made from (producer, seq) alone, so a consumer can check
+ * every byte it got: session "p<producer>-s<seq>" (with junk past its NUL),
+ * pair seq * 3 + 1, ts seq + 1000 with CBT_EVF_EXPLICIT_TS, a trace context
+ * on every fifth, and seq % 17 values (0..16): producer and seq as i64,
+ * then i64 / f64 / bool / string in turn, the strings 0..299 characters
+ * (so inline and area ones, whole) and the 16th value, when there is one, a
+ * 256-character string. Call tu_big_names() once on the main thread first
+ * (it interns the keys); tu_big_event and tu_big_check are then safe on any
+ * thread. tu_big_check returns NULL when `ev` is exactly that event, else
+ * what differs (it never asserts: for producer and consumer threads). */
+void tu_big_names(void);
+void tu_big_event(cbt_event *ev, cbt_event_type type, uint32_t producer, uint64_t seq);
+const char *tu_big_check(const cbt_event *ev, cbt_event_type type, uint32_t producer, uint64_t seq);
+/* The (producer, seq) a tu_big_event carries in its session; 0 if none. */
+int tu_big_ids(const cbt_event *ev, uint32_t *producer, uint64_t *seq);
+
 #endif /* CBT_TESTUTIL_H */

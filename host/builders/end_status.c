@@ -10,8 +10,8 @@ static bool meta_bool_is(const cbt_event *ev, cbt_name key, bool want)
 
 static bool meta_str_nonempty(const cbt_event *ev, cbt_name key)
 {
-    const cbt_meta *m = cbt_event_find(ev, key);
-    return m && m->type == CBT_META_STR && m->len > 0;
+    size_t n = 0; /* a long string lives in the event's area: ask the event */
+    return cbt_event_get_str(ev, key, &n) && n > 0;
 }
 
 bool cbt_end_failed_(const cbt_event *ev)

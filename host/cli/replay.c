@@ -397,7 +397,8 @@ static void print_summary(const replay_state *rs, const cbt_mp_stats *mp, const 
     fprintf(stderr,
             "cbt replay: %s: %" PRIu64 " lines, %" PRIu64 " events read, %" PRIu64
             " published, %" PRIu64 " refused, %" PRIu64 " lines skipped, %" PRIu64
-            " values dropped; spans %" PRIu64 " ended (%" PRIu64 " lost: pool full); "
+            " values dropped, %" PRIu64 " strings truncated; spans %" PRIu64 " ended (%" PRIu64
+            " lost: pool full); "
             "mp: roots %" PRIu64 " opened (%" PRIu64 " lazy, %" PRIu64 " deferred) %" PRIu64
             " closed, children %" PRIu64 "/%" PRIu64 ", unmatched_end %" PRIu64
             ", duplicate_request_end %" PRIu64 ", request_end_unknown %" PRIu64
@@ -406,13 +407,23 @@ static void print_summary(const replay_state *rs, const cbt_mp_stats *mp, const 
             ", no_root %" PRIu64 ", unmatched_end %" PRIu64 ", duplicate_request_end %" PRIu64
             ", request_end_unknown %" PRIu64 ", open at end %" PRIu64 "\n",
             rs->file, rs->lines, rs->events_read, rs->published, rs->refused, rs->skipped,
-            rs->values_dropped, m->spans_ended, m->spans_dropped, mp->roots_opened,
+            rs->values_dropped, m->meta_truncated, m->spans_ended, m->spans_dropped,
+            mp->roots_opened,
             mp->roots_lazy, mp->roots_deferred, mp->roots_closed, mp->children_opened,
             mp->children_closed, mp->unmatched_end, mp->duplicate_request_end,
             mp->request_end_unknown, mp->sessions_open, cb->roots_opened, cb->roots_deferred,
             cb->roots_closed, cb->children_opened, cb->children_closed, cb->point_events,
             cb->no_root, cb->unmatched_end, cb->duplicate_request_end, cb->request_end_unknown,
             cb->sessions_open);
+    fprintf(stderr,
+            "cbt replay: evicted (idle/full/span pool) mp %" PRIu64 "/%" PRIu64 "/%" PRIu64
+            ", cb %" PRIu64 "/%" PRIu64 "/%" PRIu64 "; late children mp %" PRIu64 ", cb %" PRIu64
+            "; cb sibling_request_end %" PRIu64 "; timeout spans %" PRIu64
+            ", transfer spans %" PRIu64 " (%" PRIu64 " samples skipped)\n",
+            mp->evicted_idle, mp->evicted_full, mp->evicted_span_pool, cb->evicted_idle,
+            cb->evicted_full, cb->evicted_span_pool, mp->late_children, cb->late_children,
+            cb->sibling_request_end, mp->timeout_spans, mp->transfer_spans,
+            mp->transfer_samples_skipped);
     if (rs->values_dropped) {
         fprintf(stderr, "cbt replay: dropped values by key:");
         for (uint32_t i = 0; i < rs->n_drops; i++)

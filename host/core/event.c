@@ -124,11 +124,14 @@ cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *sessio
 {
     if (!ev)
         return CBT_ERR_INVAL;
+    /* the header and the session only: values and the string area are read
+     * no further than n_meta and str_used say (the event is 2.6 KiB) */
     ev->type = type;
     ev->n_meta = 0;
     ev->flags = 0;
     ev->ts = 0;
     ev->pair = 0;
+    ev->str_used = 0;
     size_t l = session ? strnlen(session, CBT_SESSION_MAX) : 0;
     if (l >= CBT_SESSION_MAX) {
         ev->type = CBT_EV_INVALID;
@@ -143,23 +146,50 @@ cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *sessio
     return CBT_OK;
 }
 
-static cbt_meta *meta_slot(cbt_event *ev, cbt_name key, cbt_status *st)
+/* The value already stored under `key`, or NULL; *st CBT_ERR_INVAL for a
+ * NULL event or key 0. */
+static cbt_meta *meta_existing(cbt_event *ev, cbt_name key, cbt_status *st)
 {
     if (!ev || key == 0) {
         *st = CBT_ERR_INVAL;
         return NULL;
     }
-    for (uint8_t i = 0; i < ev->n_meta; i++)
+    uint32_t n = ev->n_meta < CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    for (uint32_t i = 0; i < n; i++)
         if (ev->meta[i].key == key)
             return &ev->meta[i];
+    return NULL;
+}
+
+/* The value to write for `key`: its existing one, or a new one appended
+ * (CBT_ERR_META_FULL when there is no room). A replaced string in the area
+ * gives its bytes back when it is the area's last. */
+static cbt_meta *meta_slot(cbt_event *ev, cbt_name key, cbt_status *st)
+{
+    cbt_status e = CBT_OK;
+    cbt_meta *m = meta_existing(ev, key, &e);
+    if (e) {
+        *st = e;
+        return NULL;
+    }
+    if (m) {
+        if (m->type == CBT_META_STR && m->area_len &&
+            (uint32_t)m->area_off + m->area_len + 1u == ev->str_used)
+            ev->str_used = m->area_off;
+        m->area_len = 0;
+        m->area_off = 0;
+        m->len = 0;
+        return m;
+    }
     if (ev->n_meta >= CBT_EVENT_META_MAX) {
         *st = CBT_ERR_META_FULL;
         return NULL;
     }
-    cbt_meta *m = &ev->meta[ev->n_meta++];
+    m = &ev->meta[ev->n_meta++];
     m->key = key;
     m->len = 0;
-    m->reserved_ = 0;
+    m->area_off = 0;
+    m->area_len = 0;
     return m;
 }
 
@@ -197,21 +227,72 @@ cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v)
     return CBT_OK;
 }
 
+#define TRUNC_MARK_LEN (sizeof CBT_META_TRUNC_MARK - 1)
+
+/* The longest prefix of v[0, n) that ends on a UTF-8 character boundary:
+ * a cut never leaves half a character (exporters send strings as UTF-8). */
+static size_t utf8_prefix(const char *v, size_t n)
+{
+    size_t back = 0;
+    while (back < 3 && back < n && ((unsigned char)v[n - back] & 0xc0u) == 0x80u)
+        back++;
+    return ((unsigned char)v[n - back] & 0xc0u) == 0x80u ? n : n - back;
+}
+
 cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v)
 {
     if (!v)
         return CBT_ERR_INVAL;
-    size_t l = strnlen(v, CBT_META_STR_MAX);
-    if (l >= CBT_META_STR_MAX)
-        return CBT_ERR_META_TOO_LONG;
     cbt_status st = CBT_OK;
-    cbt_meta *m = meta_slot(ev, key, &st);
+    /* one byte past the cap: enough to know a string is too long */
+    size_t l = strnlen(v, CBT_META_STR_MAX);
+    if (l < CBT_META_INLINE_MAX) {
+        cbt_meta *m = meta_slot(ev, key, &st);
+        if (!m)
+            return st;
+        m->type = CBT_META_STR;
+        m->len = (uint8_t)l;
+        memcpy(m->v.str, v, l);
+        m->v.str[l] = '\0';
+        return CBT_OK;
+    }
+    /* the area: check that it fits (whole or cut) before touching the event,
+     * which a refusal must leave unchanged */
+    cbt_meta *old = meta_existing(ev, key, &st);
+    if (st)
+        return st;
+    if (!old && ev->n_meta >= CBT_EVENT_META_MAX)
+        return CBT_ERR_META_FULL;
+    uint32_t used = ev->str_used < CBT_EVENT_STR_AREA ? ev->str_used : CBT_EVENT_STR_AREA;
+    if (old && old->type == CBT_META_STR && old->area_len &&
+        (uint32_t)old->area_off + old->area_len + 1u == used)
+        used = old->area_off; /* meta_slot gives these bytes back */
+    size_t room = CBT_EVENT_STR_AREA - used; /* bytes, the NUL included */
+    if (room > CBT_META_STR_MAX)
+        room = CBT_META_STR_MAX;
+    size_t keep = l, mark = 0;
+    if (l + 1 > room) {
+        if (room < TRUNC_MARK_LEN + 1)
+            return CBT_ERR_META_TOO_LONG;
+        keep = utf8_prefix(v, room - 1 - TRUNC_MARK_LEN);
+        mark = TRUNC_MARK_LEN;
+    }
+    cbt_meta *m = meta_slot(ev, key, &st); /* cannot fail now */
     if (!m)
         return st;
+    char *dst = ev->str + used;
+    memcpy(dst, v, keep);
+    if (mark)
+        memcpy(dst + keep, CBT_META_TRUNC_MARK, mark);
+    dst[keep + mark] = '\0';
     m->type = CBT_META_STR;
-    m->len = (uint8_t)l;
-    memcpy(m->v.str, v, l);
-    m->v.str[l] = '\0';
+    m->len = 0;
+    m->v.str[0] = '\0'; /* a reader of the union sees an empty string */
+    m->area_off = (uint16_t)used;
+    m->area_len = (uint16_t)(keep + mark);
+    ev->str_used = (uint16_t)(used + keep + mark + 1);
+    if (mark)
+        cbt_count_meta_truncated_();
     return CBT_OK;
 }
 
@@ -239,14 +320,24 @@ int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt)
 
 const char *cbt_event_meta_str(const cbt_event *ev, const cbt_meta *m, size_t *len)
 {
-    if (!ev || !m || m->type != CBT_META_STR) {
-        if (len)
-            *len = 0;
-        return NULL;
-    }
     if (len)
-        *len = m->len;
-    return m->v.str;
+        *len = 0;
+    if (!m || m->type != CBT_META_STR)
+        return NULL;
+    if (m->area_len == 0) { /* inline */
+        if (m->len >= CBT_META_INLINE_MAX)
+            return NULL;
+        if (len)
+            *len = m->len;
+        return m->v.str;
+    }
+    /* in the area: it and its NUL must lie inside the used part */
+    if (!ev || (uint32_t)m->area_off + m->area_len >= ev->str_used ||
+        ev->str_used > CBT_EVENT_STR_AREA || ev->str[m->area_off + m->area_len] != '\0')
+        return NULL;
+    if (len)
+        *len = m->area_len;
+    return ev->str + m->area_off;
 }
 
 const char *cbt_event_get_str(const cbt_event *ev, cbt_name key, size_t *len)
@@ -365,8 +456,8 @@ cbt_meta cbt_meta_bool(cbt_name key, bool v)
 cbt_meta cbt_meta_str(cbt_name key, const char *v)
 {
     cbt_meta m = {.key = key, .type = CBT_META_NONE};
-    size_t l = v ? strnlen(v, CBT_META_STR_MAX) : CBT_META_STR_MAX;
-    if (l < CBT_META_STR_MAX) {
+    size_t l = v ? strnlen(v, CBT_META_INLINE_MAX) : CBT_META_INLINE_MAX;
+    if (l < CBT_META_INLINE_MAX) {
         m.type = CBT_META_STR;
         m.len = (uint8_t)l;
         memcpy(m.v.str, v, l);

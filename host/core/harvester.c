@@ -63,7 +63,7 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
 static void handle(cbt_tracer *t, cbt_bus_item *it, uint64_t lag_ticks)
 {
     if (it->stream) {
-        cbt_stream_defer_(it->stream, it);
+        cbt_stream_defer_(it->stream, t, it);
         return;
     }
     if (!(it->ev.flags & CBT_EVF_EXPLICIT_TS))

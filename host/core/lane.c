@@ -5,13 +5,14 @@
  *   cbt_publish(ev)                 cbt.h: one load of the active tracer
  *   -> cbt_tracer_publish           check the type, run the publish hook, stamp
  *   -> cbt_tracer_push_             find the thread's lane (thread-local)
- *   -> lane_push                    claim the lane's next position, no CAS
- *   -> cbt_bus_fill_commit_         copy, sequence word last (internal/bus.h)
+ *   -> cbt_bus_push_spsc_           size the record, claim its cells (no CAS), copy
+ *                                   the used parts, publish tail (internal/bus.h)
  *
  * Each publishing thread gets a lane of its own the first time it publishes
- * under a tracer: a single-producer ring (the cbt_bus layout of
- * internal/bus.h), so the hot path needs no CAS and touches no line another
- * producer writes. A thread that finds cbt_config.max_lanes taken (or
+ * under a tracer: a single-producer ring of 64-byte cells (the cbt_bus
+ * layout of internal/bus.h; an event is a record of 2 to 41 cells, only what
+ * it uses: internal/record.h), so the hot path needs no CAS and touches no
+ * line another producer writes. A thread that finds cbt_config.max_lanes taken (or
  * lane_capacity 0) publishes into the tracer's shared many-producer bus
  * instead (host/core/bus.c). The harvester merges all of them in stamp order
  * (host/core/harvester.c).
@@ -34,26 +35,13 @@ typedef struct lane_tls {
     cbt_lane *lane; /* NULL with a matching gen: use the shared bus */
 } lane_tls;
 
-/* Push into a lane: the lane's thread is its only producer, so no CAS; it
- * owns `tail` and keeps a cached copy of `head`, reading the consumer's line
- * only when the lane looks full. The same commit protocol and the same
- * CBT_ERR_FULL (dropped and counted) as the shared bus's cbt_bus_push. */
+/* Push into a lane: its thread is the only producer, so the lane's
+ * single-producer push (internal/bus.h): no CAS, tail is the commit. The
+ * same CBT_ERR_FULL (dropped and counted) as the shared bus's cbt_bus_push. */
 static inline cbt_status lane_push(cbt_lane *l, const cbt_event *ev, uint64_t ticks,
                                    struct cbt_stream *stream, void *mark)
 {
-    cbt_bus *b = &l->bus;
-    uint64_t pos = atomic_load_explicit(&b->tail, memory_order_relaxed); /* ours alone */
-    if (pos - b->cached_head > b->mask) {
-        /* acquire: pairs with the release in cbt_bus_release */
-        b->cached_head = atomic_load_explicit(&b->head, memory_order_acquire);
-        if (pos - b->cached_head > b->mask) {
-            atomic_fetch_add_explicit(&b->dropped, 1, memory_order_relaxed);
-            return CBT_ERR_FULL;
-        }
-    }
-    atomic_store_explicit(&b->tail, pos + 1, memory_order_relaxed);
-    cbt_bus_fill_commit_(b, pos, ev, ticks, stream, mark);
-    return CBT_OK;
+    return cbt_bus_push_spsc_(&l->bus, ev, ticks, stream, mark);
 }
 
 static _Thread_local lane_tls tls;
@@ -134,7 +122,7 @@ cbt_status cbt_lanes_init_(cbt_tracer *t)
     if (!t->lane_pool)
         return CBT_ERR_NOMEM;
     for (uint32_t i = 0; i < n; i++) {
-        cbt_status st = cbt_bus_init(&t->lane_pool[i].bus, t->cfg.lane_capacity);
+        cbt_status st = cbt_bus_init(&t->lane_pool[i].bus, t->cfg.lane_capacity, 1);
         if (st)
             return st; /* cbt_lanes_free_ releases what was made */
         t->lane_pool[i].gen = t->gen;
@@ -151,7 +139,7 @@ void cbt_lanes_reap_(cbt_tracer *t)
         /* acquire: pairs with the release in cbt_lane_orphan_, after which the
          * lane's thread pushes nothing more */
         if (atomic_load_explicit(&l->orphaned, memory_order_acquire) &&
-            l->bus.next == cbt_bus_accepted(&l->bus)) {
+            cbt_bus_drained(&l->bus)) {
             t->lanes[i] = t->lanes[--t->n_lanes];
             t->free_lanes[t->n_free_lanes++] = l;
         } else {

@@ -31,8 +31,8 @@ cbt_status cbt_config_default_into(cbt_config *out)
     memset(&c, 0, sizeof c); /* reserved included */
     c.enabled = true;
     c.mp_subscriber = true;
-    c.queue_capacity = 16384;
-    c.lane_capacity = 4096;
+    c.queue_capacity = 65536; /* cells: 4.5 MiB (cbt.h) */
+    c.lane_capacity = 16384;  /* cells: 1 MiB per lane */
     c.max_lanes = 64;
     c.span_pool = 8192;
     c.registry_capacity = 16384;
@@ -50,18 +50,23 @@ static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
 static cbt_status check_config(const cbt_config *c)
 {
-    if (!pow2(c->queue_capacity) || c->queue_capacity > (1u << 24)) {
-        fprintf(stderr, "cbt: config: queue_capacity %u must be a power of two in [2, 2^24]\n",
-                c->queue_capacity);
+    /* capacities count 64-byte cells; the smallest holds the largest record */
+    if (!pow2(c->queue_capacity) || c->queue_capacity < CBT_BUS_CELLS_MIN ||
+        c->queue_capacity > (1u << 24)) {
+        fprintf(stderr, "cbt: config: queue_capacity %u (cells) must be a power of two in "
+                        "[%u, 2^24]\n",
+                c->queue_capacity, CBT_BUS_CELLS_MIN);
         return CBT_ERR_INVAL;
     }
-    if (c->lane_capacity != 0 && (!pow2(c->lane_capacity) || c->lane_capacity > (1u << 20))) {
-        fprintf(stderr, "cbt: config: lane_capacity %u must be 0 or a power of two in [2, 2^20]\n",
-                c->lane_capacity);
+    if (c->lane_capacity != 0 && (!pow2(c->lane_capacity) || c->lane_capacity < CBT_BUS_CELLS_MIN ||
+                                  c->lane_capacity > (1u << 22))) {
+        fprintf(stderr, "cbt: config: lane_capacity %u (cells) must be 0 or a power of two in "
+                        "[%u, 2^22]\n",
+                c->lane_capacity, CBT_BUS_CELLS_MIN);
         return CBT_ERR_INVAL;
     }
     if (c->max_lanes > CBT_MAX_LANES ||
-        (uint64_t)c->max_lanes * c->lane_capacity * sizeof(cbt_bus_slot) > (1ull << 32)) {
+        (c->lane_capacity && (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) > (1ull << 32))) {
         fprintf(stderr, "cbt: config: max_lanes %u must be at most %u, with at most 4 GiB of lanes\n",
                 c->max_lanes, CBT_MAX_LANES);
         return CBT_ERR_INVAL;
@@ -187,7 +192,7 @@ cbt_status cbt_init(const cbt_config *cfg)
     t->gen = g_next_gen++;
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->flush_cv, NULL);
-    if ((st = cbt_bus_init(&t->bus, c.queue_capacity)) ||
+    if ((st = cbt_bus_init(&t->bus, c.queue_capacity, 0)) ||
         (st = cbt_lanes_init_(t)) || (st = cbt_spans_init_(t, c.span_pool)) ||
         (st = cbt_blend_metrics_create(&t->blend)) ||
         (st = cbt_strtab_init(&t->reg, c.registry_capacity, c.registry_capacity - 1,
@@ -369,6 +374,13 @@ void cbt_count_session_too_long_(void)
         atomic_fetch_add_explicit(&t->session_too_long, 1, memory_order_relaxed);
 }
 
+void cbt_count_meta_truncated_(void)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    if (t)
+        atomic_fetch_add_explicit(&t->meta_truncated, 1, memory_order_relaxed);
+}
+
 cbt_status cbt_metrics_get(cbt_metrics *caller)
 {
     cbt_status st = cbt_abi_out_check_(caller);
@@ -393,6 +405,7 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     pthread_mutex_unlock(&t->lock);
     out->rejected = R(t->rejected);
     out->session_too_long = R(t->session_too_long);
+    out->meta_truncated = R(t->meta_truncated);
     out->dispatched = R(t->dispatched);
     out->subscriber_errors = R(t->subscriber_errors);
     out->sink_errors = R(t->sink_errors);

@@ -11,21 +11,30 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "internal/record.h"
 #include "internal/tracer.h"
 
 enum { CBT_STREAM_CPU = 1, CBT_STREAM_CUDA = 2 };
 
+/* Room for the events of marks, in record cells (internal/record.h): per
+ * CPU stream item, and per pooled CUDA event. */
+#define CBT_STREAM_MARK_CELLS_PER_ITEM 4u
+#define CBT_STREAM_CUDA_MARK_CELLS (CBT_STREAM_CUDA_POOL * 8u)
+
+/* A queued item. A mark (fn and cta_fn NULL) has its event in the stream's
+ * `marks` FIFO: marks leave in the order they came, so the oldest record
+ * there is the event of the oldest mark. */
 typedef struct cbt_stream_item {
     cbt_stream_fn fn;   /* work; NULL with cta_fn NULL: a mark */
     cbt_cta_fn cta_fn;  /* an emulated kernel launch of n_ctas CTAs */
     uint32_t n_ctas;
     void *arg;
-    cbt_event ev;
 } cbt_stream_item;
 
+/* A CUDA mark waiting for its event; its cbt_event is the record of the
+ * same rank in `pend_recs`. */
 typedef struct cbt_pending_mark {
     uint32_t ev_index; /* into the CUDA event pool */
-    cbt_event ev;
 } cbt_pending_mark;
 
 struct cbt_stream {
@@ -38,6 +47,10 @@ struct cbt_stream {
     pthread_t worker;
     cbt_stream_item *ring;
     uint32_t cap, head, count;
+    /* the marks' events: appended under `lock`; the oldest is read by the
+     * worker without it (producers never touch a record before it is dropped,
+     * under `lock`, once its item has run) */
+    cbt_rec_fifo marks;
     uint64_t enqueued, completed;
     int stop;
 
@@ -48,6 +61,7 @@ struct cbt_stream {
     _Atomic uint32_t in_flight;     /* marks pushed and not yet dispatched or dropped */
     cbt_pending_mark *pending;      /* harvester-owned FIFO */
     uint32_t pend_head, pend_count; /* harvester-owned */
+    cbt_rec_fifo pend_recs;         /* harvester-owned: the pending marks' events */
 };
 
 uint32_t cbt_stream_next_ordinal_(void);

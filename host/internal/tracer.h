@@ -29,7 +29,7 @@
 #define CBT_MAX_CUDA_STREAMS 64
 #define CBT_MAX_LANES 256 /* hard bound on cbt_config.max_lanes */
 
-/* A per-thread publish lane (lanes.c). */
+/* A per-thread publish lane (lane.c). */
 typedef struct cbt_lane {
     cbt_bus bus;           /* single producer: the lane's thread */
     uint64_t gen;          /* the owning tracer's generation */
@@ -81,8 +81,9 @@ cbt_status cbt_pspan_subscriber_create_(cbt_subscriber *out);
 
 /* ---- streams: the harvester's view of CUDA streams with pending marks ---- */
 struct cbt_stream;
-/* Harvester: take ownership of a popped item whose mark is still pending. */
-void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item);
+/* Harvester: take ownership of a popped item whose mark is still pending
+ * (no room for its event: dropped and counted in t's bus). */
+void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *item);
 /* Harvester: dispatch every leading mark that has completed, in stream order.
  * Returns how many are still pending on this stream. */
 uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t);
@@ -117,7 +118,7 @@ struct cbt_tracer {
     uint32_t n_free_lanes;
 
     /* any thread */
-    _Atomic uint64_t rejected, session_too_long;
+    _Atomic uint64_t rejected, session_too_long, meta_truncated;
     _Atomic uint64_t consumed; /* bus items popped and handled */
     _Atomic uint64_t pending_marks;
 
@@ -223,6 +224,9 @@ int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32
 
 /* Count a refused overlong session id against the active tracer, if any. */
 void cbt_count_session_too_long_(void);
+/* Count a string value cut to fit its event (cbt_event_str) against the
+ * active tracer, if any. */
+void cbt_count_meta_truncated_(void);
 
 /* Span pool setup (span.c). */
 cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n);

@@ -333,7 +333,13 @@ void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
         case CBT_META_I64: cbt_span_set_i64(s, m->key, m->v.i64); break;
         case CBT_META_F64: cbt_span_set_f64(s, m->key, m->v.f64); break;
         case CBT_META_BOOL: cbt_span_set_bool(s, m->key, m->v.b); break;
-        case CBT_META_STR: cbt_span_set_str(s, m->key, m->v.str, m->len); break;
+        case CBT_META_STR: {
+            size_t len = 0;
+            const char *v = cbt_event_meta_str(ev, m, &len);
+            if (v)
+                cbt_span_set_str(s, m->key, v, len);
+            break;
+        }
         default: break;
         }
     }

@@ -4,7 +4,10 @@
  * (a function and its argument: a kernel's reference implementation, a host
  * callback) and marks (events to publish). The worker stamps a mark when it
  * reaches it and pushes it onto the tracer's bus, so the harvester sees it at
- * the moment the stream got there, as a GPU stream's callback would.
+ * the moment the stream got there, as a GPU stream's callback would. A
+ * mark's event waits in a FIFO of records of its used bytes
+ * (internal/record.h), CBT_STREAM_MARK_CELLS_PER_ITEM cells per item of
+ * capacity, rather than in a whole cbt_event per item.
  *
  * Stop path: cbt_stream_destroy() drains the FIFO, sets `stop`, wakes and
  * joins the worker. Streams must be synced or destroyed before cbt_shutdown().
@@ -46,14 +49,22 @@ static void *cpu_worker(void *arg)
                 cbt_cpu_cta_leave();
             }
         } else {
+            /* the oldest record is this mark's: producers do not touch it
+             * until it is dropped below */
+            cbt_event ev;
+            uint64_t unused;
+            cbt_rec_fifo_oldest(&s->marks, &ev, &unused);
             cbt_tracer *t = cbt_tracer_get();
             if (t) {
                 uint64_t ticks = cbt_clock_ticks_ordered();
-                it->ev.flags |= CBT_EVF_FROM_STREAM;
-                cbt_tracer_push_(t, &it->ev, ticks, NULL, NULL);
+                ev.flags |= CBT_EVF_FROM_STREAM;
+                cbt_tracer_push_(t, &ev, ticks, NULL, NULL);
             }
         }
+        int was_mark = !it->fn && !it->cta_fn;
         pthread_mutex_lock(&s->lock);
+        if (was_mark)
+            cbt_rec_fifo_drop(&s->marks);
         s->head = (s->head + 1) % s->cap;
         s->count--;
         s->completed++;
@@ -75,7 +86,11 @@ cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
     if (!s)
         return CBT_ERR_NOMEM;
     s->ring = calloc(capacity, sizeof *s->ring);
-    if (!s->ring) {
+    uint32_t cells = CBT_BUS_CELLS_MIN;
+    while (cells < capacity * CBT_STREAM_MARK_CELLS_PER_ITEM)
+        cells <<= 1;
+    if (!s->ring || cbt_rec_fifo_init(&s->marks, cells) != CBT_OK) {
+        free(s->ring);
         free(s);
         return CBT_ERR_NOMEM;
     }
@@ -89,6 +104,7 @@ cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
         pthread_cond_destroy(&s->idle_cv);
         pthread_cond_destroy(&s->work_cv);
         pthread_mutex_destroy(&s->lock);
+        cbt_rec_fifo_free(&s->marks);
         free(s->ring);
         free(s);
         return CBT_ERR_THREAD;
@@ -100,12 +116,18 @@ cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
 static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, uint32_t n_ctas,
                            void *arg, const cbt_event *ev)
 {
+    cbt_event paired;
+    if (ev && ev->pair == 0) { /* outside the lock: a copy of the used part */
+        cbt_event_copy_used_(&paired, ev);
+        paired.pair = s->ordinal;
+        ev = &paired;
+    }
     pthread_mutex_lock(&s->lock);
     if (s->stop) {
         pthread_mutex_unlock(&s->lock);
         return CBT_ERR_STOPPED;
     }
-    if (s->count == s->cap) {
+    if (s->count == s->cap || (ev && cbt_rec_fifo_put(&s->marks, ev, 0) != CBT_OK)) {
         pthread_mutex_unlock(&s->lock);
         return CBT_ERR_FULL;
     }
@@ -114,11 +136,6 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, u
     it->cta_fn = cta_fn;
     it->n_ctas = n_ctas;
     it->arg = arg;
-    if (ev) {
-        cbt_event_copy_used_(&it->ev, ev);
-        if (it->ev.pair == 0)
-            it->ev.pair = s->ordinal;
-    }
     s->count++;
     s->enqueued++;
     pthread_cond_signal(&s->work_cv);
@@ -226,6 +243,7 @@ void cbt_stream_destroy(cbt_stream *s)
     pthread_cond_destroy(&s->idle_cv);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->lock);
+    cbt_rec_fifo_free(&s->marks);
     free(s->ring);
     free(s);
 }

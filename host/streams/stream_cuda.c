@@ -5,7 +5,10 @@
  * and a pop; an empty pool drops the mark and counts it), cudaEventRecord it
  * on the user's stream, and push the event onto the bus with the pool index.
  * Harvest (harvester thread): the bus item moves to this stream's pending
- * FIFO; each poll queries the FIFO's head with cudaEventQuery and, once it
+ * FIFO (the pool index, and its event as a record of its used bytes in
+ * `pend_recs`, internal/record.h: CBT_STREAM_CUDA_MARK_CELLS cells, 512
+ * bytes per pooled event; a mark that finds no room is dropped and
+ * counted); each poll queries the FIFO's head with cudaEventQuery and, once it
  * has completed, stamps it with the reference time plus
  * cudaEventElapsedTime(reference, mark), dispatches it, and returns the
  * event to the pool. Marks of one stream complete in stream order, so the
@@ -56,9 +59,10 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
     }
     struct cbt_cuda_pool *p = calloc(1, sizeof *p);
     s->pending = calloc(CBT_STREAM_CUDA_POOL, sizeof *s->pending);
-    if (!p || !s->pending) {
+    if (!p || !s->pending || cbt_rec_fifo_init(&s->pend_recs, CBT_STREAM_CUDA_MARK_CELLS) != CBT_OK) {
         free(p);
         free(s->pending);
+        cbt_rec_fifo_free(&s->pend_recs); /* zeroed by a failed init: a no-op then */
         return CBT_ERR_NOMEM;
     }
     pthread_mutex_init(&p->lock, NULL);
@@ -73,6 +77,7 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
         cbt_cuda_stamp_event_(cs, p->ref, &p->ref_dev) != CBT_OK) {
         pool_free(p, made);
         free(s->pending);
+        cbt_rec_fifo_free(&s->pend_recs);
         return CBT_ERR_CUDA;
     }
     p->ref_ticks = cbt_clock_ticks();
@@ -102,6 +107,7 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
             s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
             s->pend_count--;
         }
+        cbt_rec_fifo_clear(&s->pend_recs);
         atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
         if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
             pthread_mutex_unlock(&p->lock);
@@ -135,11 +141,20 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
     return st;
 }
 
-void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item)
+void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *item)
 {
+    uint32_t idx = (uint32_t)((uintptr_t)item->mark - 1);
+    if (cbt_rec_fifo_put(&s->pend_recs, &item->ev, 0) != CBT_OK) {
+        /* no room for its event: the mark is dropped, said so, and its CUDA
+         * event completes unobserved */
+        atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        pool_put(s->pool, idx);
+        /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
+        atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
+        return;
+    }
     uint32_t slot = (s->pend_head + s->pend_count) % CBT_STREAM_CUDA_POOL;
-    s->pending[slot].ev_index = (uint32_t)((uintptr_t)item->mark - 1);
-    s->pending[slot].ev = item->ev;
+    s->pending[slot].ev_index = idx;
     s->pend_count++;
 }
 
@@ -153,14 +168,17 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
             break;
         float ms = 0.0f;
         if (q == cudaSuccess && cudaEventElapsedTime(&ms, p->ref, p->ev[m->ev_index]) == cudaSuccess) {
+            cbt_event ev;
+            uint64_t unused;
+            cbt_rec_fifo_oldest(&s->pend_recs, &ev, &unused);
             /* marks recorded by several threads can be resolved a little out
              * of record order: never a negative elapsed time */
             uint64_t dns = ms > 0.0f ? (uint64_t)((double)ms * 1e6) : 0;
             if (t->cuda_ring && t->cuda_ring->clock.fitted)
-                m->ev.ts = cbt_ring_dev_to_unix(t->cuda_ring, &t->clock, p->ref_dev + dns);
+                ev.ts = cbt_ring_dev_to_unix(t->cuda_ring, &t->clock, p->ref_dev + dns);
             else
-                m->ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + dns;
-            cbt_dispatch_(t, &m->ev, 0);
+                ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + dns;
+            cbt_dispatch_(t, &ev, 0);
             if (ms > 5000.0f) {
                 /* cudaEventElapsedTime is a float of ms: re-anchor on this
                  * mark before its resolution decays (~1 us at 5 s) */
@@ -175,6 +193,7 @@ uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
             atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         }
         pool_put(p, m->ev_index);
+        cbt_rec_fifo_drop(&s->pend_recs);
         s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
         s->pend_count--;
         /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
@@ -207,5 +226,6 @@ int cbt_cuda_stream_fini_(cbt_stream *s)
     }
     pool_free(s->pool, CBT_STREAM_CUDA_POOL);
     free(s->pending);
+    cbt_rec_fifo_free(&s->pend_recs);
     return 1;
 }

@@ -29,7 +29,10 @@ int cbt_cuda_stream_fini_(cbt_stream *s)
     (void)s;
     return 1;
 }
-void cbt_stream_defer_(struct cbt_stream *s, const cbt_bus_item *item) { (void)s, (void)item; }
+void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *item)
+{
+    (void)s, (void)t, (void)item;
+}
 uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
 {
     (void)s, (void)t;

@@ -81,7 +81,12 @@ static cbt_status add_meta(cbt_event *ev, const cbt_meta *meta, uint32_t n_meta)
         case CBT_META_I64: st = cbt_event_i64(ev, m->key, m->v.i64); break;
         case CBT_META_F64: st = cbt_event_f64(ev, m->key, m->v.f64); break;
         case CBT_META_BOOL: st = cbt_event_bool(ev, m->key, m->v.b); break;
-        case CBT_META_STR: st = cbt_event_str(ev, m->key, m->v.str); break;
+        case CBT_META_STR: {
+            /* a standalone value: its string, if any, is inline */
+            const char *v = cbt_event_meta_str(NULL, m, NULL);
+            st = v ? cbt_event_str(ev, m->key, v) : CBT_ERR_META_TOO_LONG;
+            break;
+        }
         default: return CBT_ERR_META_TOO_LONG; /* cbt_meta_str refused it */
         }
         if (st)

@@ -1,10 +1,26 @@
 /* cbt/event.h — the events that host code publishes, and how to build one.
  *
  * An event is a fixed-size value (no pointers, no allocation): its type, the
- * session (request) id copied in, a timestamp, a pairing key, and up to
- * CBT_EVENT_META_MAX typed metadata values stored inline. It is built on the
- * caller's stack, published by copy, and turned into spans later on the
- * harvester thread (see cbt.h and docs/architecture.md).
+ * session (request) id copied in, a timestamp, a pairing key, up to
+ * CBT_EVENT_META_MAX typed metadata values, and a string area for the string
+ * values too long to sit inside their value. It is built on the caller's
+ * stack, published by copy, and turned into spans later on the harvester
+ * thread (see cbt.h and docs/architecture.md). The struct is large (about
+ * 2.6 KiB, most of it the string area), but only its used part is ever
+ * written or copied: cbt_event_init sets the header alone, and a publish
+ * copies the header, the session, the values the event holds, the trace
+ * block when CBT_EVF_TRACE is set and the used bytes of the string area (a
+ * 2-value event is a 152-byte record; docs/architecture.md, "Lanes").
+ *
+ * Strings. A value shorter than CBT_META_INLINE_MAX bytes (NUL included) is
+ * kept inside its cbt_meta; a longer one, up to CBT_META_STR_MAX bytes, goes
+ * into the event's CBT_EVENT_STR_AREA-byte area. Read every string through
+ * cbt_event_meta_str() / cbt_event_get_str(), never through cbt_meta.v.str:
+ * for a string in the area v.str is empty. A string that does not fit (longer
+ * than CBT_META_STR_MAX - 1 bytes, or than what is left of the area) is cut:
+ * the event keeps the prefix that fits followed by CBT_META_TRUNC_MARK,
+ * cbt_metrics.meta_truncated counts it, and the setter returns CBT_OK; only
+ * when not even the marker fits is it refused (CBT_ERR_META_TOO_LONG).
  *
  * The event types are every EventType of LMCache 0.5.6 (MP, CacheBlend, L1,
  * StorageManager, L2, timeout, trace recording) plus a few of cbt's own.
@@ -14,7 +30,8 @@
  *
  * CBT_DISABLE (defined before the first cbt include): the types and constants
  * stay defined and every call is a static inline no-op referencing no cbt
- * symbol: cbt_event_init() zeroes the event (type set, no session), the
+ * symbol: cbt_event_init() zeroes the header (type set, no session, no
+ * values, no strings) and, like the real one, writes nothing past it; the
  * setters store nothing and return CBT_OK, cbt_meta_*() give an empty value
  * (CBT_META_NONE), lookups find nothing (NULL, `dflt`, "", false), and
  * cbt_event_type_register() hands out CBT_EV_INVALID, cbt_event_type_by_name()
@@ -36,8 +53,21 @@ extern "C" {
 #endif
 
 #define CBT_SESSION_MAX 64      /* bytes, including the terminating NUL */
-#define CBT_EVENT_META_MAX 6    /* typed metadata values per event */
-#define CBT_META_STR_MAX 16     /* bytes of a string value, including NUL */
+#define CBT_EVENT_META_MAX 16   /* typed metadata values per event */
+/* A string value of fewer than CBT_META_INLINE_MAX bytes (NUL included, so
+ * at most 15 characters) is held inside its cbt_meta (v.str); that is also
+ * the most a standalone cbt_meta_str() value holds. */
+#define CBT_META_INLINE_MAX 16
+/* The most one string value of an event takes, NUL included (1023
+ * characters); a longer one is cut to this (CBT_META_TRUNC_MARK). */
+#define CBT_META_STR_MAX 1024
+/* Bytes of an event's string area: every string value of
+ * CBT_META_INLINE_MAX bytes or more, NULs included, end to end. Two 1023-byte
+ * stack traces fill it; a model name of 40 takes 41. */
+#define CBT_EVENT_STR_AREA 2048
+/* What ends a string that was cut to fit (14 characters): the kept prefix,
+ * then this. */
+#define CBT_META_TRUNC_MARK "...[truncated]"
 #define CBT_EVENT_TYPES_MAX 256 /* built-in plus registered types */
 
 /* X(enum suffix). Order is ABI: append only, never renumber.
@@ -121,17 +151,22 @@ typedef enum cbt_meta_type {
     CBT_META_STR,
 } cbt_meta_type;
 
-/* One metadata value. 24 bytes. `key` is an interned name (cbt/names.h). */
+/* One metadata value. 24 bytes. `key` is an interned name (cbt/names.h).
+ * A CBT_META_STR value is either inline (area_len 0: the string and its NUL
+ * in v.str, its length in len) or in its event's string area (area_len
+ * bytes at area_off, then a NUL; len 0 and v.str empty). Read strings with
+ * cbt_event_meta_str(), which knows both. */
 typedef struct cbt_meta {
     cbt_name key;
-    uint8_t type; /* cbt_meta_type */
-    uint8_t len;  /* string length for CBT_META_STR */
-    uint32_t reserved_;
+    uint8_t type;      /* cbt_meta_type */
+    uint8_t len;       /* an inline string's length (< CBT_META_INLINE_MAX) */
+    uint16_t area_off; /* a string in the area: where it starts */
+    uint16_t area_len; /* a string in the area: its length; 0: inline */
     union {
         int64_t i64;
         double f64;
         bool b;
-        char str[CBT_META_STR_MAX];
+        char str[CBT_META_INLINE_MAX];
     } v;
 } cbt_meta;
 
@@ -179,10 +214,15 @@ typedef struct cbt_event {
      * two tensor-parallel workers storing for one request never cross. */
     uint64_t pair;
     char session[CBT_SESSION_MAX];
-    cbt_meta meta[CBT_EVENT_META_MAX];
+    uint16_t str_used; /* bytes of `str` in use (cbt_event_str) */
+    uint16_t reserved_[3];
+    cbt_meta meta[CBT_EVENT_META_MAX]; /* the first n_meta are set */
     /* Valid only with CBT_EVF_TRACE (copied only then, so events without a
      * context cost nothing more to publish). */
     cbt_event_trace trace;
+    /* The string area: str[0, str_used) holds the long strings of meta[],
+     * each followed by its NUL. Copied only as far as it is used. */
+    char str[CBT_EVENT_STR_AREA];
 } cbt_event;
 
 /* ev's context when it carries one (CBT_EVF_TRACE), else NULL. */
@@ -196,8 +236,8 @@ static inline const cbt_event_trace *cbt_event_trace_of(const cbt_event *ev)
 static inline cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session)
 {
     (void)session;
-    if (ev) {
-        memset(ev, 0, sizeof *ev);
+    if (ev) { /* the header alone, as the real call: the event is large */
+        memset(ev, 0, offsetof(cbt_event, meta));
         ev->type = type;
     }
     return CBT_OK;
@@ -314,12 +354,27 @@ static inline cbt_status cbt_event_type_register(const char *name, cbt_event_typ
  * session-less events). Copies at most CBT_SESSION_MAX - 1 bytes; a longer id
  * is refused: returns CBT_ERR_SESSION_TOO_LONG, counts it in the tracer's
  * metrics, and leaves `ev` invalid so that publishing it is refused too.
- * Cost: a strnlen and a copy. Does not check that `type` exists (publish does). */
+ * Cost: a strnlen and a copy. Writes the header and the session only (no
+ * value, empty string area): the values and the area are never read past
+ * what n_meta and str_used say. Does not check that `type` exists (publish
+ * does). */
 CBT_API cbt_status cbt_event_init(cbt_event *ev, cbt_event_type type, const char *session);
 
-/* Append a typed value. CBT_ERR_META_FULL when the event already holds
- * CBT_EVENT_META_MAX values; CBT_ERR_META_TOO_LONG for a string that does not
- * fit CBT_META_STR_MAX - 1 bytes. On error the event is left unchanged. */
+/* Append a typed value, or replace the value of a key the event holds
+ * already. CBT_ERR_META_FULL when the event already holds CBT_EVENT_META_MAX
+ * values (and not `key`); CBT_ERR_INVAL for a NULL event or string or key 0.
+ * On error the event is left unchanged.
+ *
+ * cbt_event_str: a string shorter than CBT_META_INLINE_MAX bytes is stored
+ * in its value; a longer one is copied into the string area. One that does
+ * not fit whole (more than CBT_META_STR_MAX - 1 bytes, or more than is left
+ * of the area: CBT_EVENT_STR_AREA - str_used, its NUL included) is cut: the
+ * longest prefix that fits with CBT_META_TRUNC_MARK after it (ending on a
+ * UTF-8 character boundary) is stored, the active tracer counts it in
+ * cbt_metrics.meta_truncated, and CBT_OK is returned; when not even the
+ * marker and its NUL fit, CBT_ERR_META_TOO_LONG. Replacing a string that is
+ * the last one in the area gives its bytes back; replacing an earlier one
+ * leaves its old bytes unused. Cost: a strnlen and a copy of the string. */
 CBT_API cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
 CBT_API cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
 CBT_API cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
@@ -332,9 +387,9 @@ CBT_API cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent
                                        const uint8_t span_id[8]);
 
 /* Metadata values built in place, for APIs that take an array of them
- * (cbt/pspan.h). A string that does not fit CBT_META_STR_MAX - 1 bytes gives
- * a value of type CBT_META_NONE, which those APIs refuse with
- * CBT_ERR_META_TOO_LONG. */
+ * (cbt/pspan.h). A standalone value has no string area: a string of
+ * CBT_META_INLINE_MAX characters or more gives a value of type CBT_META_NONE,
+ * which those APIs refuse with CBT_ERR_META_TOO_LONG. */
 CBT_API cbt_meta cbt_meta_i64(cbt_name key, int64_t v);
 CBT_API cbt_meta cbt_meta_f64(cbt_name key, double v);
 CBT_API cbt_meta cbt_meta_bool(cbt_name key, bool v);
@@ -348,9 +403,11 @@ CBT_API const cbt_meta *cbt_event_find(const cbt_event *ev, cbt_name key);
 CBT_API int64_t cbt_event_get_i64(const cbt_event *ev, cbt_name key, int64_t dflt);
 
 /* The string held by `m` (one of ev's values) and its length in *len (may
- * be NULL); NULL (and *len 0) when `m` is not a string. Strings are
- * NUL-terminated. Use this rather than reading the union: where the bytes
- * live is the event's business. */
+ * be NULL); NULL (and *len 0) when `m` is not a string, or names bytes
+ * outside ev's used string area. Strings are NUL-terminated. Use this rather
+ * than reading the union: where the bytes live is the event's business.
+ * `ev` may be NULL for a standalone value (cbt_meta_str), which holds only
+ * inline strings. Cost: a few compares. */
 CBT_API const char *cbt_event_meta_str(const cbt_event *ev, const cbt_meta *m, size_t *len);
 
 /* The string stored under `key`, or NULL (and *len 0) when absent or not a

@@ -24,7 +24,7 @@ typedef enum cbt_status {
     CBT_ERR_SESSION_TOO_LONG, /* session id longer than CBT_SESSION_MAX - 1 bytes: refused and counted */
     CBT_ERR_UNKNOWN_EVENT,    /* event type was never defined or registered */
     CBT_ERR_META_FULL,        /* the event already holds CBT_EVENT_META_MAX values */
-    CBT_ERR_META_TOO_LONG,    /* a string metadata value exceeds CBT_META_STR_MAX - 1 bytes */
+    CBT_ERR_META_TOO_LONG,    /* a string value does not fit, not even cut (cbt/event.h) */
     CBT_ERR_NOT_INITIALIZED,  /* no tracer: cbt_init() has not run (or tracing is disabled) */
     CBT_ERR_ALREADY,          /* cbt_init() ran twice, or a thing was registered twice */
     CBT_ERR_THREAD,           /* a thread could not be created */

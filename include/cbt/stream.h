@@ -105,11 +105,19 @@ static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
 #else /* the calls */
 
 /* A CPU stream: one worker thread and a bounded FIFO of `capacity` items (0 =
- * CBT_STREAM_DEFAULT_CAPACITY). Works with or without a tracer. */
+ * CBT_STREAM_DEFAULT_CAPACITY, at most 2^20), work and marks. The events of
+ * queued marks are kept as records of only their used bytes, in room for
+ * 256 bytes per item (a mark of a few values takes 192; a larger one more,
+ * and a mark that finds no room is refused as a full queue would be).
+ * Works with or without a tracer. */
 CBT_API cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
 
 /* Wrap an existing cudaStream_t (passed as void* so this header needs no CUDA
- * headers). Creates CBT_STREAM_CUDA_POOL timing events up front.
+ * headers). Creates CBT_STREAM_CUDA_POOL timing events up front, and room
+ * for the events of the marks waiting for their CUDA event to complete:
+ * 512 bytes per pooled event, kept as records of their used bytes (a mark
+ * whose event finds no room when the harvester takes it is dropped and
+ * counted in cbt_metrics.dropped_full).
  * CBT_ERR_UNSUPPORTED when cbt was built without CUDA, CBT_ERR_NO_DEVICE when
  * no device is present. The caller keeps ownership of the cudaStream_t. */
 CBT_API cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);

@@ -71,7 +71,10 @@ def from_cbt_jsonl(lines: Iterable[str]) -> list[Span]:
         out.append(Span(
             "cbt", d["span_id"], d["parent_span_id"] or None, d["trace_id"], d["name"],
             int(d["start_ns"]), int(d["end_ns"]), d["kind"], d["status"],
-            dict(d.get("attributes", {})), [], bool(d.get("incomplete")), len(out)))
+            dict(d.get("attributes", {})),
+            [(e["name"], int(e["time_unix_nano"]), dict(e.get("attributes", {})))
+             for e in d.get("events", [])],
+            bool(d.get("incomplete")), len(out)))
     return out
 
 

@@ -4,8 +4,8 @@ and a predicate that recognises it.
 
 A difference the conformance test finds (compare.Diff) that no entry
 recognises fails the test. Keep the list short: an entry is a decision that
-cbt differs on purpose, not a way to silence a finding. This is a first
-list; whoever finishes the span engine (host/builders/) finalises it.
+cbt differs on purpose, not a way to silence a finding. The list is the
+one docs/spans.md ("Intended differences from LMCache 0.5.6") explains.
 
 Predicates get the Diff and a Context built from the event stream (what was
 published, not the scenario labels), so they recognise the situation, not
@@ -125,6 +125,18 @@ def _late_child_new_trace(d: Diff, ctx: Context) -> bool:
     return d.cv in ROOTS and d.name not in ROOTS
 
 
+# attributes the design seeds put where LMCache 0.5.6 has none
+# (cacheblend-v3-observability §3 root attributes, §2.1 scatter_ms)
+SEED_ATTRS = {
+    "cb.request": ("fingerprint_hits", "storage_hits", "stale_chunks", "prefix_coverage_tokens"),
+    "cb.scatter": ("scatter_ms",),
+}
+
+
+def _seed_attr(d: Diff, ctx: Context) -> bool:
+    return d.kind == "attr_only_in_cbt" and d.key in SEED_ATTRS.get(d.name, ())
+
+
 def _cbt_only_span(d: Diff, ctx: Context) -> bool:
     return d.kind == "span_only_in_cbt" and d.name in CBT_ONLY_SPANS
 
@@ -164,6 +176,10 @@ INTENDED: tuple[Intended, ...] = (
              "LMCache; cbt nests it under the closed root",
              f"{DOC} §6 A second retrieve call after CB_REQUEST_END, CB events without an "
              "open cb.request", _late_child_new_trace),
+    Intended("seed-attributes",
+             "cbt keeps the CacheBlend seed's root counts (fingerprint_hits, storage_hits, "
+             "stale_chunks, prefix_coverage_tokens) and cb.scatter's scatter_ms",
+             "docs/spans.md The CacheBlend path; docs/lmcache-0.5.6.md §6 CB root", _seed_attr),
     Intended("cbt-only-spans",
              "spans LMCache 0.5.6 has no builder for (cb.classify, cb.l2_load, kernel spans)",
              f"{DOC} §6 Spans only cbt builds", _cbt_only_span),
