@@ -309,6 +309,105 @@ static void mp_timeout_span(void **state)
     tu_stop();
 }
 
+/* LMCache 0.5.6's 12-value CB_LOOKUP_END and a 40-byte model name reach the
+ * spans whole: every hit attribute on the root, typed, the rest on cb.lookup. */
+static void cb_lookup_end_as_lmcache_sends_it(void **state)
+{
+    (void)state;
+    const char *sid = "cmpl-3f7c1d2e9a8b4c5d6e7f8091a2b3c4d5-0";
+    static const char model[] = "meta-llama/Llama-3.1-70B-Instruct-FP8-kv"; /* 40 bytes */
+    start_with(0, 8192, 0, 0, 0, true);
+    at(CBT_EV_CB_REQUEST_START, sid, 1 * MS, 0, NULL);
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, CBT_EV_CB_LOOKUP_START, sid), CBT_OK);
+    e.ts = T0 + 2 * MS;
+    e.flags |= CBT_EVF_EXPLICIT_TS;
+    assert_int_equal(cbt_event_str(&e, tu_name("model_name"), model), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    at(CBT_EV_CB_LOOKUP_END, sid, 3 * MS, 0, "num_tokens", (int64_t)3840, "fingerprint_hits",
+       (int64_t)3, "prefix_hits", (int64_t)5, "prefix_chunks", (int64_t)5, "storage_hits",
+       (int64_t)2, "stale_chunks", (int64_t)1, "prefix_hit_tokens", (int64_t)1280,
+       "segmented_prefix_hit_tokens", (int64_t)118, "non_prefix_hit_tokens", (int64_t)256,
+       "hit_tokens", (int64_t)1654, "requested_tokens", (int64_t)3840, NULL);
+    at(CBT_EV_CB_REQUEST_END, sid, 4 * MS, 0, NULL);
+    tu_flush();
+    const cbt_span *root = tu_need_span("cb.request", sid, 0);
+    const cbt_span *lk = tu_need_span("cb.lookup", sid, 0);
+    str_is(lk, cbt_span_attr(lk, tu_name("model_name")), model);
+    assert_int_equal(tu_attr_i64(lk, "num_tokens"), 3840);
+    assert_int_equal(tu_attr_i64(root, "hit_tokens"), 1654); /* the event's, as sent */
+    assert_int_equal(tu_attr_i64(root, "requested_tokens"), 3840);
+    assert_int_equal(tu_attr_i64(root, "segmented_prefix_hit_tokens"), 118);
+    assert_true(tu_attr_f64(root, "hit_rate") == 1654.0 / 3840.0);
+    assert_true(tu_attr_f64(root, "prefix_hit_rate") == 1280.0 / 3840.0);
+    assert_true(tu_attr_f64(root, "segmented_prefix_hit_rate") == 118.0 / 3840.0);
+    assert_true(tu_attr_f64(root, "non_prefix_hit_rate") == 256.0 / 3840.0);
+    assert_int_equal(tu_attr_i64(root, "prefix_hits"), 5);
+    assert_int_equal(root->attrs_dropped, 0);
+    tu_stop();
+}
+
+/* A store's phase samples (one event each, then the batch end) become
+ * transfer.kernel_interval and transfer.staging under its mp.store:
+ * LMCache's verified case (docs/lmcache-0.5.6.md §2.4). */
+static void mp_transfer_phase_spans(void **state)
+{
+    (void)state;
+    const char *sid = "cmpl-xfer";
+    const char *tk = "cmpl-xfer#0";
+    start_with(0, 8192, 0, 0, CBT_ROOT_END_TRANSFER, false);
+    at(CBT_EV_MP_REQUEST_START, sid, 1 * MS, 0, NULL);
+    at(CBT_EV_MP_STORE_SUBMITTED, sid, 2 * MS, 0, NULL);
+    cbt_event e;
+    cbt_event_type types[2] = {CBT_EV_MP_STORE_START, CBT_EV_MP_STORE_END};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(cbt_event_init(&e, types[i], sid), CBT_OK);
+        e.ts = T0 + (3 + (uint64_t)i) * MS;
+        e.flags |= CBT_EVF_EXPLICIT_TS;
+        assert_int_equal(cbt_event_str(&e, CBT_N_TRANSFER_KEY, tk), CBT_OK);
+        assert_int_equal(cbt_publish(&e), CBT_OK);
+    }
+    /* (phase, elapsed ms, nbytes, start s, end s): two kernel sections and
+     * one staging section of a D2H transfer */
+    static const struct { int64_t phase; double ms; int64_t nbytes; double t0, t1; } smp[] = {
+        {0, 500.0, 0, 2.10, 2.60}, {0, 250.0, 0, 2.60, 2.85}, {1, 1000.0, 4000000000, 2.90, 3.90},
+    };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cbt_event_init(&e, CBT_EV_MP_TRANSFER_PHASE_SAMPLES, NULL), CBT_OK);
+        e.ts = T0 + 5 * MS;
+        e.flags |= CBT_EVF_EXPLICIT_TS;
+        assert_int_equal(cbt_event_i64(&e, CBT_N_PHASE, smp[i].phase), CBT_OK);
+        assert_int_equal(cbt_event_i64(&e, CBT_N_DIRECTION, 1), CBT_OK);
+        assert_int_equal(cbt_event_i64(&e, CBT_N_DEVICE_INDEX, 0), CBT_OK);
+        assert_int_equal(cbt_event_f64(&e, CBT_N_ELAPSED_MS, smp[i].ms), CBT_OK);
+        assert_int_equal(cbt_event_i64(&e, CBT_N_NBYTES, smp[i].nbytes), CBT_OK);
+        assert_int_equal(cbt_event_str(&e, CBT_N_TRANSFER_KEY, tk), CBT_OK);
+        assert_int_equal(cbt_event_f64(&e, CBT_N_START_TIME_S, smp[i].t0), CBT_OK);
+        assert_int_equal(cbt_event_f64(&e, CBT_N_END_TIME_S, smp[i].t1), CBT_OK);
+        assert_int_equal(cbt_publish(&e), CBT_OK);
+    }
+    assert_int_equal(cbt_event_init(&e, CBT_EV_MP_TRANSFER_PHASE_SAMPLES, NULL), CBT_OK);
+    e.ts = T0 + 5 * MS;
+    e.flags |= CBT_EVF_EXPLICIT_TS;
+    assert_int_equal(cbt_event_str(&e, CBT_N_ENDED_TRANSFER_KEY, tk), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    at(CBT_EV_MP_REQUEST_END, sid, 6 * MS, 0, NULL);
+    tu_flush();
+    const cbt_span *st = tu_need_span("mp.store", sid, 0);
+    const cbt_span *k = tu_need_span("transfer.kernel_interval", sid, 0);
+    const cbt_span *g = tu_need_span("transfer.staging", sid, 0);
+    assert_true(tu_is_child_of(k, st));
+    assert_true(tu_is_child_of(g, st));
+    assert_int_equal(k->start_ns, (uint64_t)(2.10 * 1e9));
+    assert_int_equal(k->end_ns, (uint64_t)(2.10 * 1e9) + 750000000ull);
+    assert_int_equal(g->start_ns, k->end_ns);
+    assert_int_equal(g->end_ns, g->start_ns + 1000000000ull);
+    assert_int_equal(tu_attr_i64(k, "num_steps"), 2);
+    assert_true(tu_attr_f64(g, "throughput_GB_per_second") == 4.0);
+    assert_int_equal(mp_stats().transfer_spans, 2);
+    tu_stop();
+}
+
 /* ---- no lockout ------------------------------------------------------------------ */
 
 /* A burst of `burst` requests that start and never end, then `good`
@@ -462,6 +561,8 @@ int main(void)
         cmocka_unit_test_teardown(mp_end_without_start_transfer_rule, tu_teardown),
         cmocka_unit_test_teardown(mp_root_end_from_environment, tu_teardown),
         cmocka_unit_test_teardown(mp_timeout_span, tu_teardown),
+        cmocka_unit_test_teardown(cb_lookup_end_as_lmcache_sends_it, tu_teardown),
+        cmocka_unit_test_teardown(mp_transfer_phase_spans, tu_teardown),
         cmocka_unit_test_teardown(lockout_table_full, tu_teardown),
         cmocka_unit_test_teardown(lockout_span_pool, tu_teardown),
         cmocka_unit_test_teardown(lockout_idle, tu_teardown),
