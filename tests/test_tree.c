@@ -522,6 +522,51 @@ static void lockout_idle(void **state)
     tu_stop();
 }
 
+/* Sessions that hold no span (only a SUBMITTED) free nothing when evicted:
+ * an exhausted pool evicts one that holds spans, so the good request lives. */
+static void span_pool_skips_spanless_sessions(void **state)
+{
+    (void)state;
+    char sid[32];
+    start_with(4096, 16, 0, 0, 0, false);
+    for (int i = 0; i < 10; i++) {
+        snprintf(sid, sizeof sid, "sub-only-%d", i);
+        at(CBT_EV_MP_STORE_SUBMITTED, sid, (uint64_t)i, 0, NULL);
+    }
+    for (int i = 0; i < 16; i++) {
+        snprintf(sid, sizeof sid, "stuck-%d", i);
+        at(CBT_EV_MP_REQUEST_START, sid, 100 + (uint64_t)i, 0, NULL);
+    }
+    at(CBT_EV_MP_REQUEST_START, "good", 200, 0, NULL);
+    at(CBT_EV_MP_REQUEST_END, "good", 300, 0, NULL);
+    tu_flush();
+    assert_int_equal(tu_count("request", "good"), 1);
+    cbt_mp_stats st = mp_stats();
+    assert_int_equal(st.evicted_span_pool, 1); /* one stuck root, not ten span-less sessions */
+    assert_int_equal(st.request_end_unknown, 0);
+    tu_stop();
+}
+
+/* One event stamped an hour ahead moves event time; a child opened after it
+ * is aged from when the engine saw it, so it is not "idle" at birth. */
+static void outlying_timestamp_evicts_nothing(void **state)
+{
+    (void)state;
+    start_with(0, 8192, 1000, 0, 0, false);
+    at(CBT_EV_MP_REQUEST_START, "ahead", 3600000 * MS, 0, NULL);
+    at(CBT_EV_MP_REQUEST_START, "r", 1 * MS, 0, NULL);
+    at(CBT_EV_MP_STORE_SUBMITTED, "r", 2 * MS, 0, NULL);
+    at(CBT_EV_MP_STORE_START, "r", 2 * MS, 0, NULL);
+    at(CBT_EV_MP_STORE_END, "r", 3 * MS, 0, NULL);
+    at(CBT_EV_MP_REQUEST_END, "r", 4 * MS, 0, NULL);
+    tu_flush();
+    const cbt_span *st = tu_need_span("mp.store", "r", 0);
+    assert_int_equal(st->flags & CBT_SPANF_INCOMPLETE, 0);
+    times(st, 2 * MS, 3 * MS);
+    assert_int_equal(mp_stats().children_evicted_idle, 0);
+    tu_stop();
+}
+
 /* A session's child slots full: the oldest open child ends incomplete to
  * make room; an idle child ends on the session's next event. */
 static void children_evicted(void **state)
@@ -567,6 +612,8 @@ int main(void)
         cmocka_unit_test_teardown(lockout_span_pool, tu_teardown),
         cmocka_unit_test_teardown(lockout_idle, tu_teardown),
         cmocka_unit_test_teardown(children_evicted, tu_teardown),
+        cmocka_unit_test_teardown(span_pool_skips_spanless_sessions, tu_teardown),
+        cmocka_unit_test_teardown(outlying_timestamp_evicts_nothing, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -169,7 +169,8 @@ static void feed_metrics(cbt_tracer *t, cbt_tree_session *s, int op, const cbt_s
     cbt_blend_metrics *m = t->blend;
     if (!m)
         return;
-    int64_t *sc = cbt_tree_scratch(s);
+    int64_t none[4] = {0, 0, 0, 0}; /* a session-less END has no session */
+    int64_t *sc = s ? cbt_tree_scratch(s) : none;
     if (sp && k_ops[op].hist >= 0)
         cbt_blend_observe(m, (cbt_blend_hist)k_ops[op].hist,
                           (double)(sp->end_ns - sp->start_ns) / 1e6, sp);

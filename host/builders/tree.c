@@ -226,26 +226,26 @@ static void set_ids(cbt_tree *e, cbt_span *sp, const char *id, size_t len)
 }
 
 /* Start a span; an exhausted pool evicts the oldest busy session other than
- * `self` and tries once more. */
+ * `self` that holds a span (one that holds none would free nothing), and
+ * tries again, until a span starts or no such session is left. */
 static cbt_span *span_start(cbt_tree *e, cbt_tree_session *self, cbt_name name,
                             cbt_span_kind kind, const cbt_span_ctx *parent, const cbt_event *ev,
                             bool honour_ctx, uint64_t start_ns)
 {
-    for (int attempt = 0; attempt < 2; attempt++) {
+    for (;;) {
         cbt_span *sp = honour_ctx
                            ? cbt_span_start_for_event_at_(e->t, name, kind, parent, ev, start_ns)
                            : cbt_span_start(e->t, name, kind, parent, start_ns);
-        if (sp || attempt)
+        if (sp)
             return sp;
         uint32_t i = e->head[L_BUSY];
-        while (i != NIL && &e->pool[i] == self)
+        while (i != NIL && (&e->pool[i] == self || (!e->pool[i].root && !e->pool[i].n_children)))
             i = e->pool[i].next;
         if (i == NIL)
             return NULL;
         INC(evicted_span_pool);
         evict(e, &e->pool[i], "span_pool_full");
     }
-    return NULL;
 }
 
 static void mark_incomplete(cbt_span *sp, const char *why)
@@ -469,15 +469,17 @@ static void sweep(cbt_tree *e)
     }
 }
 
-/* Children of `s` open past the idle bound end incomplete. */
-static void sweep_children(cbt_tree *e, cbt_tree_session *s)
+/* Children of `s` open past the idle bound end incomplete, at the session's
+ * last activity before this event (`before`), not later than that. */
+static void sweep_children(cbt_tree *e, cbt_tree_session *s, uint64_t before)
 {
     if (e->o.idle_ns == UINT64_MAX)
         return;
     for (int i = 0; i < s->n_children;) {
         if (s->children[i].opened + e->o.idle_ns < e->now) {
             INC(children_evicted_idle);
-            end_child(e, s, i, e->now, "idle");
+            uint64_t st = s->children[i].span->start_ns;
+            end_child(e, s, i, before > st ? before : st, "idle");
         } else {
             i++;
         }
@@ -526,8 +528,19 @@ static bool op_sampled_out(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
 {
     const cbt_tree_op *o = &e->path->ops[op];
     const cbt_span_ctx *ctx = ctx_of(ev);
-    int p0 = o->parents[0];
-    bool parent_out = p0 >= 0 && (s->op_out >> p0) & 1u && newest_of(s, p0) < 0;
+    /* the parent op it would nest under, as parent_of picks it: the first
+     * listed that has an open span, or is sampled out with none */
+    int p0 = -1;
+    for (int i = 0; i < 2 && o->parents[i] >= 0; i++) {
+        int p = o->parents[i];
+        if (newest_of(s, p) >= 0)
+            break;
+        if ((s->op_out >> p) & 1u) {
+            p0 = p;
+            break;
+        }
+    }
+    bool parent_out = p0 >= 0;
     if (!((ctx && !(ctx->trace_flags & 1u)) || parent_out))
         return false;
     INC(sampled_out);
@@ -602,7 +615,7 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
     ch->pair = ev->pair;
     ch->op = (uint8_t)op;
     ch->seq = ++e->seq;
-    ch->opened = ev->ts;
+    ch->opened = e->now; /* engine time: what the idle bound is measured in */
     if (p->ops[op].logical) {
         cbt_skey k = key_of(s);
         cbt_registry_put_k_(e->t, &k, p->ops[op].logical, &c->ctx);
@@ -765,10 +778,17 @@ static cbt_status tree_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     cbt_skey k = cbt_skey_make(ev->session, ev->session_len);
     cbt_status rc = CBT_OK;
     cbt_tree_session *s = NULL;
+    if (ev->session_len >= CBT_SESSION_MAX) { /* a hand-built event: cbt_event_init refuses it */
+        INC(no_root);
+        return CBT_ERR_SESSION_TOO_LONG;
+    }
     if (ev->session_len == 0 && rule->act != CBT_TREE_HOOK && rule->act != CBT_TREE_POINT) {
         /* a request's span needs the request: a session-less START / END
-         * (LMCache's L2_LOAD_TASK_* carry none) builds nothing, counted */
+         * (LMCache's L2_LOAD_TASK_* carry none) builds nothing, counted;
+         * an END still reaches the path's hook (its metrics count it) */
         INC(no_root);
+        if (rule->act == CBT_TREE_END && e->path->on_child_end)
+            e->path->on_child_end(e, NULL, rule->arg, NULL, ev);
         return CBT_OK;
     }
     switch (rule->act) {
@@ -812,8 +832,9 @@ static cbt_status tree_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     }
     /* the handlers may have freed s (a failed root start) */
     if (s && s->id_len && s->list != L_NONE) {
+        uint64_t before = s->last_ts;
         s->last_ts = e->now;
-        sweep_children(e, s);
+        sweep_children(e, s, before);
         place(e, s);
         maybe_free(e, s);
     }
@@ -978,6 +999,8 @@ int64_t *cbt_tree_scratch(cbt_tree_session *s) { return s->scratch; }
 
 cbt_span *cbt_tree_newest(cbt_tree_session *s, int op)
 {
+    if (!s)
+        return NULL;
     int i = newest_of(s, op);
     return i >= 0 ? s->children[i].span : NULL;
 }

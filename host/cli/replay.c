@@ -309,9 +309,17 @@ static cbt_status stdout_on_span(void *ctx, const cbt_span *s)
     char buf[8192];
     size_t n = cbt_span_to_json(s, buf, sizeof buf);
     (void)ctx;
-    if (n >= sizeof buf)
-        return CBT_ERR_FULL; /* a bounded span never needs more */
-    return fwrite(buf, 1, n, stdout) == n ? CBT_OK : CBT_ERR_IO;
+    if (n < sizeof buf)
+        return fwrite(buf, 1, n, stdout) == n ? CBT_OK : CBT_ERR_IO;
+    /* a span with long strings: the length it needs is bounded (32
+     * attributes, a 2 KiB arena), so take it once from the heap */
+    char *big = malloc(n + 1);
+    if (!big)
+        return CBT_ERR_NOMEM;
+    size_t m = cbt_span_to_json(s, big, n + 1);
+    cbt_status st = m <= n && fwrite(big, 1, m, stdout) == m ? CBT_OK : CBT_ERR_IO;
+    free(big);
+    return st;
 }
 
 static cbt_status stdout_flush(void *ctx)

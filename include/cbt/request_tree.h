@@ -5,7 +5,7 @@
  *
  * Every field has a default; 0 means "use it". A zero field first looks at
  * the environment:
- *   CBT_MP_ROOT_END      request_end | transfer_end   (root_end)
+ *   CBT_MP_ROOT_END      request_end | transfer_end   (root_end; the MP path only)
  *   CBT_SESSION_IDLE_MS  milliseconds, or "off"       (idle_ms)
  *   CBT_LATE_GRACE_MS    milliseconds, or "off"       (grace_ms)
  * A malformed variable makes the subscriber's creation (and cbt_init, which
