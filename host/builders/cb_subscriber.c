@@ -116,11 +116,6 @@ static int64_t hit_tokens_of(const cbt_event *ev)
            cbt_event_get_i64(ev, CBT_N_SEGMENTED_PREFIX_HIT_TOKENS, 0);
 }
 
-static double rate(int64_t part, int64_t whole)
-{
-    return whole != 0 ? (double)part / (double)whole : 0.0;
-}
-
 /* The request-level results of CB_LOOKUP_END, typed, every one set (0 when
  * the event lacks it); rates are 0.0 when requested_tokens is 0. */
 static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
@@ -132,14 +127,14 @@ static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
     int64_t non = cbt_event_get_i64(ev, CBT_N_NON_PREFIX_HIT_TOKENS, 0);
     cbt_span_set_i64(root, CBT_N_HIT_TOKENS, hit);
     cbt_span_set_i64(root, CBT_N_REQUESTED_TOKENS, req);
-    cbt_span_set_f64(root, CBT_N_HIT_RATE, rate(hit, req));
+    cbt_span_set_f64(root, CBT_N_HIT_RATE, cbt_tree_rate(hit, req));
     cbt_span_set_i64(root, CBT_N_PREFIX_HITS, cbt_event_get_i64(ev, CBT_N_PREFIX_HITS, 0));
     cbt_span_set_i64(root, CBT_N_PREFIX_HIT_TOKENS, pre);
     cbt_span_set_i64(root, CBT_N_SEGMENTED_PREFIX_HIT_TOKENS, seg);
     cbt_span_set_i64(root, CBT_N_NON_PREFIX_HIT_TOKENS, non);
-    cbt_span_set_f64(root, CBT_N_PREFIX_HIT_RATE, rate(pre, req));
-    cbt_span_set_f64(root, CBT_N_SEGMENTED_PREFIX_HIT_RATE, rate(seg, req));
-    cbt_span_set_f64(root, CBT_N_NON_PREFIX_HIT_RATE, rate(non, req));
+    cbt_span_set_f64(root, CBT_N_PREFIX_HIT_RATE, cbt_tree_rate(pre, req));
+    cbt_span_set_f64(root, CBT_N_SEGMENTED_PREFIX_HIT_RATE, cbt_tree_rate(seg, req));
+    cbt_span_set_f64(root, CBT_N_NON_PREFIX_HIT_RATE, cbt_tree_rate(non, req));
     copy_root_attrs(root, ev);
 }
 

@@ -40,11 +40,6 @@ typedef struct mp_state {
     _Atomic uint64_t timeout_spans;
 } mp_state;
 
-static double rate(int64_t part, int64_t whole)
-{
-    return whole != 0 ? (double)part / (double)whole : 0.0;
-}
-
 /* MP_LOOKUP_PREFETCH_END: the request's hit counts, typed, on the root. */
 static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
 {
@@ -54,11 +49,11 @@ static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
     int64_t l2 = cbt_event_get_i64(ev, CBT_N_L2_HIT_TOKENS, 0);
     cbt_span_set_i64(root, CBT_N_HIT_TOKENS, hit);
     cbt_span_set_i64(root, CBT_N_REQUESTED_TOKENS, req);
-    cbt_span_set_f64(root, CBT_N_HIT_RATE, rate(hit, req));
+    cbt_span_set_f64(root, CBT_N_HIT_RATE, cbt_tree_rate(hit, req));
     cbt_span_set_i64(root, CBT_N_L1_HIT_TOKENS, l1);
     cbt_span_set_i64(root, CBT_N_L2_HIT_TOKENS, l2);
-    cbt_span_set_f64(root, CBT_N_L1_HIT_RATE, rate(l1, req));
-    cbt_span_set_f64(root, CBT_N_L2_HIT_RATE, rate(l2, req));
+    cbt_span_set_f64(root, CBT_N_L1_HIT_RATE, cbt_tree_rate(l1, req));
+    cbt_span_set_f64(root, CBT_N_L2_HIT_RATE, cbt_tree_rate(l2, req));
     cbt_span_set_i64(root, CBT_N_L1_HIT_KEYS, cbt_event_get_i64(ev, CBT_N_L1_HIT_KEYS, 0));
     cbt_span_set_i64(root, CBT_N_L2_HIT_KEYS, cbt_event_get_i64(ev, CBT_N_L2_HIT_KEYS, 0));
     size_t n = 0;

@@ -154,6 +154,13 @@ const cbt_tree_counters *cbt_tree_counters_(const cbt_tree *e);
 
 /* ---- for the paths' hooks ---------------------------------------------- */
 
+/* A hit rate as both paths set them: part / whole, 0.0 when whole is 0
+ * (LMCache divides by `whole or 1`; docs/spans.md, intended differences). */
+static inline double cbt_tree_rate(int64_t part, int64_t whole)
+{
+    return whole != 0 ? (double)part / (double)whole : 0.0;
+}
+
 void *cbt_tree_pctx(cbt_tree *e);
 cbt_tracer *cbt_tree_tracer(cbt_tree *e);
 /* The root span of the session (NULL when none is open or it is elided). */
