@@ -136,20 +136,7 @@ static void attr_members(cbt_jbuf *b, const cbt_span *s, uint8_t owner)
         if (a->owner != owner)
             continue;
         cbt_jbuf_raw(b, ",", 1);
-        cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
-        cbt_jbuf_raw(b, ":", 1);
-        switch (a->type) {
-        case CBT_META_I64: cbt_jbuf_fmt(b, "%lld", (long long)a->v.i64); break;
-        case CBT_META_F64: cbt_jbuf_f64(b, a->v.f64); break;
-        case CBT_META_BOOL: cbt_jbuf_cstr(b, a->v.b ? "true" : "false"); break;
-        case CBT_META_STR:
-            if ((uint32_t)a->str_off + a->str_len <= CBT_SPAN_STR_ARENA)
-                cbt_jbuf_str(b, s->arena + a->str_off, a->str_len);
-            else
-                cbt_jbuf_cstr(b, "null"); /* not a value of this arena */
-            break;
-        default: cbt_jbuf_cstr(b, "null"); break;
-        }
+        cbt_jbuf_attr(b, s, a);
     }
 }
 

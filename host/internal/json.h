@@ -38,6 +38,10 @@ void cbt_jbuf_str(cbt_jbuf *b, const char *s, size_t n);
 void cbt_jbuf_hex(cbt_jbuf *b, const uint8_t *p, size_t n);
 /* A double that always reads back as a double: 1.0 not 1; NaN/Inf as strings. */
 void cbt_jbuf_f64(cbt_jbuf *b, double v);
+/* One attribute of span `s` as a JSON member, "key":value (a string out of
+ * the arena's bounds as null): the span file and the trace file write
+ * attributes the same way. */
+void cbt_jbuf_attr(cbt_jbuf *b, const cbt_span *s, const cbt_attr *a);
 
 /* Length of the longest valid UTF-8 prefix sequence at s (1..4), or 0 when the
  * bytes at s do not start a valid sequence within n. */
