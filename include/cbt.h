@@ -206,10 +206,18 @@ typedef struct cbt_metrics {
     uint64_t spans_unsampled;   /* ended in a sampled-out trace: given to no sink */
     /* version 2 */
     uint64_t meta_truncated;    /* string values cut to fit an event (cbt_event_str) */
+    /* version 3 */
+    uint64_t stream_marks_dropped; /* marks cbt_publish_on_stream accepted (CBT_OK)
+                                      and lost afterwards: no room on the queue
+                                      when the stream reached them (cbt/stream.h) */
+    uint64_t sink_spans_lost;   /* spans sinks accepted and will never deliver
+                                   (a failed write or export, a full exporter
+                                   queue): the sum of cbt_sink.spans_lost */
+    uint64_t harvester_wakeups; /* times a publisher woke a sleeping harvester */
 } cbt_metrics;
-#define CBT_METRICS_VERSION 2u
+#define CBT_METRICS_VERSION 3u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, meta_truncated);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, harvester_wakeups);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
