@@ -160,7 +160,7 @@ static void test_cbt_h(void)
     CHECK(cbt_flush(10) == CBT_OK);
 
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
-    CHECK(m.version == 2u && m.size == sizeof m);
+    CHECK(m.version == 3u && m.size == sizeof m);
     m.published = 5;
     m.spans_open = 7;
     CHECK(cbt_metrics_get(&m) == CBT_OK);
@@ -338,6 +338,10 @@ static void test_stream_h(void)
     CHECK(cbt_stream_ordinal(s) == 0);
     CHECK(cbt_stream_cuda_handle(cs) == &g_dummy);
     CHECK(cbt_stream_cuda_handle(s) == NULL);
+    cbt_stream_stats ss = CBT_STRUCT_INIT(cbt_stream_stats);
+    ss.items_enqueued = 7;
+    CHECK(cbt_stream_stats_get(s, &ss) == CBT_OK && ss.items_enqueued == 0 && ss.marks_dropped == 0 &&
+          ss.version == CBT_STREAM_STATS_VERSION && ss.size == sizeof ss);
     cbt_stream_destroy(s);
     cbt_stream_destroy(cs);
 }

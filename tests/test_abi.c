@@ -180,6 +180,10 @@ static void stats_getters_bounded(void **state)
     assert_int_equal(cbt_cb_subscriber_create(0, &cb), CBT_OK);
     assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
     CHECK_OUT(cbt_cb_stats, cbt_cb_stats_get(NULL, o_));
+    cbt_stream *st;
+    assert_int_equal(cbt_stream_cpu_create(0, &st), CBT_OK);
+    CHECK_OUT(cbt_stream_stats, cbt_stream_stats_get(st, o_));
+    cbt_stream_destroy(st);
     tu_stop();
 }
 

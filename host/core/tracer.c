@@ -411,6 +411,7 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     out->sink_errors = R(t->sink_errors);
     out->queue_capacity = t->bus.mask + 1;
     out->pending_stream_marks = R(t->pending_marks);
+    out->stream_marks_dropped = R(t->stream_marks_dropped);
     out->lag_last_ns = R(t->lag_last_ns);
     out->lag_max_ns = R(t->lag_max_ns);
     out->spans_started = R(t->spans_started);

@@ -1,8 +1,10 @@
 /* host/internal/stream.h — the stream object shared by the CPU and CUDA backends.
  *
  * stream.c owns the interface and the CPU backend; stream_cuda.c owns the
- * CUDA backend (compiled only with CBT_WITH_CUDA). Fields under "CPU" are
- * guarded by `lock`; fields under "CUDA pending" belong to the harvester.
+ * CUDA backend (compiled only with CBT_WITH_CUDA). Fields under "CPU" follow
+ * the lock-free queue protocol described at the top of stream.c; fields
+ * under "CUDA pending" belong to the harvester; the counters under "stats"
+ * are atomics any thread may read (cbt_stream_stats_get).
  */
 #ifndef CBT_HOST_INTERNAL_STREAM_H
 #define CBT_HOST_INTERNAL_STREAM_H
@@ -21,15 +23,26 @@ enum { CBT_STREAM_CPU = 1, CBT_STREAM_CUDA = 2 };
 #define CBT_STREAM_MARK_CELLS_PER_ITEM 4u
 #define CBT_STREAM_CUDA_MARK_CELLS (CBT_STREAM_CUDA_POOL * 8u)
 
-/* A queued item. A mark (fn and cta_fn NULL) has its event in the stream's
- * `marks` FIFO: marks leave in the order they came, so the oldest record
- * there is the event of the oldest mark. */
-typedef struct cbt_stream_item {
+/* One slot of a CPU stream's queue, at position p (mod capacity). `seq`
+ * says whose it is (stream.c, "The queue"): p when free for position p, p + 1
+ * once the item claimed at p is committed. A mark (fn and cta_fn NULL) keeps
+ * its event as a record (internal/record.h) in the stream's `room`, from
+ * the slot's own CBT_STREAM_MARK_CELLS_PER_ITEM cells on, and takes as many
+ * consecutive slots as its record needs (n_slots). */
+typedef struct cbt_stream_slot {
+    _Atomic uint64_t seq;
     cbt_stream_fn fn;   /* work; NULL with cta_fn NULL: a mark */
     cbt_cta_fn cta_fn;  /* an emulated kernel launch of n_ctas CTAs */
-    uint32_t n_ctas;
     void *arg;
-} cbt_stream_item;
+    uint32_t n_ctas;
+    uint32_t n_slots;   /* slots the item takes (1, or more for a large mark) */
+} cbt_stream_slot;
+
+/* Test-only: when set, the CPU worker calls it after an item has run and
+ * before its slots are freed, where the mutex-based queue held its lock
+ * (tests/test_stream_queue.c stalls the worker there). NULL: one load. */
+typedef void (*cbt_stream_worker_hook)(cbt_stream *s);
+extern _Atomic(cbt_stream_worker_hook) cbt_stream_worker_hook_;
 
 /* A CUDA mark waiting for its event; its cbt_event is the record of the
  * same rank in `pend_recs`. */
@@ -41,18 +54,32 @@ struct cbt_stream {
     int kind;
     uint32_t ordinal;
 
-    /* CPU */
-    pthread_mutex_t lock;
-    pthread_cond_t work_cv, idle_cv;
+    /* CPU (stream.c). Producers' line: the claim position and the count of
+     * accepted items, both moved by producers only. */
+    _Alignas(64) _Atomic uint64_t tail;  /* next position to claim (CAS) */
+    _Atomic uint64_t enqueued;           /* stats: items accepted (CBT_OK) */
+    _Atomic uint64_t full_refusals;      /* stats: CBT_ERR_FULL at the call */
+    /* the worker's line: written by the worker, read by sync and stats */
+    _Alignas(64) _Atomic uint64_t done;  /* positions below it have run */
+    _Atomic uint64_t completed;          /* stats: items run or reached */
+    _Atomic uint64_t marks_published;    /* stats: reached and queued for the harvester */
+    _Atomic uint32_t idle_seq;           /* futex: bumped after `done` for sync waiters */
+    /* the sleep handshake (stream.c, "Sleeping") */
+    _Alignas(64) _Atomic uint32_t wake_seq; /* futex: bumped by a producer that wakes the worker */
+    _Atomic uint32_t sleeping;           /* the worker announced it waits on wake_seq */
+    _Atomic uint32_t sync_waiters;       /* threads in cbt_stream_sync */
+    _Atomic int stop;                    /* destroy: exit once nothing is claimed */
+    /* read-only after create */
+    _Alignas(64) cbt_stream_slot *slots; /* cap slots */
+    unsigned char *room;                 /* cap * CELLS_PER_ITEM cells + slack, 64-byte aligned */
+    void *room_raw;
+    uint32_t cap;
     pthread_t worker;
-    cbt_stream_item *ring;
-    uint32_t cap, head, count;
-    /* the marks' events: appended under `lock`; the oldest is read by the
-     * worker without it (producers never touch a record before it is dropped,
-     * under `lock`, once its item has run) */
-    cbt_rec_fifo marks;
-    uint64_t enqueued, completed;
-    int stop;
+
+    /* stats, both backends: marks accepted with CBT_OK and lost afterwards
+     * (CPU: no room on the tracer's queue when reached, or no tracer then;
+     * CUDA: no room for the pending mark's event at the harvester) */
+    _Atomic uint64_t marks_dropped;
 
     /* CUDA (stream_cuda.c) */
     void *cuda_stream;
@@ -65,6 +92,10 @@ struct cbt_stream {
 };
 
 uint32_t cbt_stream_next_ordinal_(void);
+
+/* A mark accepted with CBT_OK is lost: count it on `s` and, when `t` is
+ * not NULL, in t's cbt_metrics.stream_marks_dropped. Any thread. */
+void cbt_stream_mark_lost_(cbt_stream *s, cbt_tracer *t);
 
 /* CUDA backend entry points (stream_cuda.c). */
 cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream);

@@ -121,6 +121,7 @@ struct cbt_tracer {
     _Atomic uint64_t rejected, session_too_long, meta_truncated;
     _Atomic uint64_t consumed; /* bus items popped and handled */
     _Atomic uint64_t pending_marks;
+    _Atomic uint64_t stream_marks_dropped; /* marks accepted (CBT_OK), lost later (stream.c) */
 
     /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
     _Atomic uint64_t dispatched, subscriber_errors, sink_errors;

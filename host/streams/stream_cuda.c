@@ -148,6 +148,7 @@ void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *
         /* no room for its event: the mark is dropped, said so, and its CUDA
          * event completes unobserved */
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        cbt_stream_mark_lost_(s, t); /* accepted with CBT_OK: cbt/stream.h */
         pool_put(s->pool, idx);
         /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
         atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);

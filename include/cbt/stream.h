@@ -14,7 +14,27 @@
  *     unix ns. No allocation and no synchronisation on the caller's side.
  *   - CPU: a worker thread runs the stream's enqueued work (kernel reference
  *     implementations, host callbacks) in FIFO order and stamps each mark
- *     when it reaches it. This is how cbt is tested without a GPU.
+ *     when it reaches it. This is how cbt is tested without a GPU. The
+ *     queue is lock-free for its producers: cbt_stream_enqueue(),
+ *     cbt_publish_on_stream() and cbt_cpu_launch() never block and never
+ *     wait for the worker (a CAS to claim a slot, a copy, a store to commit
+ *     it, and a futex wake only when the worker said it sleeps); any number
+ *     of threads may enqueue onto one stream, and each thread's items run
+ *     in the order it enqueued them, interleaved with the others' in claim
+ *     order.
+ *
+ * What CBT_OK means. An enqueue or mark that returns CBT_OK is in the
+ * stream's queue and will run or be reached, in order, before
+ * cbt_stream_sync() or cbt_stream_destroy() returns. A mark can still be
+ * lost after that: when the stream reaches it, the CPU worker copies it into
+ * the tracer's queue, and a full queue (or a tracer shut down meanwhile)
+ * drops it; a CUDA mark is dropped when the harvester finds no room for its
+ * event. Such losses are counted, never silent: in the stream's
+ * cbt_stream_stats.marks_dropped and in cbt_metrics.stream_marks_dropped
+ * (and, being events a full queue refused, in cbt_metrics.dropped_full). A
+ * call that returns CBT_ERR_FULL enqueued nothing and is counted in
+ * cbt_stream_stats.full_refusals (a refused mark also in
+ * cbt_metrics.dropped_full).
  *
  * CBT_DISABLE (defined before the first cbt include): every call is a static
  * inline referencing no cbt symbol, and publishing is a no-op; the program's
@@ -49,6 +69,27 @@ typedef void (*cbt_stream_fn)(void *arg);
 
 #define CBT_STREAM_DEFAULT_CAPACITY 1024 /* queued items per CPU stream */
 #define CBT_STREAM_CUDA_POOL 1024        /* pooled CUDA events per CUDA stream */
+
+/* A stream's own counters (cbt_stream_stats_get), totals since it was
+ * created. A versioned out-struct (cbt.h, "versioned structs"): start it
+ * from CBT_STRUCT_INIT(cbt_stream_stats). Exact once cbt_stream_sync() has
+ * returned and nothing more was enqueued; approximate while producers run. */
+typedef struct cbt_stream_stats {
+    uint32_t version, size;   /* CBT_STRUCT_INIT(cbt_stream_stats) */
+    uint64_t items_enqueued;  /* work, launches and marks accepted (CBT_OK) */
+    uint64_t items_completed; /* CPU: of those, run or reached by the worker;
+                                 CUDA: 0 (the device runs them) */
+    uint64_t marks_published; /* CPU: marks reached and copied into the
+                                 tracer's queue; CUDA: 0 */
+    uint64_t marks_dropped;   /* marks accepted (CBT_OK) and lost afterwards:
+                                 no room when reached (CPU: the tracer's
+                                 queue; CUDA: the harvester's pending room),
+                                 or (CPU) no tracer running by then */
+    uint64_t full_refusals;   /* calls refused with CBT_ERR_FULL: nothing enqueued */
+} cbt_stream_stats;
+#define CBT_STREAM_STATS_VERSION 1u
+#define cbt_stream_stats_version_ CBT_STREAM_STATS_VERSION /* for CBT_STRUCT_INIT */
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_stream_stats, full_refusals);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -101,14 +142,28 @@ static inline void *cbt_stream_cuda_handle(const cbt_stream *s)
 {
     return s == CBT_DISABLED_CPU_STREAM_ ? NULL : (void *)s;
 }
+static inline cbt_status cbt_stream_stats_get(const cbt_stream *s, cbt_stream_stats *out)
+{
+    (void)s;
+    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
+        cbt_stream_stats z = {0, 0, 0, 0, 0, 0, 0};
+        z.version = CBT_STREAM_STATS_VERSION;
+        z.size = (uint32_t)sizeof z;
+        *out = z;
+    }
+    return CBT_OK;
+}
 static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
 #else /* the calls */
 
-/* A CPU stream: one worker thread and a bounded FIFO of `capacity` items (0 =
- * CBT_STREAM_DEFAULT_CAPACITY, at most 2^20), work and marks. The events of
- * queued marks are kept as records of only their used bytes, in room for
- * 256 bytes per item (a mark of a few values takes 192; a larger one more,
- * and a mark that finds no room is refused as a full queue would be).
+/* A CPU stream: one worker thread and a bounded FIFO of `capacity` slots (0 =
+ * CBT_STREAM_DEFAULT_CAPACITY, at most 2^20), work and marks, allocated
+ * here (about 300 bytes a slot). Work and launches take one slot each; a
+ * mark keeps its event as a record of only its used bytes, 256 bytes per
+ * slot, so a mark of up to 6 values (or 2 and 100 string bytes) takes one
+ * slot and a larger one as many consecutive slots as it needs (cb.lookup.end
+ * with 12 values and a 40-character model name: 2; the largest event: 11).
+ * A mark that finds too few free slots is refused as a full queue would be.
  * Works with or without a tracer. */
 CBT_API cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
 
@@ -122,19 +177,27 @@ CBT_API cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
  * no device is present. The caller keeps ownership of the cudaStream_t. */
 CBT_API cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
 
-/* Enqueue `fn(arg)` on the stream. CPU: runs on the worker. CUDA: a host
- * function (cudaLaunchHostFunc). CBT_ERR_FULL when the CPU queue is full
- * (nothing was enqueued). */
+/* Enqueue `fn(arg)` on the stream. CPU: runs on the worker, after every item
+ * enqueued before it; never blocks (see the top). CUDA: a host function
+ * (cudaLaunchHostFunc). CBT_ERR_FULL when the CPU queue is full (nothing was
+ * enqueued; counted in cbt_stream_stats.full_refusals). */
 CBT_API cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg);
 
-/* Publish `ev` when the stream reaches this point. Never blocks: a full queue
- * or an exhausted event pool drops the event and counts it (CBT_ERR_FULL).
- * A disabled tracer returns CBT_OK after one branch. If ev->pair is 0 it is
- * set to the stream's ordinal, so START/END pairs on different streams of one
- * session never cross. */
+/* Publish `ev` when the stream reaches this point. Never blocks, takes no
+ * lock and never waits for the stream's worker, whatever it is doing: a full
+ * queue or an exhausted event pool refuses the event with CBT_ERR_FULL,
+ * counted at once (cbt_stream_stats.full_refusals, cbt_metrics.dropped_full).
+ * CBT_OK: queued, to be stamped when reached; a loss after that is counted in
+ * cbt_stream_stats.marks_dropped and cbt_metrics.stream_marks_dropped (see
+ * "What CBT_OK means", top). Without a tracer: CBT_OK after one branch, and
+ * nothing is queued. If ev->pair is 0 it is set to the stream's ordinal, so
+ * START/END pairs on different streams of one session never cross. */
 CBT_API cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev);
 
-/* Block until everything enqueued so far has run (CPU) or completed (CUDA). */
+/* Block until everything enqueued so far has run (CPU) or completed (CUDA).
+ * Items other threads enqueue meanwhile are not waited for. CPU: sleeps on a
+ * futex until the worker has passed the last item claimed at the call; not
+ * from the stream's own work (it would wait for itself). */
 CBT_API cbt_status cbt_stream_sync(cbt_stream *s);
 
 /* Small integer naming the stream within the process (1, 2, ...). */
@@ -143,7 +206,15 @@ CBT_API uint32_t cbt_stream_ordinal(const cbt_stream *s);
 /* The cudaStream_t, or NULL for a CPU stream. */
 CBT_API void *cbt_stream_cuda_handle(const cbt_stream *s);
 
-/* Drain (as cbt_stream_sync), stop the worker, free. NULL is ignored. */
+/* The stream's counters (cbt_stream_stats, above) as of now. Any thread,
+ * never blocks (relaxed reads). CBT_ERR_INVAL for a NULL stream or out;
+ * CBT_ERR_VERSION when out->size is smaller than the header (set version
+ * and size: CBT_STRUCT_INIT). */
+CBT_API cbt_status cbt_stream_stats_get(const cbt_stream *s, cbt_stream_stats *out);
+
+/* Drain (as cbt_stream_sync), stop the worker, free. Blocks until the queue
+ * has run. No other call on `s` may overlap it or follow it: stop the
+ * threads that enqueue onto it first. NULL is ignored. */
 CBT_API void cbt_stream_destroy(cbt_stream *s);
 
 #endif /* CBT_DISABLE */
