@@ -1,5 +1,6 @@
 /* tests/test_stream_cpu.c — the CPU stream backend: FIFO order, marks stamped
- * when reached, sync, bounded queue, works without a tracer. */
+ * when reached, sync, bounded queue, large marks in several slots, works
+ * without a tracer. (The queue's concurrency: tests/test_stream_queue.c.) */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,6 +108,79 @@ static void full_queue_refuses(void **state)
     tu_gate_free(g);
 }
 
+static uint64_t completed_of(cbt_stream *s)
+{
+    cbt_stream_stats st = CBT_STRUCT_INIT(cbt_stream_stats);
+    assert_int_equal(cbt_stream_stats_get(s, &st), CBT_OK);
+    return st.items_completed;
+}
+
+/* A mark whose record needs more than one slot's 256 bytes takes as many
+ * consecutive slots, and is refused (CBT_ERR_FULL, counted) unless all of
+ * them are free: here the first two are free and the third is still held
+ * by the item the worker runs. A mark larger than the whole queue is always
+ * refused. What was accepted arrives whole. */
+static void large_marks_take_consecutive_slots(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_name blob = tu_name("blob");
+    char str[601];
+    memset(str, 'y', 600);
+    str[600] = 0;
+    cbt_event big3, big2, small;
+    assert_int_equal(cbt_event_init(&big3, CBT_EV_MP_STORE_START, "big3"), CBT_OK);
+    assert_int_equal(cbt_event_str(&big3, blob, str), CBT_OK); /* 11 cells: 3 slots */
+    str[200] = 0;
+    assert_int_equal(cbt_event_init(&big2, CBT_EV_MP_STORE_START, "big2"), CBT_OK);
+    assert_int_equal(cbt_event_str(&big2, blob, str), CBT_OK); /* 5 cells: 2 slots */
+    assert_int_equal(cbt_event_init(&small, CBT_EV_MP_STORE_START, "small"), CBT_OK);
+
+    cbt_stream *tiny;
+    assert_int_equal(cbt_stream_cpu_create(2, &tiny), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(tiny, &big3), CBT_ERR_FULL); /* never fits */
+    cbt_stream_destroy(tiny);
+
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cpu_create(4, &s), CBT_OK);
+    tu_gate *g1 = tu_gate_new(), *g2 = tu_gate_new();
+    tu_gate_enqueue(g1, s);                                    /* position 0 */
+    tu_enqueue_sleep(s, 1);                                    /* 1 */
+    tu_gate_enqueue(g2, s);                                    /* 2 */
+    assert_int_equal(cbt_publish_on_stream(s, &small), CBT_OK); /* 3: full now */
+    assert_int_equal(cbt_publish_on_stream(s, &small), CBT_ERR_FULL);
+    tu_gate_open(g1); /* positions 0 and 1 run; the worker then holds 2 */
+    for (int i = 0; i < 10000 && completed_of(s) < 2; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(completed_of(s), 2);
+    struct timespec settle = {0, 20000000};
+    nanosleep(&settle, NULL);
+    /* slots 0 and 1 are free, slot 2 is not: 3 slots do not fit, 2 do */
+    assert_int_equal(cbt_publish_on_stream(s, &big3), CBT_ERR_FULL);
+    assert_int_equal(cbt_publish_on_stream(s, &big2), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(s, &small), CBT_ERR_FULL);
+    tu_gate_open(g2);
+    assert_int_equal(cbt_stream_sync(s), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(s, &big3), CBT_OK); /* across the end: the slack */
+    assert_int_equal(cbt_stream_sync(s), CBT_OK);
+    tu_flush();
+    assert_non_null(tu_event_find(CBT_EV_MP_STORE_START, "big2", 0));
+    assert_non_null(tu_event_find(CBT_EV_MP_STORE_START, "big3", 0));
+    assert_non_null(tu_event_find(CBT_EV_MP_STORE_START, "small", 0));
+    assert_null(tu_event_find(CBT_EV_MP_STORE_START, "small", 1));
+    cbt_stream_stats st = CBT_STRUCT_INIT(cbt_stream_stats);
+    assert_int_equal(cbt_stream_stats_get(s, &st), CBT_OK);
+    assert_int_equal(st.items_enqueued, 6);
+    assert_int_equal(st.full_refusals, 3);
+    assert_int_equal(st.marks_published, 3);
+    cbt_stream_destroy(s);
+    tu_gate_free(g1);
+    tu_gate_free(g2);
+    tu_stop();
+}
+
 /* Without a tracer, marks are no-ops and work still runs. */
 static void no_tracer_still_runs_work(void **state)
 {
@@ -163,6 +237,7 @@ int main(void)
         cmocka_unit_test(fifo_order),
         cmocka_unit_test(marks_stamped_when_reached),
         cmocka_unit_test(full_queue_refuses),
+        cmocka_unit_test_teardown(large_marks_take_consecutive_slots, tu_teardown),
         cmocka_unit_test(no_tracer_still_runs_work),
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(distinct_ordinals),
