@@ -1,6 +1,6 @@
 /* host/core/record.c — owns the single-threaded FIFO of event records
- * (internal/record.h): the CPU stream's queued marks and the CUDA stream's
- * pending marks live in one, so they hold only the bytes their events use. */
+ * (internal/record.h): the CUDA stream's pending marks live in one, so they
+ * hold only the bytes their events use. */
 #include "internal/record.h"
 
 #include <stdlib.h>

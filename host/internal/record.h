@@ -1,8 +1,9 @@
 /* host/internal/record.h — owns how an event is laid out as a variable-size
  * record of 64-byte cells: the one encoding of every queue that holds event
  * copies (each thread's lane and the shared bus, internal/bus.h; the CPU
- * stream's FIFO and the CUDA stream's pending marks, host/streams/), and a
- * plain FIFO of such records for the single-threaded holders (the streams).
+ * stream's queued marks and the CUDA stream's pending marks, host/streams/),
+ * and a plain FIFO of such records for a single-threaded holder (the CUDA
+ * stream's pending marks).
  *
  * A record takes k whole cells (2 <= k <= CBT_REC_CELLS_MAX), is written from
  * the start of a cell and is contiguous in memory (the queues keep a slack of
@@ -29,7 +30,8 @@
  * past n_meta and str_used (cbt/event.h).
  *
  * Nothing here commits a record or orders memory: that is the queue's job
- * (bus.h for the lanes and the bus, a mutex or a single thread for the rest).
+ * (bus.h for the lanes and the bus, host/streams/stream.c for the CPU
+ * stream's queue, a single thread for the FIFO below).
  */
 #ifndef CBT_HOST_INTERNAL_RECORD_H
 #define CBT_HOST_INTERNAL_RECORD_H
@@ -218,9 +220,7 @@ void cbt_rec_fifo_free(cbt_rec_fifo *f);
 cbt_status cbt_rec_fifo_put(cbt_rec_fifo *f, const cbt_event *ev, uint64_t ticks);
 /* The oldest record into `ev` (and *ticks); there must be one (its owner
  * knows: the streams count their marks). It stays until cbt_rec_fifo_drop.
- * Reads `head` and the record alone, never `tail`: the one thread that
- * drops may read while another appends under a lock both take to move the
- * indices (the CPU stream). */
+ * Reads `head` and the record alone, never `tail`. */
 void cbt_rec_fifo_oldest(const cbt_rec_fifo *f, cbt_event *ev, uint64_t *ticks);
 /* Free the oldest record (there must be one). */
 void cbt_rec_fifo_drop(cbt_rec_fifo *f);
