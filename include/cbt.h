@@ -163,7 +163,8 @@ typedef struct cbt_config {
     uint32_t span_pool;          /* spans open at once */
     uint32_t registry_capacity;  /* (session, name) entries, power of two */
     uint32_t max_sessions;       /* sessions tracked by the MP subscriber */
-    uint32_t poll_interval_us;   /* harvester sleep when idle */
+    uint32_t poll_interval_us;   /* harvester's poll period while work flows or
+                                    anything is pending (default 200) */
     uint32_t shutdown_timeout_ms;/* bound on draining at shutdown */
     const char *jsonl_path;      /* if set, a JSON-lines span file sink */
     uint32_t ring_capacity;      /* records in the CPU backend's ring, power of two; 0 = none */
@@ -176,9 +177,15 @@ typedef struct cbt_config {
     uint32_t session_idle_ms;    /* idle bound (CBT_SESSION_IDLE_MS); CBT_TREE_OFF: never */
     uint32_t late_grace_ms;      /* late-children window (CBT_LATE_GRACE_MS); CBT_TREE_OFF: none */
     uint32_t reserved2;          /* must be zero */
+    /* version 3 */
+    uint32_t idle_sleep_ms;      /* longest harvester sleep once idle, in [1, 60000]
+                                    (default 1000): a publish, cbt_flush() or
+                                    cbt_shutdown() wakes it at once; the timeout
+                                    only paces its periodic work (clock refit) */
+    uint32_t reserved3;          /* must be zero */
 } cbt_config;
-#define CBT_CONFIG_VERSION 2u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved2);
+#define CBT_CONFIG_VERSION 3u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved3);
 
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {
@@ -238,6 +245,7 @@ static inline cbt_status cbt_config_default_into(cbt_config *c)
     d.registry_capacity = 16384;
     d.max_sessions = 4096;
     d.poll_interval_us = 200;
+    d.idle_sleep_ms = 1000;
     d.shutdown_timeout_ms = 2000;
     d.ring_capacity = 1u << 16;
     d.cuda_ring_capacity = 1u << 16;

@@ -25,12 +25,49 @@
  *
  * CUPTI: each round, outside the lock, cbt_cupti_periodic_ (a default flush
  * every 100 ms while CUPTI is enabled; one atomic load otherwise).
+ *
+ * Idle. While events flow, or anything is pending (CUDA stream marks, kernel
+ * launches waiting for ring records, CUPTI collecting, a flush, stop), the
+ * harvester polls every poll_interval_us. After IDLE_AFTER_US of empty
+ * rounds with nothing pending it sleeps on the futex word t->hv_sleeping for
+ * at most idle_sleep_ms, then does its periodic work (clock refit) and looks
+ * again. Whoever commits something the harvester must see — a publish into
+ * a lane or the bus (cbt_tracer_push_), a flush request, stop — reads that
+ * word after the commit (cbt_harvester_nudge_: one plain load); the one that
+ * finds it set and clears it (exchange) issues FUTEX_WAKE and counts it in
+ * hv_wakeups.
+ *
+ * No lost wake-up (the Dekker pattern: we store the flag, then load the
+ * sources; a publisher stores its commit, then loads the flag — each store
+ * may sit in its CPU's store buffer past the load that follows it). The
+ * publisher has no fence, only a compiler barrier; the harvester, after
+ * storing the flag, calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+ * which runs a full barrier on every CPU running a thread of this process
+ * before it returns, and only then re-checks every source (each lane and the
+ * bus under the lock, flush_req, stop). So for each publisher either its
+ * commit preceded that barrier — and our re-check sees it — or its load of
+ * the flag follows the barrier, which follows our store: it sees 1 and wakes
+ * us (if it clears the flag before FUTEX_WAIT, the wait returns at once: the
+ * word is no longer 1). A lane a thread takes after our re-check is taken
+ * under the lock we held, so that thread's first load of the flag already
+ * sees our store. Without membarrier (not Linux, or refused) there is no
+ * such guarantee: the harvester then waits at most IDLE_FALLBACK_MS, so a
+ * missed wake-up costs that much delay and no more.
  */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "internal/tracer.h"
+
+#define IDLE_AFTER_US 2000u   /* empty rounds for this long, nothing pending: sleep */
+#define IDLE_FALLBACK_MS 1u   /* the sleep's bound when membarrier is unavailable */
 
 #define BATCH_MAX 1024u
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
@@ -84,6 +121,81 @@ static void sleep_us(uint32_t us)
     nanosleep(&d, NULL);
 }
 
+/* ---- idle sleep (see "Idle" at the top) ---- */
+
+#if defined(__linux__)
+static int membarrier_register(void)
+{
+    long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+        return 0;
+    return syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+static int membarrier_all(void)
+{
+    return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
+}
+
+/* Sleep while *word is 1, at most ms. */
+static void futex_wait_ms(_Atomic uint32_t *word, uint32_t ms)
+{
+    struct timespec d = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, 1u, &d, NULL, 0);
+}
+
+static void futex_wake_one(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+#else
+static int membarrier_register(void) { return 0; }
+static int membarrier_all(void) { return 0; }
+static void futex_wait_ms(_Atomic uint32_t *word, uint32_t ms)
+{
+    (void)word;
+    sleep_us(ms * 1000u);
+}
+static void futex_wake_one(_Atomic uint32_t *word) { (void)word; }
+#endif
+
+void cbt_harvester_wake_(cbt_tracer *t)
+{
+    /* one winner: the caller that turns 1 into 0 wakes and counts */
+    if (atomic_exchange_explicit(&t->hv_sleeping, 0, memory_order_relaxed) == 1) {
+        futex_wake_one(&t->hv_sleeping);
+        atomic_fetch_add_explicit(&t->hv_wakeups, 1, memory_order_relaxed);
+    }
+}
+
+/* Whether anything committed waits in a lane or the bus. Under t->lock
+ * (the lane list). */
+static int any_committed_locked(cbt_tracer *t)
+{
+    uint64_t ticks;
+    if (cbt_bus_peek(&t->bus, &ticks))
+        return 1;
+    for (uint32_t i = 0; i < t->n_lanes; i++)
+        if (cbt_bus_peek(&t->lanes[i]->bus, &ticks))
+            return 1;
+    return 0;
+}
+
+/* Announce the sleep, make the announcement visible to every publisher
+ * (membarrier), re-check every source, and sleep unless something came. */
+static void idle_sleep(cbt_tracer *t)
+{
+    atomic_store_explicit(&t->hv_sleeping, 1, memory_order_seq_cst);
+    int fenced = t->hv_membarrier && membarrier_all();
+    pthread_mutex_lock(&t->lock);
+    int work = any_committed_locked(t) || t->flush_req > t->flush_done ||
+               atomic_load_explicit(&t->stop, memory_order_acquire);
+    pthread_mutex_unlock(&t->lock);
+    if (!work)
+        futex_wait_ms(&t->hv_sleeping, fenced ? t->cfg.idle_sleep_ms : IDLE_FALLBACK_MS);
+    atomic_store_explicit(&t->hv_sleeping, 0, memory_order_relaxed);
+}
+
 /* One round over every source (shared bus + lanes), under t->lock. Returns
  * the number of events handled; *drained tells whether the round stopped
  * because nothing stamped at or before the cutoff was left. */
@@ -135,11 +247,13 @@ void *cbt_harvester_main_(void *arg)
     uint64_t refresh_ticks = (uint64_t)((double)CLOCK_REFRESH_NS / t->clock.ns_per_tick);
     uint64_t next_refresh = cbt_clock_ticks() + refresh_ticks;
     uint64_t stop_deadline = 0;
+    t->hv_membarrier = membarrier_register();
+    uint32_t idle_rounds = 0, idle_after = IDLE_AFTER_US / t->cfg.poll_interval_us;
 
     for (;;) {
         int stopping = atomic_load_explicit(&t->stop, memory_order_acquire);
         uint32_t pending = 0;
-        int drained = 0;
+        int drained = 0, flush_waiting = 0;
         pthread_mutex_lock(&t->lock);
         uint64_t round_ticks = cbt_clock_ticks_before_loads();
         uint32_t n = drain_round(t, round_ticks, &drained);
@@ -158,6 +272,7 @@ void *cbt_harvester_main_(void *arg)
         uint64_t flush_to = 0;
         cbt_sink snap[CBT_MAX_SINKS];
         uint32_t n_snap = 0;
+        flush_waiting = t->flush_req > t->flush_done;
         if (t->flush_req > t->flush_done && drained && pending == 0 &&
             round_ticks >= t->flush_ticks) {
             flush_to = t->flush_req;
@@ -203,8 +318,19 @@ void *cbt_harvester_main_(void *arg)
             }
         }
         cbt_cupti_periodic_();
-        if (n == 0)
-            sleep_us(stopping ? 50 : t->cfg.poll_interval_us);
+        if (n) {
+            idle_rounds = 0;
+        } else if (stopping) {
+            sleep_us(50);
+        } else if (pending || flush_waiting || cbt_kspans_waiting_(t) || cbt_cupti_enabled_()) {
+            idle_rounds = 0; /* something will come without a publish: keep polling */
+            sleep_us(t->cfg.poll_interval_us);
+        } else if (++idle_rounds <= idle_after) {
+            sleep_us(t->cfg.poll_interval_us);
+        } else {
+            idle_sleep(t);
+            idle_rounds = idle_after; /* woken for nothing: the next empty round sleeps again */
+        }
     }
 
     (void)cbt_cupti_flush(); /* completed kernel records, for the last poll */

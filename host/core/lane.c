@@ -7,6 +7,8 @@
  *   -> cbt_tracer_push_             find the thread's lane (thread-local)
  *   -> cbt_bus_push_spsc_           size the record, claim its cells (no CAS), copy
  *                                   the used parts, publish tail (internal/bus.h)
+ *   -> cbt_harvester_nudge_         one load: wake the harvester if it sleeps
+ *                                   (internal/tracer.h, harvester.c "Idle")
  *
  * Each publishing thread gets a lane of its own the first time it publishes
  * under a tracer: a single-producer ring of 64-byte cells (the cbt_bus
@@ -82,16 +84,24 @@ static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks
     return cbt_bus_push(&t->bus, ev, ticks, s, mark);
 }
 
+/* Every push (publishes, CPU-stream workers, stream marks) ends with the
+ * harvester's nudge: one load of its sleeping word, a wake-up only when it
+ * sleeps (harvester.c, "Idle"). */
 cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
                             struct cbt_stream *s, void *mark)
 {
+    cbt_status st;
     if (__builtin_expect(tls.gen == t->gen, 1)) {
         cbt_lane *l = tls.lane;
         if (__builtin_expect(l != NULL, 1))
-            return lane_push(l, ev, ticks, s, mark);
-        return cbt_bus_push(&t->bus, ev, ticks, s, mark);
+            st = lane_push(l, ev, ticks, s, mark);
+        else
+            st = cbt_bus_push(&t->bus, ev, ticks, s, mark);
+    } else {
+        st = lane_attach(t, ev, ticks, s, mark);
     }
-    return lane_attach(t, ev, ticks, s, mark);
+    cbt_harvester_nudge_(t);
+    return st;
 }
 
 /* The publish hot path: check, stamp, push into this thread's lane. */

@@ -37,7 +37,8 @@ cbt_status cbt_config_default_into(cbt_config *out)
     c.span_pool = 8192;
     c.registry_capacity = 16384;
     c.max_sessions = 4096;
-    c.poll_interval_us = 200;
+    c.poll_interval_us = 200; /* while work flows: a publish waits <= 0.2 ms */
+    c.idle_sleep_ms = 1000;   /* idle: a publish wakes it; this paces the clock refit */
     c.shutdown_timeout_ms = 2000;
     c.jsonl_path = NULL;
     c.ring_capacity = 1u << 16;
@@ -95,6 +96,10 @@ static cbt_status check_config(const cbt_config *c)
     }
     if (c->max_sessions == 0 || c->max_sessions > (1u << 22)) {
         fprintf(stderr, "cbt: config: max_sessions %u must be in [1, 2^22]\n", c->max_sessions);
+        return CBT_ERR_INVAL;
+    }
+    if (c->idle_sleep_ms == 0 || c->idle_sleep_ms > 60000) {
+        fprintf(stderr, "cbt: config: idle_sleep_ms %u must be in [1, 60000]\n", c->idle_sleep_ms);
         return CBT_ERR_INVAL;
     }
     if (c->poll_interval_us == 0 || c->poll_interval_us > 1000000) {
@@ -272,6 +277,7 @@ cbt_status cbt_shutdown(void)
     }
     atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_release);
     atomic_store_explicit(&t->stop, 1, memory_order_release);
+    cbt_harvester_nudge_(t); /* it may sleep (harvester.c, "Idle") */
     if (t->started)
         pthread_join(t->harvester, NULL);
     g_owned = NULL;
@@ -339,6 +345,8 @@ cbt_status cbt_flush(uint32_t timeout_ms)
      * that began later and left nothing stamped before its start */
     t->flush_ticks = cbt_clock_ticks_ordered();
     uint64_t mine = ++t->flush_req;
+    /* under the lock the harvester re-checks flush_req with before it sleeps */
+    cbt_harvester_nudge_(t);
     cbt_status st = CBT_OK;
     while (t->flush_done < mine) {
         if (pthread_cond_timedwait(&t->flush_cv, &t->lock, &dl) == ETIMEDOUT) {
@@ -421,6 +429,7 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     out->spans_open = out->spans_started - out->spans_ended;
     out->registry_full = R(t->registry_full);
     out->harvester_busy_ns = R(t->busy_ns);
+    out->harvester_wakeups = R(t->hv_wakeups);
 #undef R
     cbt_abi_out_(caller, out, sizeof *out, CBT_METRICS_VERSION);
     return CBT_OK;

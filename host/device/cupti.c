@@ -575,6 +575,8 @@ cbt_status cbt_cupti_flush(void)
                                                                         : CBT_ERR_UNSUPPORTED;
 }
 
+int cbt_cupti_enabled_(void) { return atomic_load_explicit(&g.enabled, memory_order_relaxed); }
+
 void cbt_cupti_periodic_(void)
 {
     if (!atomic_load_explicit(&g.enabled, memory_order_acquire))

@@ -31,3 +31,4 @@ cbt_status cbt_cupti_stats_get(cbt_cupti_stats *out)
 
 void cbt_cupti_poll_(cbt_tracer *t) { (void)t; }
 void cbt_cupti_periodic_(void) {}
+int cbt_cupti_enabled_(void) { return 0; }

@@ -64,6 +64,7 @@ struct cbt_kspans {
     kl_entry launches[KL_SLOTS];
     parked park[PARK_MAX];
     uint32_t n_park;
+    uint32_t n_used; /* launch slots in use: launches waiting for ring records */
     cbt_ring_rec buf[1024];
     /* the parent (and ring span start) of recent launch ids, kept after the
      * launch slot is freed, for cupti.c's join by external correlation id */
@@ -274,6 +275,7 @@ static int apply(cbt_tracer *t, struct cbt_kspans *k, const cbt_ring *ring,
     if (rec->kind == CBT_REC_LAUNCH) {
         emit_span(t, k, e, rec->t_begin, rec->t_end, rec->tokens, rec->user, rec->cta, 0);
         e->used = 0;
+        k->n_used--;
         return 1;
     }
     cta_to_sinks(t, k, e, rec);
@@ -286,6 +288,7 @@ static int apply(cbt_tracer *t, struct cbt_kspans *k, const cbt_ring *ring,
     if (++e->ctas_seen >= e->n_ctas) {
         emit_span(t, k, e, e->tmin, e->tmax, e->tokens, e->user, e->ctas_seen, 0);
         e->used = 0;
+        k->n_used--;
     }
     return 1;
 }
@@ -333,9 +336,11 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
         if (e->ctas_seen)
             emit_span(t, k, e, e->tmin, e->tmax, e->tokens, e->user, e->ctas_seen, 1);
         atomic_fetch_add_explicit(&k->unjoined, 1, memory_order_relaxed);
+        k->n_used--;
     }
     memset(e, 0, sizeof *e);
     e->used = 1;
+    k->n_used++;
     e->launch_id = id;
     e->op = (uint8_t)(kop & 0xff);
     e->mode = (uint8_t)((kop >> 8) & 0xff);
@@ -354,8 +359,10 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     k->recent[id % RECENT].id = id;
     k->recent[id % RECENT].parent = e->parent;
     k->recent[id % RECENT].ring_start = 0;
-    if (!e->ring)
+    if (!e->ring) {
         e->used = 0;
+        k->n_used--;
+    }
     if (k->n_park)
         retry_parked(t, k, 0);
     return CBT_OK;
@@ -392,6 +399,12 @@ void cbt_kspans_poll_(cbt_tracer *t)
     cbt_cupti_poll_(t);
 }
 
+int cbt_kspans_waiting_(cbt_tracer *t)
+{
+    struct cbt_kspans *k = t->kspans;
+    return k && (k->n_used != 0 || k->n_park != 0);
+}
+
 int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,
                        uint64_t *ring_start_ns)
 {
@@ -415,6 +428,7 @@ void cbt_kspans_shutdown_(cbt_tracer *t)
             emit_span(t, k, e, e->tmin, e->tmax, e->tokens, e->user, e->ctas_seen, 1);
         e->used = 0;
     }
+    k->n_used = 0;
     atomic_fetch_add_explicit(&k->unjoined, k->n_park, memory_order_relaxed);
     k->n_park = 0;
 }

@@ -130,6 +130,15 @@ struct cbt_tracer {
     _Atomic uint64_t registry_full;
     _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 
+    /* The harvester's idle sleep (harvester.c, "Idle"). `hv_sleeping` is 1
+     * while the harvester sleeps (or is about to) on it as a futex word; a
+     * publisher reads it once after each commit (cbt_harvester_nudge_), so
+     * it sits alone on a line that changes only when the harvester sleeps
+     * or wakes. */
+    _Alignas(64) _Atomic uint32_t hv_sleeping;
+    _Alignas(64) _Atomic uint64_t hv_wakeups; /* publishers that woke it */
+    int hv_membarrier; /* harvester: MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered */
+
     cbt_clock_map clock;
     cbt_ids ids;
 
@@ -191,6 +200,9 @@ void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
 cbt_status cbt_kspans_init_(cbt_tracer *t);
 void cbt_kspans_poll_(cbt_tracer *t);
 void cbt_kspans_shutdown_(cbt_tracer *t);
+/* Whether a launch still waits for its ring records, or records for their
+ * launch (the harvester keeps polling the rings then). Harvester. */
+int cbt_kspans_waiting_(cbt_tracer *t);
 void cbt_kspans_free_(cbt_tracer *t);
 /* The parent context (and ring span start, unix ns, 0 if none yet) of a
  * recent launch id: 1 when known. Harvester. */
@@ -204,6 +216,9 @@ void cbt_cupti_poll_(cbt_tracer *t);
  * buffer to fill; one atomic load while not. Harvester, outside the lock,
  * each round. */
 void cbt_cupti_periodic_(void);
+/* CUPTI: whether activity collection is on (the harvester then keeps polling
+ * instead of sleeping; harvester.c, "Idle"). One atomic load. */
+int cbt_cupti_enabled_(void);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
 
@@ -213,6 +228,23 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
 
 /* The harvester thread body. */
 void *cbt_harvester_main_(void *arg);
+
+/* Wake the harvester from its idle sleep (harvester.c, "Idle"); the one
+ * caller that finds it asleep counts a wake-up. A syscall when it sleeps. */
+void cbt_harvester_wake_(cbt_tracer *t);
+
+/* After a commit (an event in a lane or the bus, a flush request, stop):
+ * wake the harvester if it sleeps. Costs one plain load and a predicted
+ * branch while it is awake. No fence here: the harvester's membarrier after
+ * it sets hv_sleeping is the other half of the pairing (harvester.c,
+ * "Idle"); the signal fence only keeps the compiler from moving the load
+ * above the commit. */
+static inline void cbt_harvester_nudge_(cbt_tracer *t)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (__builtin_expect(atomic_load_explicit(&t->hv_sleeping, memory_order_relaxed) != 0, 0))
+        cbt_harvester_wake_(t);
+}
 
 /* Register a CUDA stream for polling. */
 cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s);
