@@ -11,7 +11,13 @@
  *                   then 5-20 us of other work that touches 16-64 KiB, so the
  *                   lane's lines have gone cold (or to the harvester) between
  *                   bursts. Each publish is timed alone with rdtscp (the
- *                   empty timer's median subtracted); median and p99
+ *                   empty timer's median subtracted); median, p99, mean and
+ *                   the median of each burst's first publish
+ *   publish_slept   the producer asleep 50-500 us between bursts (a server
+ *                   thread blocked on I/O), the event built just before each
+ *                   burst as a server builds it (not timed)
+ *   publish_slept_cold  the same, the prepared event left untouched (cold)
+ *                   across the sleep: what reading the caller's cold event adds
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
  *   sampled_out     ns per request-sampled check that skips a publish
  *   pspan_*         ns per cbt_pspan_begin + cbt_pspan_end, sampled out / in
@@ -159,8 +165,18 @@ static int cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The paced figure (see the top): median and p99 ns of one publish. */
-static void bench_publish_paced(int bursts, double *med_ns, double *p99_ns)
+/* The paced figures (see the top): ns of one publish, median, p99, mean,
+ * and the median of each burst's first publish (the coldest one). With
+ * `sleep_between`, the producer sleeps 50-500 us between bursts instead of
+ * working: its core may idle or run another thread, as a server thread
+ * blocked on I/O does. With `rebuild`, the event is built (init and its two
+ * values, not timed) just before each burst, as a server builds the event it
+ * publishes; without, the prepared event has gone cold with the rest. */
+typedef struct paced_result {
+    double med, p99, mean, first_med;
+} paced_result;
+
+static void bench_publish_paced(int bursts, int sleep_between, int rebuild, paced_result *r)
 {
 #if defined(__x86_64__)
     start_tracer(16384); /* the default lane */
@@ -190,13 +206,22 @@ static void bench_publish_paced(int bursts, double *med_ns, double *p99_ns)
     uint32_t seed = 12345, fails = 0;
     uint64_t sink = 0;
     for (int b = 0, n = 0; b < bursts; b++) {
-        /* 5-20 us of other work over 16-64 KiB (a line per step) */
         seed = seed * 1664525u + 1013904223u;
-        uint32_t lines = 256 + (seed >> 22); /* 256..1279 lines */
+        if (sleep_between) { /* 50-500 us asleep */
+            struct timespec zz = {0, 50000L + (long)(seed >> 8) % 450000L};
+            nanosleep(&zz, NULL);
+        }
+        /* 5-20 us of other work over 16-64 KiB (a line per step) */
+        uint32_t lines = sleep_between ? 0 : 256 + (seed >> 22); /* 256..1279 lines */
         for (uint32_t i = 0; i < lines; i++) {
             size_t off = ((size_t)i * 64 * 7) % WORK_BYTES;
             work[off] = (unsigned char)(work[off] + i);
             sink += work[(off + 4096) % WORK_BYTES];
+        }
+        if (rebuild) { /* built just before, as a server builds its event */
+            cbt_event_init(&ev, CBT_EV_MP_STORE_START, SESSION_ID);
+            cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
+            cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
         }
         for (int j = 0; j < PER_BURST; j++, n++) {
             uint64_t a = __rdtscp(&aux);
@@ -206,21 +231,39 @@ static void bench_publish_paced(int bursts, double *med_ns, double *p99_ns)
             d[n] = z - a > timer ? z - a - timer : 0;
         }
     }
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics_get(&m);
     cbt_flush(10000);
     cbt_shutdown();
+    if (fails) /* the lane filled: say how long the harvester fell behind */
+        fprintf(stderr, "bench: %u paced publishes failed (lane full); worst lag %.3f ms, %llu "
+                "harvester wake-ups\n", fails, (double)m.lag_max_ns / 1e6,
+                (unsigned long long)m.harvester_wakeups);
     size_t n = (size_t)bursts * PER_BURST;
+    uint64_t *first = calloc((size_t)bursts, sizeof *first);
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        total += (double)d[i];
+        if (first && i % PER_BURST == 0)
+            first[i / PER_BURST] = d[i];
+    }
     qsort(d, n, sizeof *d, cmp_u64);
-    *med_ns = (double)d[n / 2] * ns_per_tick;
-    *p99_ns = (double)d[n * 99 / 100] * ns_per_tick;
-    if (fails)
-        fprintf(stderr, "bench: %u paced publishes failed\n", fails);
+    r->med = (double)d[n / 2] * ns_per_tick;
+    r->p99 = (double)d[n * 99 / 100] * ns_per_tick;
+    r->mean = total / (double)n * ns_per_tick;
+    r->first_med = 0;
+    if (first) {
+        qsort(first, (size_t)bursts, sizeof *first, cmp_u64);
+        r->first_med = (double)first[bursts / 2] * ns_per_tick;
+    }
+    free(first);
     if (sink == 42)
         fprintf(stderr, " ");
     free(work);
     free(d);
 #else
-    (void)bursts;
-    *med_ns = *p99_ns = 0;
+    (void)bursts, (void)sleep_between, (void)rebuild;
+    memset(r, 0, sizeof *r);
 #endif
 }
 
@@ -479,8 +522,10 @@ int main(int argc, char **argv)
     double build = bench_publish_on(rounds, PER_ROUND, 1, 0);
     double cb_on = bench_publish_on(rounds, PER_ROUND, 0, 1);
     double cb_build = bench_publish_on(rounds, PER_ROUND, 1, 1);
-    double paced_med, paced_p99;
-    bench_publish_paced(quick ? 20000 : 200000, &paced_med, &paced_p99);
+    paced_result pw, ps, pc;
+    bench_publish_paced(quick ? 20000 : 200000, 0, 0, &pw);
+    bench_publish_paced(quick ? 2000 : 10000, 1, 1, &ps);
+    bench_publish_paced(quick ? 2000 : 10000, 1, 0, &pc);
     double off = bench_publish_off(rounds, quick ? 10000000L : 100000000L);
     double sampled_out = bench_sampled_out(rounds, quick ? 10000000L : 100000000L);
     double pspan_out = bench_pspan(rounds, quick ? 1000000L : 10000000L, 0, 1);
@@ -499,8 +544,15 @@ int main(int argc, char **argv)
     printf("stamp_realtime %8.2f ns         (clock_gettime, for comparison)\n", cgt);
     printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
     printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
-    printf("publish_paced  %8.2f ns/event   (median; p99 %.2f: bursts of 4, then 5-20 us of "
-           "other work; target <= 60)\n", paced_med, paced_p99);
+    printf("publish_paced  %8.2f ns/event   (median; p99 %.2f, mean %.2f, first of a burst "
+           "%.2f: bursts of 4, then 5-20 us of other work; target <= 60)\n",
+           pw.med, pw.p99, pw.mean, pw.first_med);
+    printf("publish_slept  %8.2f ns/event   (median; p99 %.2f, mean %.2f, first of a burst "
+           "%.2f: bursts of 4 of an event built just before, then 50-500 us asleep; "
+           "target <= 60)\n", ps.med, ps.p99, ps.mean, ps.first_med);
+    printf("publish_slept_cold %4.2f ns/event   (median; p99 %.2f, mean %.2f, first of a burst "
+           "%.2f: the same with the prepared event left cold across the sleep)\n",
+           pc.med, pc.p99, pc.mean, pc.first_med);
     printf("publish_cb     %8.2f ns/event   (prepared cb.lookup.end: 12 values and a 40-byte "
            "model name; target <= 60)\n", cb_on);
     printf("build_cb       %8.2f ns/event   (init + those 13 values + publish)\n", cb_build);
