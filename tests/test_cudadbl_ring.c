@@ -42,8 +42,14 @@ static void placement_round_trip(cbt_ring_placement pl)
     assert_int_equal(r->placement, pl);
     assert_true(cudadbl_probe_launches() >= 1);
     /* the double fills new memory with 0xA5: the ring zeroed what it reads */
-    for (uint32_t i = 0; i < 64; i++)
+    for (uint32_t i = 0; i < 64; i++) {
         assert_int_equal(r->recs[i].seq, 0);
+        /* what producers write (device memory, or the mapped pages): the
+         * double's device memory is host memory, so the test can look */
+        assert_int_equal(r->view->recs[i].seq, 0);
+        assert_int_equal(r->view->recs[i].check, 0);
+    }
+    assert_int_equal(*r->view->claim, 0);
     cbt_ring_rec out[128];
     assert_int_equal(cbt_ring_poll(r, out, 128), 0);
     put(r, 7, 0);
