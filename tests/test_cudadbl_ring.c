@@ -105,6 +105,9 @@ static void any_failed_allocation_frees_all(void **state)
             }
             assert_int_equal(st, CBT_ERR_CUDA);
             assert_null(r);
+            if (cudadbl_live_allocs() != live0)
+                printf("# allocation %d of the %s ring failed: %u allocation(s) left live\n", k,
+                       pl ? "DEVICE" : "MAPPED", cudadbl_live_allocs() - live0);
             assert_int_equal(cudadbl_live_allocs(), live0);
             assert_true(k < 32);
         }

@@ -237,7 +237,9 @@ static void mapped_ring_clock_times_marks(void **state)
     int64_t el = (int64_t)(t1 - t0) - 250000000ll;
     printf("# through the ring's clock: x1 - x0 = %llu ns; x0 %lld us before now\n",
            (unsigned long long)(t1 - t0), (long long)((int64_t)(now - t0) / 1000));
-    assert_true(el > -250000 && el < 250000); /* 1000 ppm of 250 ms: a loaded host fits loosely */
+    /* 10% of 250 ms: a loaded host (TSan) fits the probe's line loosely; the
+     * 1e3 slip is -99.9% */
+    assert_true(el > -25000000 && el < 25000000);
     /* the stamp kernel read the fake %globaltimer at creation: the fitted
      * clock maps it to about then (the double's probe brackets: < 10 ms) */
     assert_true(t0 <= now + 10000000ull && now - t0 < 2000000000ull);

@@ -299,7 +299,8 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
     for (uint32_t i = 0; i < n; i++) {
         unsigned int k = first + i;
         uint64_t t_lo = cbt_clock_ticks_before_loads();
-        __atomic_store_n(c->ping, k, __ATOMIC_RELAXED);
+        /* release: our reads of the last reply come before this ping */
+        __atomic_store_n(c->ping, k, __ATOMIC_RELEASE);
         uint64_t deadline = cbt_clock_unix_now() + 50000000ull; /* 50 ms */
         /* acquire: pairs with the kernel's system fence between writing t and
          * seq, so the t read below is the one this k answered with */
@@ -311,7 +312,7 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
             }
         }
         uint64_t t_hi = cbt_clock_ticks_ordered();
-        dev[got] = c->pong->t;
+        dev[got] = __atomic_load_n(&c->pong->t, __ATOMIC_RELAXED);
         lo[got] = t_lo;
         hi[got] = t_hi;
         got++;

@@ -38,6 +38,7 @@
 
 struct cbt_cuda_pool {
     pthread_mutex_t lock;
+    pthread_mutex_t attach; /* attach(): before lock, never under it */
     cudaEvent_t ev[CBT_STREAM_CUDA_POOL];
     cbt_evpool free; /* under lock */
     cudaEvent_t ref;
@@ -51,6 +52,7 @@ static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
     if (p->ref)
         cudaEventDestroy(p->ref);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->attach);
     free(p);
 }
 
@@ -70,6 +72,7 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
         return CBT_ERR_NOMEM;
     }
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->attach, NULL);
     uint32_t made = 0;
     for (; made < CBT_STREAM_CUDA_POOL; made++) {
         if (cudaEventCreateWithFlags(&p->ev[made], cudaEventDefault) != cudaSuccess)
@@ -104,23 +107,48 @@ static void pool_put_locked(void *ctx, uint32_t idx)
     cbt_evpool_put(&((struct cbt_cuda_pool *)ctx)->free, idx);
 }
 
+/* The first mark under tracer `t`: let its harvester poll us. Marks left from
+ * an earlier tracer (shut down meanwhile: one tracer at a time) are forgotten
+ * and their events returned to the pool. Serialised by p->attach, which is
+ * held across cbt_tracer_add_stream_ (t->lock) while p->lock is not. */
+static cbt_status attach(cbt_stream *s, cbt_tracer *t)
+{
+    struct cbt_cuda_pool *p = s->pool;
+    pthread_mutex_lock(&p->attach);
+    pthread_mutex_lock(&p->lock);
+    if (s->tracer_gen == t->gen) { /* another thread attached meanwhile */
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&p->attach);
+        return CBT_OK;
+    }
+    cbt_markq_clear(s->pending, pool_put_locked, p);
+    cbt_rec_fifo_clear(&s->pend_recs);
+    atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+    if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
+        pthread_mutex_unlock(&p->attach);
+        atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    pthread_mutex_lock(&p->lock);
+    s->tracer_gen = t->gen;
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->attach);
+    return CBT_OK;
+}
+
 cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *ev)
 {
     struct cbt_cuda_pool *p = s->pool;
     pthread_mutex_lock(&p->lock);
     if (s->tracer_gen != t->gen) {
-        /* first mark under this tracer: let its harvester poll us. Marks left
-         * from an earlier tracer (shut down meanwhile: one tracer at a time)
-         * are forgotten and their events returned to the pool. */
-        cbt_markq_clear(s->pending, pool_put_locked, p);
-        cbt_rec_fifo_clear(&s->pend_recs);
-        atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
-        if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
-            pthread_mutex_unlock(&p->lock);
-            atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
-            return CBT_ERR_FULL;
-        }
-        s->tracer_gen = t->gen;
+        /* never t->lock under p->lock: the harvester holds t->lock while it
+         * returns events to the pool */
+        pthread_mutex_unlock(&p->lock);
+        cbt_status st = attach(s, t);
+        if (st != CBT_OK)
+            return st;
+        pthread_mutex_lock(&p->lock);
     }
     uint32_t idx = 0;
     if (cbt_evpool_take(&p->free, &idx) != CBT_OK) {

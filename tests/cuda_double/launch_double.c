@@ -103,7 +103,7 @@ static void *probe_main(void *arg)
     free(arg);
     uint64_t idle_from = cudadbl_gtimer();
     for (unsigned int i = a.first; i < a.first + a.n;) {
-        unsigned int p = __atomic_load_n(a.ping, __ATOMIC_RELAXED);
+        unsigned int p = __atomic_load_n(a.ping, __ATOMIC_ACQUIRE); /* pairs with the host's release */
         if (p == CBT_RING_PING_STOP)
             return NULL;
         if (p != i) {
