@@ -325,15 +325,27 @@ static cudaError_t do_alloc(void **out, size_t n, int kind)
     return e;
 }
 
-/* the allocation holding [p, p + n), of `kind` (0: any); under d.mu */
+/* the allocation holding [p, p + n) (n 0: holding p), of `kind` (0: any);
+ * under d.mu. A pointer one past the end of a block is not in it: the next
+ * block may start there. */
 static alloc *find(const void *p, size_t n, int kind)
 {
     const char *c = p;
     for (uint32_t i = 0; i < d.n_live; i++) {
         alloc *a = &d.allocs[i];
-        if (c >= a->p && c + n <= a->p + a->n && (!kind || a->kind == kind))
+        if (c >= a->p && c < a->p + (a->n ? a->n : 1) && c + n <= a->p + a->n + !a->n &&
+            (!kind || a->kind == kind))
             return a;
     }
+    return NULL;
+}
+
+/* the allocation starting at p, of `kind`; under d.mu */
+static alloc *find_start(const void *p, int kind)
+{
+    for (uint32_t i = 0; i < d.n_live; i++)
+        if (d.allocs[i].p == p && d.allocs[i].kind == kind)
+            return &d.allocs[i];
     return NULL;
 }
 
@@ -343,8 +355,8 @@ static cudaError_t do_free(void *p, int kind)
         return cudaSuccess;
     pthread_mutex_lock(&d.mu);
     cudaError_t e = cudaSuccess;
-    alloc *a = find(p, 0, kind);
-    if (!a || a->p != p) {
+    alloc *a = find_start(p, kind);
+    if (!a) {
         d.misuse++;
         e = err(cudaErrorInvalidValue);
     } else {
