@@ -1,63 +1,26 @@
-// host/device/ring_cuda.cu — owns the CUDA placements of the device ring: memory,
-// the device-placement copy-out, and the %globaltimer clock probe.
+// host/device/ring_cuda.cu — owns the device code of the CUDA ring placements:
+// the %globaltimer clock-probe kernel, the reference-stamp kernel, and their
+// launches (internal/ring_cuda.h). Everything else of those placements (the
+// memory, the copy-out, the probe's host side, the frees) is plain C in
+// host/device/ring_cuda_host.c, so it is compiled without nvcc and tested
+// against a double of the runtime (tests/cuda_double/).
 //
-// Memory: records in pinned host memory mapped into the device (MAPPED) or in
-// device memory with a pinned staging copy (DEVICE); the claim counter and
-// fold slots always in device memory (their atomics stay on the GPU); the
-// cbt_ring_dev the kernels dereference in device memory too.
-//
-// Clock probe: a one-thread kernel on the ring's own stream answers pings.
-// The host writes ping = k into mapped memory between two tick reads; the
-// kernel, spinning on it, reads %globaltimer and writes (k, t) back. A
-// sample's bracket is one PCIe round trip. The kernel gives up by itself
-// after 200 ms without a ping, so a probe abandoned by a busy GPU never
-// leaves a spinning kernel behind for long.
-//
-// Freeing: cudaFree and cudaFreeHost wait until the device has finished all
-// its pending work. When shutdown gave up on pending marks (a kernel still
-// running, perhaps for seconds), the frees go to a detached thread instead
-// (cbt_ring_free_path_): it waits for the ring's own stream, frees
-// everything and exits. An atexit handler waits up to 2 s for such threads,
-// so a process that exits soon after does not tear the CUDA runtime down
-// under one of them.
+// Probe kernel: one thread on the ring's own stream answers pings. The host
+// writes ping = k into mapped memory between two tick reads; the kernel,
+// spinning on it, reads %globaltimer and writes (k, t) back. A sample's
+// bracket is one PCIe round trip. The kernel gives up by itself after 200 ms
+// without a ping, so a probe abandoned by a busy GPU never leaves a spinning
+// kernel behind for long.
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <cuda_runtime.h>
-#include <pthread.h>
-#include <time.h>
 
 extern "C" {
-#include "internal/clock.h"
-#include "internal/ring.h"
+#include "internal/ring_cuda.h"
 }
 
 namespace {
 
-struct pong_t {
-    volatile unsigned int seq;
-    unsigned int pad;
-    volatile unsigned long long t;
-};
-
-struct ring_cuda {
-    int device;
-    cudaStream_t stream;          // probes and device-placement copies
-    cbt_ring_dev *d_view;         // the struct kernels read
-    cbt_ring_rec *recs_dev;       // what producers write (device or mapped pointer)
-    cbt_ring_rec *recs_host;      // mapped host pointer, or the staging copy
-    unsigned long long *claim;    // device
-    cbt_fold_slot *fold;          // device
-    unsigned long long *claim_host; // pinned, DEVICE placement copy-out
-    volatile unsigned int *ping;  // mapped host memory
-    pong_t *pong;                 // mapped host memory
-    unsigned int *ping_dev;
-    pong_t *pong_dev;
-    unsigned int probe_seq;
-};
-
-constexpr unsigned int kStop = 0xffffffffu;
+constexpr unsigned int kStop = CBT_RING_PING_STOP;
 
 __device__ __forceinline__ unsigned long long gtimer()
 {
@@ -66,7 +29,7 @@ __device__ __forceinline__ unsigned long long gtimer()
     return t;
 }
 
-__global__ void probe_kernel(volatile unsigned int *ping, pong_t *pong, unsigned int first,
+__global__ void probe_kernel(volatile unsigned int *ping, cbt_ring_pong *pong, unsigned int first,
                              unsigned int n)
 {
     unsigned long long idle_from = gtimer();
@@ -90,299 +53,18 @@ __global__ void probe_kernel(volatile unsigned int *ping, pong_t *pong, unsigned
 
 __global__ void stamp_kernel(unsigned long long *out) { *out = gtimer(); }
 
-void free_all(ring_cuda *c, int placement)
-{
-    if (!c)
-        return;
-    if (c->d_view)
-        cudaFree(c->d_view);
-    if (c->claim)
-        cudaFree(c->claim);
-    if (c->fold)
-        cudaFree(c->fold);
-    if (placement == CBT_RING_MAPPED) {
-        if (c->recs_host)
-            cudaFreeHost(c->recs_host);
-    } else {
-        if (c->recs_dev)
-            cudaFree(c->recs_dev);
-        if (c->recs_host)
-            cudaFreeHost(c->recs_host);
-    }
-    if (c->claim_host)
-        cudaFreeHost(c->claim_host);
-    if (c->ping)
-        cudaFreeHost((void *)c->ping);
-    if (c->pong)
-        cudaFreeHost(c->pong);
-    if (c->stream)
-        cudaStreamDestroy(c->stream);
-    free(c);
-}
-
-// ---- detached frees -------------------------------------------------------------------
-
-constexpr int kExitWaitMs = 2000; // how long exit waits for detached frees
-
-struct deferred_free {
-    ring_cuda *c;
-    int placement;
-};
-
-pthread_mutex_t g_df_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t g_df_cv = PTHREAD_COND_INITIALIZER;
-unsigned int g_df_running; // under g_df_mu
-pthread_once_t g_df_once = PTHREAD_ONCE_INIT;
-
-void deferred_wait_at_exit()
-{
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += kExitWaitMs / 1000;
-    dl.tv_nsec += (long)(kExitWaitMs % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&g_df_mu);
-    while (g_df_running && pthread_cond_timedwait(&g_df_cv, &g_df_mu, &dl) == 0)
-        ;
-    pthread_mutex_unlock(&g_df_mu);
-}
-
-void deferred_register() { atexit(deferred_wait_at_exit); }
-
-void *deferred_main(void *arg)
-{
-    deferred_free *d = static_cast<deferred_free *>(arg);
-    cudaSetDevice(d->c->device);
-    cudaStreamSynchronize(d->c->stream); // the probe kernel has seen kStop
-    free_all(d->c, d->placement);         // waits for the device: that is why we are here
-    cudaGetLastError();
-    free(d);
-    pthread_mutex_lock(&g_df_mu);
-    g_df_running--;
-    pthread_cond_broadcast(&g_df_cv);
-    pthread_mutex_unlock(&g_df_mu);
-    return nullptr;
-}
-
-// 1 when a detached thread took the frees over.
-bool free_detached(ring_cuda *c, int placement)
-{
-    deferred_free *d = static_cast<deferred_free *>(malloc(sizeof *d));
-    if (!d)
-        return false;
-    d->c = c;
-    d->placement = placement;
-    pthread_once(&g_df_once, deferred_register);
-    pthread_attr_t at;
-    if (pthread_attr_init(&at) != 0) {
-        free(d);
-        return false;
-    }
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    pthread_mutex_lock(&g_df_mu);
-    g_df_running++;
-    pthread_mutex_unlock(&g_df_mu);
-    pthread_t th;
-    int rc = pthread_create(&th, &at, deferred_main, d);
-    pthread_attr_destroy(&at);
-    if (rc != 0) {
-        pthread_mutex_lock(&g_df_mu);
-        g_df_running--;
-        pthread_mutex_unlock(&g_df_mu);
-        free(d);
-        return false;
-    }
-    return true;
-}
-
 } // namespace
 
-extern "C" cbt_status cbt_ring_create_cuda(uint32_t capacity, cbt_ring_placement placement,
-                                           double host_ns_per_tick, cbt_ring **out)
+extern "C" cbt_status cbt_ring_cuda_launch_probe_(void *stream, volatile unsigned int *ping,
+                                                  cbt_ring_pong *pong, unsigned int first,
+                                                  unsigned int n)
 {
-    if (!out || capacity < 2 || (capacity & (capacity - 1)) ||
-        (placement != CBT_RING_MAPPED && placement != CBT_RING_DEVICE))
-        return CBT_ERR_INVAL;
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
-        cudaGetLastError();
-        return CBT_ERR_NO_DEVICE;
-    }
-    ring_cuda *c = static_cast<ring_cuda *>(calloc(1, sizeof(ring_cuda)));
-    cbt_ring *r = static_cast<cbt_ring *>(calloc(1, sizeof(cbt_ring)));
-    if (!c || !r) {
-        free(c);
-        free(r);
-        return CBT_ERR_NOMEM;
-    }
-    size_t bytes = (size_t)capacity * sizeof(cbt_ring_rec);
-    bool ok = cudaGetDevice(&c->device) == cudaSuccess &&
-              cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking) == cudaSuccess &&
-              cudaMalloc(&c->claim, sizeof *c->claim) == cudaSuccess &&
-              cudaMalloc(&c->fold, CBT_FOLD_SLOTS * sizeof(cbt_fold_slot)) == cudaSuccess &&
-              cudaMemset(c->claim, 0, sizeof *c->claim) == cudaSuccess &&
-              cudaMemset(c->fold, 0, CBT_FOLD_SLOTS * sizeof(cbt_fold_slot)) == cudaSuccess;
-    if (ok && placement == CBT_RING_MAPPED) {
-        ok = cudaHostAlloc(&c->recs_host, bytes, cudaHostAllocMapped | cudaHostAllocPortable) ==
-                 cudaSuccess &&
-             cudaHostGetDevicePointer(&c->recs_dev, c->recs_host, 0) == cudaSuccess;
-        if (ok)
-            memset(c->recs_host, 0, bytes);
-    } else if (ok) {
-        ok = cudaMalloc(&c->recs_dev, bytes) == cudaSuccess &&
-             cudaMemset(c->recs_dev, 0, bytes) == cudaSuccess &&
-             cudaMallocHost(&c->recs_host, bytes) == cudaSuccess &&
-             cudaMallocHost(&c->claim_host, sizeof *c->claim_host) == cudaSuccess;
-        if (ok)
-            memset(c->recs_host, 0, bytes);
-    }
-    void *ping = nullptr, *pong = nullptr;
-    ok = ok && cudaHostAlloc(&ping, sizeof(unsigned int), cudaHostAllocMapped) == cudaSuccess &&
-         cudaHostAlloc(&pong, sizeof(pong_t), cudaHostAllocMapped) == cudaSuccess;
-    c->ping = static_cast<volatile unsigned int *>(ping);
-    c->pong = static_cast<pong_t *>(pong);
-    ok = ok && cudaHostGetDevicePointer(&c->ping_dev, ping, 0) == cudaSuccess &&
-         cudaHostGetDevicePointer(&c->pong_dev, pong, 0) == cudaSuccess;
-    cbt_ring_dev view;
-    view.recs = c->recs_dev;
-    view.claim = c->claim;
-    view.fold = c->fold;
-    view.mask = capacity - 1;
-    view.reserved = 0;
-    ok = ok && cudaMalloc(&c->d_view, sizeof view) == cudaSuccess &&
-         cudaMemcpy(c->d_view, &view, sizeof view, cudaMemcpyHostToDevice) == cudaSuccess;
-    if (!ok) {
-        cudaGetLastError();
-        free_all(c, placement);
-        free(r);
-        return CBT_ERR_CUDA;
-    }
-    *c->ping = 0;
-    c->pong->seq = 0;
-    r->placement = placement;
-    r->capacity = capacity;
-    r->view = c->d_view;
-    r->recs = c->recs_host;
-    r->cuda = c;
-    cbt_devclock_init(&r->clock, host_ns_per_tick);
-    cbt_ring_calibrate(r, 32);
-    *out = r;
-    return CBT_OK;
+    probe_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(ping, pong, first, n);
+    return cudaGetLastError() == cudaSuccess ? CBT_OK : CBT_ERR_CUDA;
 }
 
-extern "C" void cbt_ring_cuda_destroy_(cbt_ring *r, int detached)
+extern "C" cbt_status cbt_ring_cuda_launch_stamp_(void *stream, unsigned long long *out)
 {
-    ring_cuda *c = static_cast<ring_cuda *>(r->cuda);
-    r->cuda = nullptr;
-    if (!c)
-        return;
-    *c->ping = kStop; // a probe kernel still running returns at its next look
-    if (detached && free_detached(c, r->placement))
-        return;
-    // here (also when no thread could start: then shutdown waits for the device)
-    cudaStreamSynchronize(c->stream);
-    free_all(c, r->placement);
-}
-
-// DEVICE placement: copy the claim counter, then the unread window of
-// records (at their own slot indices) into the staging copy, then read it
-// with the same consumer protocol.
-extern "C" uint32_t cbt_ring_cuda_poll_(cbt_ring *r, cbt_ring_rec *out, uint32_t max)
-{
-    ring_cuda *c = static_cast<ring_cuda *>(r->cuda);
-    if (cudaMemcpyAsync(c->claim_host, c->claim, sizeof *c->claim, cudaMemcpyDeviceToHost,
-                        c->stream) != cudaSuccess ||
-        cudaStreamSynchronize(c->stream) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    unsigned long long claimed = *c->claim_host;
-    if (claimed <= r->next)
-        return 0;
-    unsigned long long from = r->next;
-    if (claimed - from > r->capacity)
-        from = claimed - r->capacity; // older positions are overwritten: read counts them
-    uint32_t mask = r->capacity - 1;
-    unsigned long long count = claimed - from;
-    uint32_t first = (uint32_t)(from & mask);
-    uint32_t run1 = (uint32_t)((count < (unsigned long long)(r->capacity - first)) ? count
-                                                                                  : r->capacity - first);
-    cudaMemcpyAsync(c->recs_host + first, c->recs_dev + first, run1 * sizeof(cbt_ring_rec),
-                    cudaMemcpyDeviceToHost, c->stream);
-    if (count > run1)
-        cudaMemcpyAsync(c->recs_host, c->recs_dev, (count - run1) * sizeof(cbt_ring_rec),
-                        cudaMemcpyDeviceToHost, c->stream);
-    if (cudaStreamSynchronize(c->stream) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
-    return cbt_ring_read_(r, c->recs_host, out, max);
-}
-
-extern "C" uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo,
-                                         uint64_t *hi)
-{
-    cbt_ring *r = static_cast<cbt_ring *>(ctx);
-    ring_cuda *c = static_cast<ring_cuda *>(r->cuda);
-    unsigned int first = c->probe_seq + 1;
-    if (first + n >= kStop)
-        first = 1;
-    probe_kernel<<<1, 1, 0, c->stream>>>(c->ping_dev, c->pong_dev, first, n);
-    if (cudaGetLastError() != cudaSuccess)
-        return 0;
-    uint32_t got = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        unsigned int k = first + i;
-        uint64_t t_lo = cbt_clock_ticks_before_loads();
-        *c->ping = k;
-        uint64_t deadline = cbt_clock_unix_now() + 50000000ull; // 50 ms
-        while (c->pong->seq != k) {
-            if (cbt_clock_unix_now() > deadline) {
-                *c->ping = kStop; // the kernel stops; we do not wait for it
-                c->probe_seq = k;
-                return got;
-            }
-        }
-        uint64_t t_hi = cbt_clock_ticks_ordered();
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        dev[got] = c->pong->t;
-        lo[got] = t_lo;
-        hi[got] = t_hi;
-        got++;
-    }
-    c->probe_seq = first + n - 1;
-    return got;
-}
-
-extern "C" cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns)
-{
-    unsigned long long *h = nullptr, *d = nullptr;
-    if (cudaHostAlloc(&h, sizeof *h, cudaHostAllocMapped) != cudaSuccess) {
-        cudaGetLastError();
-        return CBT_ERR_CUDA;
-    }
-    cudaStream_t s = static_cast<cudaStream_t>(stream);
-    bool ok = cudaHostGetDevicePointer(&d, h, 0) == cudaSuccess;
-    if (ok) {
-        stamp_kernel<<<1, 1, 0, s>>>(d);
-        ok = cudaGetLastError() == cudaSuccess &&
-             cudaEventRecord(static_cast<cudaEvent_t>(event), s) == cudaSuccess &&
-             cudaEventSynchronize(static_cast<cudaEvent_t>(event)) == cudaSuccess;
-    }
-    if (ok)
-        *dev_ns = *h;
-    else
-        cudaGetLastError();
-    cudaFreeHost(h);
-    return ok ? CBT_OK : CBT_ERR_CUDA;
-}
-
-extern "C" void cbt_ring_cuda_bind_(cbt_ring *r)
-{
-    ring_cuda *c = static_cast<ring_cuda *>(r->cuda);
-    if (c)
-        cudaSetDevice(c->device);
+    stamp_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(out);
+    return cudaGetLastError() == cudaSuccess ? CBT_OK : CBT_ERR_CUDA;
 }

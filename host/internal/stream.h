@@ -44,12 +44,6 @@ typedef struct cbt_stream_slot {
 typedef void (*cbt_stream_worker_hook)(cbt_stream *s);
 extern _Atomic(cbt_stream_worker_hook) cbt_stream_worker_hook_;
 
-/* A CUDA mark waiting for its event; its cbt_event is the record of the
- * same rank in `pend_recs`. */
-typedef struct cbt_pending_mark {
-    uint32_t ev_index; /* into the CUDA event pool */
-} cbt_pending_mark;
-
 struct cbt_stream {
     int kind;
     uint32_t ordinal;
@@ -86,9 +80,10 @@ struct cbt_stream {
     struct cbt_cuda_pool *pool;
     uint64_t tracer_gen;            /* generation of the tracer polling our marks; 0: none */
     _Atomic uint32_t in_flight;     /* marks pushed and not yet dispatched or dropped */
-    cbt_pending_mark *pending;      /* harvester-owned FIFO */
-    uint32_t pend_head, pend_count; /* harvester-owned */
-    cbt_rec_fifo pend_recs;         /* harvester-owned: the pending marks' events */
+    struct cbt_markq *pending;      /* harvester-owned FIFO of pool indices
+                                     * (internal/cuda_marks.h) */
+    cbt_rec_fifo pend_recs;         /* harvester-owned: the pending marks' events,
+                                     * the one of the same rank as each index */
 };
 
 uint32_t cbt_stream_next_ordinal_(void);

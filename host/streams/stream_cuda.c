@@ -20,6 +20,11 @@
  * device ring's clock calibration (host/device/devclock.c) turns it into unix ns,
  * the same mapping the kernel spans use, so the two sources agree. Without a
  * calibrated device ring the reference's host completion stamp is used.
+ *
+ * The bookkeeping that needs no CUDA (the free list, the FIFO's resolution
+ * in stream order, ms -> ns, the anchor) is internal/cuda_marks.h's, tested
+ * on the CPU; this file is the CUDA calls around it, tested against a double
+ * of the runtime (tests/cuda_double/, docs/testing.md).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,17 +32,17 @@
 
 #include <cuda_runtime_api.h>
 
+#include "internal/cuda_marks.h"
 #include "internal/ring.h"
 #include "internal/stream.h"
 
 struct cbt_cuda_pool {
     pthread_mutex_t lock;
+    pthread_mutex_t attach; /* attach(): before lock, never under it */
     cudaEvent_t ev[CBT_STREAM_CUDA_POOL];
-    uint32_t free_idx[CBT_STREAM_CUDA_POOL];
-    uint32_t n_free;
+    cbt_evpool free; /* under lock */
     cudaEvent_t ref;
-    uint64_t ref_ticks;  /* host ticks just after the reference completed */
-    uint64_t ref_dev;    /* %globaltimer just before the reference */
+    cbt_cuda_anchor anchor; /* the reference's host and device stamps (harvester) */
 };
 
 static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
@@ -47,6 +52,7 @@ static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
     if (p->ref)
         cudaEventDestroy(p->ref);
     pthread_mutex_destroy(&p->lock);
+    pthread_mutex_destroy(&p->attach);
     free(p);
 }
 
@@ -58,7 +64,7 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
         return CBT_ERR_NO_DEVICE;
     }
     struct cbt_cuda_pool *p = calloc(1, sizeof *p);
-    s->pending = calloc(CBT_STREAM_CUDA_POOL, sizeof *s->pending);
+    s->pending = calloc(1, sizeof *s->pending);
     if (!p || !s->pending || cbt_rec_fifo_init(&s->pend_recs, CBT_STREAM_CUDA_MARK_CELLS) != CBT_OK) {
         free(p);
         free(s->pending);
@@ -66,22 +72,23 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
         return CBT_ERR_NOMEM;
     }
     pthread_mutex_init(&p->lock, NULL);
+    pthread_mutex_init(&p->attach, NULL);
     uint32_t made = 0;
     for (; made < CBT_STREAM_CUDA_POOL; made++) {
         if (cudaEventCreateWithFlags(&p->ev[made], cudaEventDefault) != cudaSuccess)
             break;
-        p->free_idx[made] = CBT_STREAM_CUDA_POOL - 1 - made;
     }
     cudaStream_t cs = (cudaStream_t)cuda_stream;
     if (made < CBT_STREAM_CUDA_POOL || cudaEventCreate(&p->ref) != cudaSuccess ||
-        cbt_cuda_stamp_event_(cs, p->ref, &p->ref_dev) != CBT_OK) {
+        cbt_cuda_stamp_event_(cs, p->ref, &p->anchor.ref_dev) != CBT_OK) {
         pool_free(p, made);
         free(s->pending);
         cbt_rec_fifo_free(&s->pend_recs);
         return CBT_ERR_CUDA;
     }
-    p->ref_ticks = cbt_clock_ticks();
-    p->n_free = CBT_STREAM_CUDA_POOL;
+    p->anchor.ref_ticks = cbt_clock_ticks();
+    cbt_evpool_init(&p->free, CBT_STREAM_CUDA_POOL);
+    cbt_markq_init(s->pending);
     s->pool = p;
     s->cuda_stream = cuda_stream;
     return CBT_OK;
@@ -90,8 +97,44 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
 static void pool_put(struct cbt_cuda_pool *p, uint32_t idx)
 {
     pthread_mutex_lock(&p->lock);
-    p->free_idx[p->n_free++] = idx;
+    cbt_evpool_put(&p->free, idx);
     pthread_mutex_unlock(&p->lock);
+}
+
+/* under p->lock */
+static void pool_put_locked(void *ctx, uint32_t idx)
+{
+    cbt_evpool_put(&((struct cbt_cuda_pool *)ctx)->free, idx);
+}
+
+/* The first mark under tracer `t`: let its harvester poll us. Marks left from
+ * an earlier tracer (shut down meanwhile: one tracer at a time) are forgotten
+ * and their events returned to the pool. Serialised by p->attach, which is
+ * held across cbt_tracer_add_stream_ (t->lock) while p->lock is not. */
+static cbt_status attach(cbt_stream *s, cbt_tracer *t)
+{
+    struct cbt_cuda_pool *p = s->pool;
+    pthread_mutex_lock(&p->attach);
+    pthread_mutex_lock(&p->lock);
+    if (s->tracer_gen == t->gen) { /* another thread attached meanwhile */
+        pthread_mutex_unlock(&p->lock);
+        pthread_mutex_unlock(&p->attach);
+        return CBT_OK;
+    }
+    cbt_markq_clear(s->pending, pool_put_locked, p);
+    cbt_rec_fifo_clear(&s->pend_recs);
+    atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+    if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
+        pthread_mutex_unlock(&p->attach);
+        atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    pthread_mutex_lock(&p->lock);
+    s->tracer_gen = t->gen;
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_unlock(&p->attach);
+    return CBT_OK;
 }
 
 cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *ev)
@@ -99,29 +142,20 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
     struct cbt_cuda_pool *p = s->pool;
     pthread_mutex_lock(&p->lock);
     if (s->tracer_gen != t->gen) {
-        /* first mark under this tracer: let its harvester poll us. Marks left
-         * from an earlier tracer (shut down meanwhile: one tracer at a time)
-         * are forgotten and their events returned to the pool. */
-        while (s->pend_count) {
-            p->free_idx[p->n_free++] = s->pending[s->pend_head].ev_index;
-            s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
-            s->pend_count--;
-        }
-        cbt_rec_fifo_clear(&s->pend_recs);
-        atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
-        if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
-            pthread_mutex_unlock(&p->lock);
-            atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
-            return CBT_ERR_FULL;
-        }
-        s->tracer_gen = t->gen;
+        /* never t->lock under p->lock: the harvester holds t->lock while it
+         * returns events to the pool */
+        pthread_mutex_unlock(&p->lock);
+        cbt_status st = attach(s, t);
+        if (st != CBT_OK)
+            return st;
+        pthread_mutex_lock(&p->lock);
     }
-    if (p->n_free == 0) {
+    uint32_t idx = 0;
+    if (cbt_evpool_take(&p->free, &idx) != CBT_OK) {
         pthread_mutex_unlock(&p->lock);
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         return CBT_ERR_FULL;
     }
-    uint32_t idx = p->free_idx[--p->n_free];
     pthread_mutex_unlock(&p->lock);
     if (cudaEventRecord(p->ev[idx], (cudaStream_t)s->cuda_stream) != cudaSuccess) {
         pool_put(p, idx);
@@ -154,53 +188,65 @@ void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *
         atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
         return;
     }
-    uint32_t slot = (s->pend_head + s->pend_count) % CBT_STREAM_CUDA_POOL;
-    s->pending[slot].ev_index = idx;
-    s->pend_count++;
+    (void)cbt_markq_push(s->pending, idx); /* room: the pool bounds the marks */
+}
+
+/* The harvester's poll of one stream: what cbt_markq_resolve asks and tells. */
+typedef struct poll_ctx {
+    struct cbt_stream *s;
+    cbt_tracer *t;
+    float ms; /* of the mark just queried */
+} poll_ctx;
+
+static cbt_mark_state query_mark(void *ctx, uint32_t idx, uint64_t *dns)
+{
+    poll_ctx *c = ctx;
+    struct cbt_cuda_pool *p = c->s->pool;
+    cudaError_t q = cudaEventQuery(p->ev[idx]);
+    if (q == cudaErrorNotReady)
+        return CBT_MARK_PENDING;
+    c->ms = 0.0f;
+    if (q != cudaSuccess || cudaEventElapsedTime(&c->ms, p->ref, p->ev[idx]) != cudaSuccess) {
+        cudaGetLastError();
+        return CBT_MARK_FAILED;
+    }
+    *dns = cbt_cuda_ms_to_ns(c->ms);
+    return CBT_MARK_DONE;
+}
+
+static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
+{
+    poll_ctx *c = ctx;
+    struct cbt_stream *s = c->s;
+    cbt_tracer *t = c->t;
+    struct cbt_cuda_pool *p = s->pool;
+    if (st == CBT_MARK_DONE) {
+        cbt_event ev;
+        uint64_t unused;
+        cbt_rec_fifo_oldest(&s->pend_recs, &ev, &unused);
+        const cbt_devclock *dev = t->cuda_ring ? &t->cuda_ring->clock : NULL;
+        ev.ts = cbt_cuda_mark_unix(&p->anchor, dns, &t->clock, dev);
+        cbt_dispatch_(t, &ev, 0);
+        if (c->ms > CBT_CUDA_REANCHOR_MS) {
+            /* re-anchor on this mark before the float's resolution decays */
+            cudaEvent_t old = p->ref;
+            p->ref = p->ev[idx];
+            p->ev[idx] = old;
+            cbt_cuda_anchor_move(&p->anchor, dns, t->clock.ns_per_tick);
+        }
+    } else {
+        atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+    }
+    pool_put(p, idx);
+    cbt_rec_fifo_drop(&s->pend_recs);
+    /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
+    atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
 }
 
 uint32_t cbt_stream_poll_(struct cbt_stream *s, cbt_tracer *t)
 {
-    struct cbt_cuda_pool *p = s->pool;
-    while (s->pend_count) {
-        cbt_pending_mark *m = &s->pending[s->pend_head];
-        cudaError_t q = cudaEventQuery(p->ev[m->ev_index]);
-        if (q == cudaErrorNotReady)
-            break;
-        float ms = 0.0f;
-        if (q == cudaSuccess && cudaEventElapsedTime(&ms, p->ref, p->ev[m->ev_index]) == cudaSuccess) {
-            cbt_event ev;
-            uint64_t unused;
-            cbt_rec_fifo_oldest(&s->pend_recs, &ev, &unused);
-            /* marks recorded by several threads can be resolved a little out
-             * of record order: never a negative elapsed time */
-            uint64_t dns = ms > 0.0f ? (uint64_t)((double)ms * 1e6) : 0;
-            if (t->cuda_ring && t->cuda_ring->clock.fitted)
-                ev.ts = cbt_ring_dev_to_unix(t->cuda_ring, &t->clock, p->ref_dev + dns);
-            else
-                ev.ts = cbt_clock_to_unix(&t->clock, p->ref_ticks) + dns;
-            cbt_dispatch_(t, &ev, 0);
-            if (ms > 5000.0f) {
-                /* cudaEventElapsedTime is a float of ms: re-anchor on this
-                 * mark before its resolution decays (~1 us at 5 s) */
-                cudaEvent_t old = p->ref;
-                p->ref = p->ev[m->ev_index];
-                p->ev[m->ev_index] = old;
-                p->ref_dev += dns;
-                p->ref_ticks += (uint64_t)((double)dns / t->clock.ns_per_tick);
-            }
-        } else {
-            cudaGetLastError();
-            atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
-        }
-        pool_put(p, m->ev_index);
-        cbt_rec_fifo_drop(&s->pend_recs);
-        s->pend_head = (s->pend_head + 1) % CBT_STREAM_CUDA_POOL;
-        s->pend_count--;
-        /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
-        atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
-    }
-    return s->pend_count;
+    poll_ctx c = {s, t, 0.0f};
+    return cbt_markq_resolve(s->pending, query_mark, mark_done, &c);
 }
 
 cbt_status cbt_cuda_stream_enqueue_(cbt_stream *s, cbt_stream_fn fn, void *arg)
