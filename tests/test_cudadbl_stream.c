@@ -150,6 +150,10 @@ static void pool_exhaustion_full_and_counted(void **state)
     }
     assert_int_equal(ok, CBT_STREAM_CUDA_POOL);
     assert_int_equal(full, CBT_STREAM_CUDA_POOL);
+    cbt_stream_stats ss = CBT_STRUCT_INIT(cbt_stream_stats);
+    assert_int_equal(cbt_stream_stats_get(s, &ss), CBT_OK); /* counted per stream too */
+    assert_int_equal(ss.items_enqueued, CBT_STREAM_CUDA_POOL);
+    assert_int_equal(ss.full_refusals, CBT_STREAM_CUDA_POOL);
     assert_int_equal(cudadbl_records(), r + CBT_STREAM_CUDA_POOL); /* refused: never recorded */
     for (uint32_t i = 0; i < CBT_STREAM_CUDA_POOL; i++)
         assert_int_equal(cudadbl_complete(r + i, (float)i * 0.5f), 0);

@@ -76,7 +76,8 @@ typedef void (*cbt_stream_fn)(void *arg);
  * returned and nothing more was enqueued; approximate while producers run. */
 typedef struct cbt_stream_stats {
     uint32_t version, size;   /* CBT_STRUCT_INIT(cbt_stream_stats) */
-    uint64_t items_enqueued;  /* work, launches and marks accepted (CBT_OK) */
+    uint64_t items_enqueued;  /* work, launches and marks accepted (CBT_OK; CUDA:
+                                 marks only) */
     uint64_t items_completed; /* CPU: of those, run or reached by the worker;
                                  CUDA: 0 (the device runs them) */
     uint64_t marks_published; /* CPU: marks reached and copied into the
@@ -183,8 +184,12 @@ CBT_API cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
  * enqueued; counted in cbt_stream_stats.full_refusals). */
 CBT_API cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg);
 
-/* Publish `ev` when the stream reaches this point. Never blocks, takes no
- * lock and never waits for the stream's worker, whatever it is doing: a full
+/* Publish `ev` when the stream reaches this point. CPU: never blocks, takes
+ * no lock and never waits for the stream's worker, whatever it is doing.
+ * CUDA: takes the stream's event-pool lock for one pop (held for a few
+ * instructions, never across a CUDA call or the harvester's polling) and
+ * calls cudaEventRecord, which takes the CUDA driver's own locks; it never
+ * waits for the device. Either way a full
  * queue or an exhausted event pool refuses the event with CBT_ERR_FULL,
  * counted at once (cbt_stream_stats.full_refusals, cbt_metrics.dropped_full).
  * CBT_OK: queued, to be stamped when reached; a loss after that is counted in
