@@ -27,9 +27,12 @@
  *                          partial_success.rejected_spans > 0 counts those
  *                          as dropped (its error_message is logged once)
  *   429 502 503 504, connection failures and timeouts
- *                          retried: Retry-After (seconds or an HTTP date)
- *                          when given, else exponential backoff from 100 ms,
- *                          doubling, capped at 5 s, with full jitter; the
+ *                          retried with exponential backoff: the step is
+ *                          100 ms, doubling, capped at 5 s; without
+ *                          Retry-After the wait is full jitter in [0, step],
+ *                          with one (seconds or an HTTP date) it is that
+ *                          long but never shorter than the step, so "0" or
+ *                          a date in the past cannot make a retry storm; the
  *                          batch gives up when the next try would start past
  *                          retry_budget_ms from its first try (or past the
  *                          shutdown deadline)
@@ -57,12 +60,16 @@
  * calls the sinks' flush once more and then destroy; a flush that finds no
  * active tracer is that last one, and starts the shutdown clock: from then
  * on retries and transfers are bounded by shutdown_timeout_ms, and its wait
- * by the same deadline. destroy stops accepting spans, sets `stopping`, arms
+ * by the same deadline (and FINAL_GRACE_MS past it, for the thread to abort
+ * the transfer in flight and drop what is left, so that the final export is
+ * over when it returns: cbt_shutdown_final reads spans_lost right after).
+ * destroy stops accepting spans, sets `stopping`, arms
  * the deadline (if the flush did not), wakes the thread (condition variable
  * and curl_multi_wakeup) and joins it. The thread exports what is queued
  * until the deadline, drops (and counts) whatever is left when it passes,
- * aborting a transfer in flight, and exits. So cbt_shutdown() spends at most
- * about shutdown_timeout_ms here in total.
+ * aborting a transfer in flight, and exits; then the caller's final_stats
+ * (cbt_otlp_config v2) is filled and everything freed. So cbt_shutdown()
+ * spends at most about shutdown_timeout_ms here in total.
  *
  * Disabled (config->disabled, OTEL_SDK_DISABLED=true): create succeeds with a
  * sink that ignores spans (nothing queued, counted, sent) and starts no
@@ -98,6 +105,8 @@
 #define LOG_WINDOW_NS (10ull * 1000000000ull)
 #define LOG_SLOTS 16
 #define MAX_QUEUE_LIMIT (1u << 20)
+#define FINAL_GRACE_MS 500u /* the final flush's wait past the deadline: the batch in
+                               flight is aborted, the rest dropped, within a poll slice */
 
 typedef struct log_slot {
     uint64_t key;
@@ -754,15 +763,14 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t 
             return 0;
         }
         int64_t ra = retry_after_ms(e->retry_after);
+        uint64_t step = attempt >= 6 ? BACKOFF_CAP_MS : (uint64_t)BACKOFF_BASE_MS << attempt;
+        if (step > BACKOFF_CAP_MS)
+            step = BACKOFF_CAP_MS;
         uint64_t delay_ms;
-        if (ra >= 0) {
-            delay_ms = (uint64_t)ra;
-        } else {
-            uint64_t cap = attempt >= 6 ? BACKOFF_CAP_MS : (uint64_t)BACKOFF_BASE_MS << attempt;
-            if (cap > BACKOFF_CAP_MS)
-                cap = BACKOFF_CAP_MS;
-            delay_ms = rng_next(&e->rng) % (cap + 1); /* full jitter */
-        }
+        if (ra >= 0) /* the collector's wish, but the floor holds whatever it says */
+            delay_ms = (uint64_t)ra > step ? (uint64_t)ra : step;
+        else
+            delay_ms = rng_next(&e->rng) % (step + 1); /* full jitter */
         uint64_t next = now_ns() + delay_ms * 1000000ull;
         if (next > budget_end) {
             snprintf(key, sizeof key, "%sbudget", j->key_prefix);
@@ -998,8 +1006,10 @@ static cbt_status sink_flush(void *ctx)
             e->stop_deadline_ns = t + (uint64_t)e->cfg.shutdown_timeout_ms * 1000000ull;
             atomic_store_explicit(&e->abort_at_ns, e->stop_deadline_ns, memory_order_release);
         }
-        if (until > e->stop_deadline_ns)
-            until = e->stop_deadline_ns;
+        /* the final export must be over when this returns (cbt_shutdown_final
+         * asks for spans_lost next): past the deadline the thread aborts the
+         * transfer in flight and drops the rest at once; wait for that too */
+        until = e->stop_deadline_ns + FINAL_GRACE_MS * 1000000ull;
     }
     uint64_t target = e->tail;
     if (target > e->flush_target)
@@ -1014,6 +1024,19 @@ static cbt_status sink_flush(void *ctx)
     cbt_status st = e->head >= target ? CBT_OK : CBT_ERR_TIMEOUT;
     pthread_mutex_unlock(&e->lock);
     return st;
+}
+
+static uint64_t sink_spans_lost(void *ctx)
+{
+    cbt_otlp_exporter *e = ctx;
+    return atomic_load_explicit(&e->dropped, memory_order_relaxed);
+}
+
+/* The caller's final_stats (cbt_otlp_config v2), once nothing more can change. */
+static void fill_final_stats(cbt_otlp_exporter *e)
+{
+    if (e->cfg.final_stats)
+        (void)cbt_otlp_exporter_stats(e, e->cfg.final_stats); /* the out-struct rule */
 }
 
 static void exporter_free(cbt_otlp_exporter *e)
@@ -1054,6 +1077,7 @@ static void sink_destroy(void *ctx)
         curl_multi_wakeup(e->multi);
         pthread_join(e->thread, NULL);
     }
+    fill_final_stats(e);
     exporter_free(e);
 }
 
@@ -1070,7 +1094,11 @@ static cbt_status disabled_flush(void *ctx)
     return CBT_OK;
 }
 
-static void disabled_destroy(void *ctx) { free(ctx); }
+static void disabled_destroy(void *ctx)
+{
+    fill_final_stats(ctx); /* zero: it counts nothing */
+    free(ctx);
+}
 
 /* cbt/otlp.h's inline cbt_otlp_exporter_create() set sink_out's version and
  * size: at most that many bytes are written (internal/abi.h), and only on
@@ -1098,6 +1126,7 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
         if (!d)
             return CBT_ERR_NOMEM;
         d->disabled = 1;
+        d->cfg.final_stats = c->final_stats; /* the one field it keeps */
         k.ctx = d;
         k.on_span = disabled_on_span;
         k.flush = disabled_flush;
@@ -1154,6 +1183,7 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
     k.on_span = sink_on_span;
     k.flush = sink_flush;
     k.destroy = sink_destroy;
+    k.spans_lost = sink_spans_lost;
     cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     *out = e;
     return CBT_OK;

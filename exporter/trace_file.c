@@ -16,9 +16,17 @@
  * next event (the file is seekable; a pipe would not be, and is refused).
  * Harvester thread only; bounded: the trace -> lane table has TF_LANES
  * entries, later traces share lane "other".
+ *
+ * Write errors: stdio buffers the file, so which of the spans since the last
+ * good flush reached it is unknown once a write fails. The first failure
+ * (an emit, or ferror after one, or the flush) ends the file (`broken`):
+ * the spans since the last good flush (`pending`) and every later span are
+ * counted in `lost` (cbt_sink.spans_lost, atomic: read from any thread),
+ * and the call returns CBT_ERR_IO, a sink error each.
  */
 #include "cbt/trace_file.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +50,9 @@ typedef struct trace_file {
     FILE *f;
     int first;      /* no event written yet */
     int tail;       /* the closing tail is on disk after the last event */
+    int broken;     /* a write failed: nothing more is written */
+    uint64_t pending;       /* spans handed to stdio since the last good flush */
+    _Atomic uint64_t lost;  /* spans that will never be in the file */
     uint32_t next_lane;
     uint8_t op_named[CBT_KOP_COUNT_ + 1];
     uint8_t sm_named[1024];
@@ -172,9 +183,37 @@ static int kernel_op_of(const cbt_span *s)
     return -1;
 }
 
+/* A write failed: the file ends here, and the spans it may have held with it. */
+static cbt_status tf_break(trace_file *t)
+{
+    t->broken = 1;
+    atomic_fetch_add_explicit(&t->lost, t->pending, memory_order_relaxed);
+    t->pending = 0;
+    return CBT_ERR_IO;
+}
+
+static cbt_status tf_span(trace_file *t, const cbt_span *s);
+
 static cbt_status tf_on_span(void *ctx, const cbt_span *s)
 {
     trace_file *t = ctx;
+    if (t->broken) {
+        atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+        return CBT_ERR_IO;
+    }
+    t->pending++;
+    cbt_status st = tf_span(t, s);
+    if (st == CBT_ERR_FULL) { /* not written at all (cannot happen: bounded spans) */
+        t->pending--;
+        atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
+        return st;
+    }
+    return st != CBT_OK || ferror(t->f) ? tf_break(t) : CBT_OK;
+}
+
+/* The span's slice and its events' markers. */
+static cbt_status tf_span(trace_file *t, const cbt_span *s)
+{
     int op = kernel_op_of(s);
     int pid;
     int64_t tid;
@@ -228,6 +267,8 @@ static cbt_status tf_on_span(void *ctx, const cbt_span *s)
 static cbt_status tf_on_cta(void *ctx, const cbt_cta_record *r)
 {
     trace_file *t = ctx;
+    if (t->broken)
+        return CBT_ERR_IO;
     if (r->sm < sizeof t->sm_named && !t->sm_named[r->sm]) {
         t->sm_named[r->sm] = 1;
         char n[32];
@@ -244,18 +285,30 @@ static cbt_status tf_on_cta(void *ctx, const cbt_cta_record *r)
                  (unsigned)(r->start_ns % 1000), (unsigned long long)(dur / 1000),
                  (unsigned)(dur % 1000), (unsigned)r->sm, r->launch_id, r->cta, r->tokens,
                  (unsigned long long)r->user);
-    return emit_jbuf(t, &b);
+    cbt_status st = emit_jbuf(t, &b);
+    return st == CBT_ERR_FULL ? st : st != CBT_OK || ferror(t->f) ? tf_break(t) : CBT_OK;
 }
 
 static cbt_status tf_flush(void *ctx)
 {
     trace_file *t = ctx;
+    if (t->broken)
+        return CBT_OK; /* nothing written since: its failure was counted */
     if (!t->tail) {
         if (fputs(TF_TAIL, t->f) == EOF)
-            return CBT_ERR_IO;
+            return tf_break(t);
         t->tail = 1;
     }
-    return fflush(t->f) == 0 ? CBT_OK : CBT_ERR_IO;
+    if (fflush(t->f) != 0)
+        return tf_break(t);
+    t->pending = 0;
+    return CBT_OK;
+}
+
+static uint64_t tf_spans_lost(void *ctx)
+{
+    trace_file *t = ctx;
+    return atomic_load_explicit(&t->lost, memory_order_relaxed);
 }
 
 static void tf_destroy(void *ctx)
@@ -288,6 +341,7 @@ cbt_status cbt_trace_file_sink_create_into(const char *path, cbt_sink *sink_out)
         return CBT_ERR_IO;
     }
     t->first = 1;
+    atomic_init(&t->lost, 0);
     fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n", t->f);
     meta_name(t, "process_name", 1, -1, "cbt requests", 12);
     meta_name(t, "process_name", 2, -1, "GPU kernels", 11);
@@ -300,6 +354,7 @@ cbt_status cbt_trace_file_sink_create_into(const char *path, cbt_sink *sink_out)
     k.on_cta = tf_on_cta;
     k.flush = tf_flush;
     k.destroy = tf_destroy;
+    k.spans_lost = tf_spans_lost;
     cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     return CBT_OK;
 }

@@ -260,6 +260,15 @@ static inline cbt_status cbt_init(const cbt_config *cfg)
     return CBT_OK;
 }
 static inline cbt_status cbt_shutdown(void) { return CBT_OK; }
+static inline cbt_status cbt_shutdown_final(cbt_metrics *out)
+{
+    if (out) { /* all zero, written in full, as cbt_metrics_get's stub */
+        memset(out, 0, sizeof *out);
+        out->version = CBT_METRICS_VERSION;
+        out->size = (uint32_t)sizeof *out;
+    }
+    return CBT_OK;
+}
 static inline cbt_tracer *cbt_tracer_get(void) { return NULL; }
 static inline cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
 {
@@ -316,9 +325,24 @@ CBT_API cbt_status cbt_config_default_into(cbt_config *c);
 CBT_API cbt_status cbt_init(const cbt_config *cfg);
 
 /* Stop the harvester after draining the queue and pending stream marks (at
- * most shutdown_timeout_ms), end open spans as incomplete, free everything.
- * Idempotent. */
+ * most shutdown_timeout_ms), end open spans as incomplete, flush every sink
+ * once more, destroy the sinks and subscribers, free everything.
+ * Idempotent. What is lost on the way (spans a sink could not deliver,
+ * dropped by the OTLP exporter's last export) is counted in figures that
+ * die with the tracer: cbt_shutdown_final keeps them. */
 CBT_API cbt_status cbt_shutdown(void);
+
+/* cbt_shutdown, and the tracer's final self-metrics into *out (NULL: none
+ * wanted): as they stand after the harvester stopped, open spans were ended
+ * and every sink was flushed for the last time, sink_spans_lost asked of
+ * each sink after that flush and before its destroy. The OTLP exporter's
+ * final flush waits for its last export (cbt/otlp.h); its own final counts
+ * go to cbt_otlp_config.final_stats. The out-struct rule of
+ * cbt_metrics_get: CBT_ERR_VERSION when out->size is smaller than the
+ * header, and then nothing is shut down; CBT_ERR_NOT_INITIALIZED, *out
+ * untouched, without a tracer (nothing to shut down). With out NULL it is
+ * cbt_shutdown(). */
+CBT_API cbt_status cbt_shutdown_final(cbt_metrics *out);
 
 /* The process-wide tracer, or NULL. */
 CBT_API cbt_tracer *cbt_tracer_get(void);

@@ -31,6 +31,44 @@ expect_exit(2 "unknown option '--nope'" replay --events x --nope)
 expect_exit(0 "cbt [0-9]+\\.[0-9]+\\.[0-9]+" version)
 expect_exit(1 "cannot write the trace file" demo --output /nonexistent-dir/x.json)
 expect_exit(1 "cannot write the span file" demo --spans /nonexistent-dir/x.jsonl)
+# an overlong value is malformed too: exit 2, the flag named
+string(REPEAT "x" 1100 longhost)
+expect_exit(2 "--otlp-endpoint: the URL is 1107 bytes, longer than 1012"
+            demo --enable-tracing --otlp-endpoint http://${longhost})
+# writes that fail are losses, not success: exit 1, the file and the count named
+expect_exit(1 "the span file '/dev/full' lost [1-9][0-9]* spans"
+            demo --requests 3 --cpu --trees 0 --slowest 0 --output cli-full-trace.json
+            --spans /dev/full)
+expect_exit(1 "cannot write the trace file '/dev/full'" demo --requests 3 --cpu --output /dev/full)
+expect_exit(1 "the span file '/dev/full' lost [1-9][0-9]* spans"
+            demo --cacheblend --requests 3 --trees 0 --slowest 0 --output cli-full-trace.json
+            --spans /dev/full)
+
+# OTLP to a collector that is not there: the summary gives the exporter's
+# final figures (after the export cbt_shutdown ends), every span dropped
+execute_process(COMMAND ${CMAKE_COMMAND} -E env OTEL_EXPORTER_OTLP_TIMEOUT=500
+                        ${CBT} demo --requests 3 --cpu --trees 0 --slowest 0
+                        --output cli-otlp-trace.json --spans cli-otlp-spans.jsonl
+                        --enable-tracing --otlp-endpoint http://127.0.0.1:9
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                WORKING_DIRECTORY ${WORKDIR} TIMEOUT 60)
+if(NOT "${err}" MATCHES "this build has no OTLP exporter")
+  if(NOT rc EQUAL 1 OR NOT "${err}" MATCHES "the OTLP exporter dropped [1-9]")
+    message(FATAL_ERROR "cbt demo, OTLP to a closed port: exit ${rc}, expected 1 and the "
+                        "drops named\n${out}\n${err}")
+  endif()
+  if(NOT "${out}" MATCHES "\\| spans ([0-9]+) ")
+    message(FATAL_ERROR "cbt demo, OTLP to a closed port: no span count\n${out}")
+  endif()
+  set(spans ${CMAKE_MATCH_1})
+  if(NOT "${out}" MATCHES "OTLP: 0 spans exported to [^,]*, ([0-9]+) dropped")
+    message(FATAL_ERROR "cbt demo, OTLP to a closed port: no OTLP line\n${out}")
+  endif()
+  if(NOT CMAKE_MATCH_1 EQUAL spans)
+    message(FATAL_ERROR "cbt demo, OTLP to a closed port: ${CMAKE_MATCH_1} dropped, but "
+                        "${spans} spans ended (all were lost)\n${out}")
+  endif()
+endif()
 file(REMOVE ${WORKDIR}/cli-spans.jsonl ${WORKDIR}/cli-trace.json)
 expect_exit(0 "requests 3" demo --requests 3 --concurrency 2 --output cli-trace.json
             --spans cli-spans.jsonl --trees 1 --cpu)

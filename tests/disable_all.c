@@ -175,6 +175,12 @@ static void test_cbt_h(void)
     CHECK(cbt_tracer_publish(cbt_tracer_get(), &e) == CBT_OK);
     CHECK(cbt_shutdown() == CBT_OK);
     CHECK(cbt_shutdown() == CBT_OK);
+    cbt_metrics fin = CBT_STRUCT_INIT(cbt_metrics);
+    fin.sink_spans_lost = 3;
+    CHECK(cbt_shutdown_final(&fin) == CBT_OK); /* zeroed, written in full */
+    CHECK(fin.version == CBT_METRICS_VERSION && fin.size == sizeof fin);
+    CHECK(fin.sink_spans_lost == 0 && fin.spans_ended == 0);
+    CHECK(cbt_shutdown_final(NULL) == CBT_OK);
 }
 
 /* ---- cbt/status.h, cbt/names.h ---------------------------------------------------- */

@@ -639,6 +639,26 @@ const char *hl_header_get(const hl_request *r, const char *name)
     return NULL;
 }
 
+void hl_http_date(int64_t offset_s, char *buf, size_t cap)
+{
+    time_t when = time(NULL) + (time_t)offset_s;
+    struct tm tm;
+    gmtime_r(&when, &tm);
+    if (strftime(buf, cap, "%a, %d %b %Y %H:%M:%S GMT", &tm) == 0 && cap)
+        buf[0] = '\0';
+}
+
+hl_step hl_overloaded(int status, const char *retry_after)
+{
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_RESPOND;
+    st.times = UINT32_MAX; /* every request, for as long as the test runs */
+    st.status = status;
+    snprintf(st.retry_after, sizeof st.retry_after, "%s", retry_after);
+    return st;
+}
+
 uint16_t hl_closed_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

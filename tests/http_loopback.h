@@ -8,7 +8,10 @@
  * number of requests in arrival order, then the default answer (200 with an
  * empty body, which is an empty ExportTraceServiceResponse; "{}" for JSON).
  * A step can also stall (read the request, never answer, keep the socket
- * open until hl_stop) or close the connection without answering.
+ * open until hl_stop) or close the connection without answering. An
+ * overloaded collector (hl_overloaded) answers 429/503 with a Retry-After
+ * of 0 or of a date in the past to every request: counting what arrives
+ * over a window pins the exporter's backoff floor.
  *
  * Bounds: 64 connections at once (more are closed at accept), 32 MiB per
  * request, 4096 recorded requests (more are answered but not recorded). The
@@ -84,6 +87,16 @@ int hl_request_get(hl_server *s, uint32_t i, hl_request *out);
 void hl_request_free(hl_request *r);
 /* The header's value in a request (case-insensitive name), or NULL. */
 const char *hl_header_get(const hl_request *r, const char *name);
+
+/* An HTTP date (RFC 9110 IMF-fixdate, "Sun, 06 Nov 1994 08:49:37 GMT")
+ * `offset_s` seconds from now, negative for the past: a step's retry_after
+ * for answering "Retry-After: <date>". */
+void hl_http_date(int64_t offset_s, char *buf, size_t cap);
+
+/* A step that answers every request from now on with `status` (429, 503)
+ * and "Retry-After: <retry_after>" ("0", an hl_http_date): an overloaded
+ * collector that asks for no wait at all. */
+hl_step hl_overloaded(int status, const char *retry_after);
 
 /* A port on 127.0.0.1 where nothing listens (bound, then closed). */
 uint16_t hl_closed_port(void);

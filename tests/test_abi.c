@@ -240,6 +240,57 @@ static void sink_older_caller(void **state)
     assert_int_equal(g_bad_called, 0);
 }
 
+static uint64_t bad_spans_lost(void *ctx)
+{
+    (void)ctx;
+    g_bad_called++;
+    return 1000;
+}
+
+static uint64_t five_lost(void *ctx)
+{
+    (void)ctx;
+    return 5;
+}
+
+/* A version-1 sink (sizeof before spans_lost was appended) is accepted, and
+ * the spans_lost its memory may hold past its size is never called: it
+ * counts 0 in sink_spans_lost. A version-2 sink's count is summed. */
+static void sink_v1_without_spans_lost(void **state)
+{
+    (void)state;
+    g_bad_called = 0;
+    tu_start(NULL);
+    cbt_sink k;
+    memset(&k, 0, sizeof k);
+    k.version = 1;
+    k.size = (uint32_t)offsetof(cbt_sink, spans_lost); /* a v1 caller's sizeof */
+    k.name = "v1";
+    k.on_span = count_span;
+    k.spans_lost = bad_spans_lost; /* past size: must never be called */
+    assert_int_equal(cbt_add_sink(&k), CBT_OK);
+    cbt_sink k2 = CBT_STRUCT_INIT(cbt_sink);
+    k2.name = "v2";
+    k2.on_span = count_span;
+    k2.spans_lost = five_lost;
+    assert_int_equal(cbt_add_sink(&k2), CBT_OK);
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_metrics_get(&m), CBT_OK);
+    assert_int_equal(m.sink_spans_lost, 5);
+    memset(&m, 0, sizeof m);
+    m.version = CBT_METRICS_VERSION;
+    m.size = 4; /* short of the header: refused, and the tracer keeps running */
+    assert_int_equal(cbt_shutdown_final(&m), CBT_ERR_VERSION);
+    assert_non_null(cbt_tracer_get());
+    m = (cbt_metrics)CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_shutdown_final(&m), CBT_OK);
+    assert_null(cbt_tracer_get());
+    assert_int_equal(m.sink_spans_lost, 5);
+    assert_int_equal(g_bad_called, 0);
+    assert_int_equal(cbt_shutdown_final(&m), CBT_ERR_NOT_INITIALIZED);
+    tu_stop(); /* the memory sink's snapshot; the tracer is gone already */
+}
+
 /* cbt_launch_info from an older caller: n_ctas and what follows default. */
 static void launch_info_both_directions(void **state)
 {
@@ -292,6 +343,56 @@ static void otlp_config_both_directions(void **state)
     cbt_sink sink;
     assert_int_equal(cbt_otlp_exporter_create(&u.c, &e, &sink), CBT_ERR_VERSION);
     assert_null(e);
+}
+#endif
+
+#ifdef CBT_WITH_OTLP
+/* A version-1 cbt_otlp_config (sizeof before final_stats was appended) is
+ * accepted by create; the final_stats its memory may hold past its size is
+ * never written (the poison would be a wild pointer). A version-2 caller's
+ * final_stats is filled, by the out-struct rule, when the exporter goes. */
+static void otlp_config_v1_without_final_stats(void **state)
+{
+    (void)state;
+    static union {
+        cbt_otlp_config c;
+        unsigned char raw[sizeof(cbt_otlp_config) + 16];
+    } u;
+    tu_start(NULL);
+    memset(&u, POISON, sizeof u);
+    cbt_otlp_config_default(&u.c);
+    size_t v1 = offsetof(cbt_otlp_config, reserved) + sizeof u.c.reserved;
+    u.c.version = 1;
+    u.c.size = (uint32_t)v1;
+    memset(u.raw + v1, POISON, sizeof u.raw - v1);
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&u.c, &e, &sink), CBT_OK);
+    assert_non_null(e);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+
+    cbt_otlp_config c2;
+    cbt_otlp_config_default(&c2);
+    assert_null(c2.final_stats);
+    c2.disabled = 1;
+    /* a caller that knows spans_dropped but not what follows */
+    union {
+        cbt_otlp_stats s;
+        unsigned char raw[sizeof(cbt_otlp_stats)];
+    } fs;
+    memset(&fs, POISON, sizeof fs);
+    size_t ns = offsetof(cbt_otlp_stats, spans_dropped) + sizeof fs.s.spans_dropped;
+    fs.s.version = CBT_OTLP_STATS_VERSION;
+    fs.s.size = (uint32_t)ns;
+    c2.final_stats = &fs.s;
+    assert_int_equal(cbt_otlp_exporter_create(&c2, &e, &sink), CBT_OK);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+    assert_true(poisoned(&fs.s.spans_queued, 8));
+    tu_stop();
+    assert_int_equal(fs.s.size, ns);
+    assert_int_equal(fs.s.spans_queued, 0);
+    assert_int_equal(fs.s.spans_dropped, 0);
+    assert_true(poisoned(fs.raw + ns, sizeof fs.raw - ns));
 }
 #endif
 
@@ -491,9 +592,11 @@ int main(void)
         cmocka_unit_test_teardown(metrics_both_directions, tu_teardown),
         cmocka_unit_test_teardown(stats_getters_bounded, tu_teardown),
         cmocka_unit_test_teardown(sink_older_caller, tu_teardown),
+        cmocka_unit_test_teardown(sink_v1_without_spans_lost, tu_teardown),
         cmocka_unit_test_teardown(launch_info_both_directions, tu_teardown),
 #ifdef CBT_WITH_OTLP
         cmocka_unit_test(otlp_config_both_directions),
+        cmocka_unit_test_teardown(otlp_config_v1_without_final_stats, tu_teardown),
 #endif
         cmocka_unit_test(defaults_into_bounded),
         cmocka_unit_test_teardown(constructors_into_bounded, tu_teardown),

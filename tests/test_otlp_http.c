@@ -461,16 +461,149 @@ static void retry_after_http_date(void **state)
 {
     (void)state;
     char date[64];
-    time_t when = time(NULL) + 3;
-    struct tm tm;
-    gmtime_r(&when, &tm);
-    strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    hl_http_date(3, date, sizeof date);
     double gap = retry_gap(date, 429);
     /* whole seconds: 1 to 3 s from when the answer was read, depending on
      * how long the set-up took and where the second boundaries fell */
     print_message("Retry-After: <HTTP date 3 s ahead>: retried after %.3f s\n", gap);
     if (gap < 0.9 || gap > 4.5)
         fail_msg("Retry-After: <date 3 s ahead> gave a %.3f s gap", gap);
+}
+
+/* An overloaded collector answering every request with `status` and
+ * Retry-After `ra` ("0", a past date): the requests it gets in the 1 s after
+ * the first. The backoff floor (100 ms, doubling) allows 4 (at 0, 0.1, 0.3
+ * and 0.7 s); taking the collector's word for it gives thousands. */
+static uint32_t requests_in_a_second(int status, const char *ra)
+{
+    hl_step st = hl_overloaded(status, ra);
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    c.schedule_delay_ms = 10;
+    c.retry_budget_ms = 60000;  /* the budget is not what stops the storm */
+    c.shutdown_timeout_ms = 300;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("storm", 1);
+    assert_true(hl_wait_requests(g_srv, 1, 5000));
+    hl_request r0;
+    assert_true(hl_request_get(g_srv, 0, &r0));
+    uint64_t t0 = r0.arrived_ns;
+    hl_request_free(&r0);
+    sleep_ms(1000);
+    uint32_t n = 0, total = hl_request_count(g_srv);
+    for (uint32_t i = 0; i < total; i++) { /* those recorded within 1 s of the first */
+        hl_request r;
+        if (!hl_request_get(g_srv, i, &r))
+            break;
+        if (r.arrived_ns - t0 <= 1000000000ull)
+            n++;
+        hl_request_free(&r);
+    }
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 0);
+    tu_stop();
+    print_message("%d with Retry-After: %s: %u requests in the first second\n", status, ra, n);
+    return n;
+}
+
+static void retry_after_zero_no_storm(void **state)
+{
+    (void)state;
+    uint32_t n = requests_in_a_second(503, "0");
+    if (n < 3 || n > 12)
+        fail_msg("Retry-After: 0 gave %u requests in 1 s; the backoff floor allows 4", n);
+}
+
+static void retry_after_past_date_no_storm(void **state)
+{
+    (void)state;
+    char date[64];
+    hl_http_date(-3600, date, sizeof date);
+    uint32_t n = requests_in_a_second(429, date);
+    if (n < 3 || n > 12)
+        fail_msg("Retry-After: <an hour ago> gave %u requests in 1 s; the floor allows 4",
+                 n);
+}
+
+/* A Retry-After longer than the step is honoured (not cut to the step). */
+static void retry_after_longer_than_step(void **state)
+{
+    (void)state;
+    uint32_t n = requests_in_a_second(503, "2");
+    assert_int_equal(n, 1);
+}
+
+/* ---- final figures: what cbt_shutdown ends ------------------------------------------------ */
+
+/* A collector that never answers (a stalled request in flight) or is not
+ * there: the spans are dropped during cbt_shutdown, once its deadline has
+ * passed. The stats read before shutdown said 0 dropped; final_stats, filled
+ * when the exporter is destroyed, and cbt_shutdown_final's sink_spans_lost
+ * (asked after the final flush) both say all 9. */
+static void final_figures_after(int stalled)
+{
+    uint16_t port = 0;
+    if (stalled) {
+        hl_step st;
+        memset(&st, 0, sizeof st);
+        st.action = HL_STALL;
+        st.times = 1000;
+        hl_script(g_srv, &st, 1);
+    } else {
+        port = hl_closed_port();
+    }
+    cbt_otlp_config c;
+    test_config(&c);
+    if (!stalled)
+        snprintf(c.endpoint, sizeof c.endpoint, "http://127.0.0.1:%u/v1/traces", (unsigned)port);
+    c.timeout_ms = 10000; /* a request in flight outlives the shutdown deadline */
+    c.schedule_delay_ms = 10;
+    c.retry_budget_ms = 60000;
+    c.shutdown_timeout_ms = 500;
+    cbt_otlp_stats fin = CBT_STRUCT_INIT(cbt_otlp_stats);
+    c.final_stats = &fin;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("fin", 3);
+    if (stalled)
+        assert_true(hl_wait_requests(g_srv, 1, 5000)); /* the batch is in flight */
+    else
+        sleep_ms(300); /* a few refused connections */
+    cbt_otlp_stats before = stats_of(e);
+    assert_int_equal(before.spans_queued, 9);
+    assert_int_equal(before.spans_dropped, 0);
+    assert_int_equal(fin.spans_queued, 0); /* not filled yet */
+    double t0 = mono_s();
+    cbt_metrics m;
+    tu_stop_final(&m);
+    double took = mono_s() - t0;
+    print_message("%s: cbt_shutdown_final %.3f s; final: %llu queued, %llu exported, %llu "
+                  "dropped, %llu retries; sink_spans_lost %llu\n",
+                  stalled ? "stalled" : "closed", took, (unsigned long long)fin.spans_queued,
+                  (unsigned long long)fin.spans_exported, (unsigned long long)fin.spans_dropped,
+                  (unsigned long long)fin.retries, (unsigned long long)m.sink_spans_lost);
+    assert_int_equal(fin.version, CBT_OTLP_STATS_VERSION);
+    assert_int_equal(fin.size, sizeof fin);
+    assert_int_equal(fin.spans_queued, 9);
+    assert_int_equal(fin.spans_exported, 0);
+    assert_int_equal(fin.spans_dropped, 9);
+    assert_int_equal(m.spans_ended, 9);
+    assert_int_equal(m.sink_spans_lost, 9);
+    if (took > (c.shutdown_timeout_ms + 1000) / 1000.0)
+        fail_msg("cbt_shutdown_final took %.3f s (bound %u ms + 1 s)", took,
+                 c.shutdown_timeout_ms);
+}
+
+static void final_stats_collector_stalled(void **state)
+{
+    (void)state;
+    final_figures_after(1);
+}
+
+static void final_stats_collector_closed(void **state)
+{
+    (void)state;
+    final_figures_after(0);
 }
 
 /* A connection closed without an answer is a connection failure: retried. */
@@ -1078,6 +1211,11 @@ int main(void)
         T(retry_503_then_ok),
         T(retry_after_seconds),
         T(retry_after_http_date),
+        T(retry_after_zero_no_storm),
+        T(retry_after_past_date_no_storm),
+        T(retry_after_longer_than_step),
+        T(final_stats_collector_stalled),
+        T(final_stats_collector_closed),
         T(closed_connection_retried),
         T(timeout_retried),
         T(collector_down),

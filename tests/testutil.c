@@ -94,6 +94,15 @@ void tu_stop(void)
     g_mem = NULL;
 }
 
+void tu_stop_final(cbt_metrics *m)
+{
+    *m = (cbt_metrics)CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_shutdown_final(m), CBT_OK);
+    snapshot();
+    cbt_memsink_release(g_mem);
+    g_mem = NULL;
+}
+
 int tu_teardown(void **state)
 {
     (void)state;

@@ -37,6 +37,9 @@ void tu_start(const cbt_config *cfg);
 void tu_flush(void);
 /* cbt_shutdown, then snapshot the spans (shutdown may end incomplete ones). */
 void tu_stop(void);
+/* The same through cbt_shutdown_final: the final self-metrics into *m
+ * (CBT_STRUCT_INIT'd here). */
+void tu_stop_final(cbt_metrics *m);
 
 /* cmocka teardown: after a failed test the tracer may still be up; take it
  * down (and release the memory sink) so the next test starts clean. */

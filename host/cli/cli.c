@@ -113,6 +113,11 @@ static int cmd_demo(int argc, char **argv)
                 fprintf(stderr, "cbt: --otlp-endpoint needs an http:// or https:// URL\n");
                 return 2;
             }
+            if (strlen(val) > CBT_DEMO_ENDPOINT_MAX) {
+                fprintf(stderr, "cbt: --otlp-endpoint: the URL is %zu bytes, longer than %zu\n",
+                        strlen(val), (size_t)CBT_DEMO_ENDPOINT_MAX);
+                return 2;
+            }
             endpoint = val;
             i++;
         } else if (!strcmp(a, "--enable-tracing")) {

@@ -17,6 +17,7 @@
 #include "cbt/kv_kernels.h"
 #include "demo_cb.h"
 #include "demo_gpu.h"
+#include "sink_watch.h"
 #include "cbt/nvtx.h"
 #include "cbt/otlp.h"
 #include "cbt/trace_file.h"
@@ -314,25 +315,57 @@ static cbt_span *memsink_copy(cbt_memsink *mem, uint32_t *n)
     return spans;
 }
 
-static int add_sinks(const cbt_demo_opts *o, void **otlp)
+/* The demo's sinks besides the in-memory one, and what they lost: the
+ * trace file and the span file through a sink_watch each (their final
+ * spans_lost outlives them), the OTLP exporter's final_stats. Owned by the
+ * run function, alive until after cbt_shutdown. */
+typedef struct demo_sinks {
+    sink_watch trace, spans;
+    int has_trace, has_spans;
+    cbt_otlp_exporter *otlp;
+#ifdef CBT_WITH_OTLP
+    cbt_otlp_stats otlp_final; /* filled when cbt_shutdown destroys the exporter */
+#endif
+} demo_sinks;
+
+_Static_assert(CBT_DEMO_ENDPOINT_MAX + sizeof "/v1/metrics" <=
+                   sizeof(((cbt_otlp_config *)0)->endpoint) &&
+               CBT_DEMO_ENDPOINT_MAX + sizeof "/v1/metrics" <=
+                   sizeof(((cbt_otlp_config *)0)->metrics_endpoint),
+               "cli.c's --otlp-endpoint bound must leave room for the suffixes");
+
+/* Add *sk through the watch *w; on failure the sink is destroyed. */
+static cbt_status add_watched(sink_watch *w, const cbt_sink *sk)
+{
+    cbt_sink wrapped;
+    sink_watch_wrap(w, sk, &wrapped);
+    cbt_status st = cbt_add_sink(&wrapped);
+    if (st != CBT_OK && sk->destroy)
+        sk->destroy(sk->ctx);
+    return st;
+}
+
+static int add_sinks(const cbt_demo_opts *o, demo_sinks *ds)
 {
     cbt_sink sk;
     cbt_status st = CBT_OK;
+    memset(ds, 0, sizeof *ds);
     if (o->output && (st = cbt_trace_file_sink_create(o->output, &sk)) == CBT_OK)
-        st = cbt_add_sink(&sk);
+        st = add_watched(&ds->trace, &sk);
     else if (o->output)
         fprintf(stderr, "cbt demo: cannot write the trace file '%s': %s\n", o->output,
                 cbt_strerror(st));
     if (o->output && st != CBT_OK)
         return -1;
+    ds->has_trace = o->output != NULL;
     if (o->spans && (st = cbt_jsonl_sink_create(o->spans, &sk)) == CBT_OK)
-        st = cbt_add_sink(&sk);
+        st = add_watched(&ds->spans, &sk);
     else if (o->spans)
         fprintf(stderr, "cbt demo: cannot write the span file '%s': %s\n", o->spans,
                 cbt_strerror(st));
     if (o->spans && st != CBT_OK)
         return -1;
-    *otlp = NULL;
+    ds->has_spans = o->spans != NULL;
     if (o->otlp_endpoint) {
 #ifdef CBT_WITH_OTLP
         cbt_otlp_config c;
@@ -353,23 +386,63 @@ static int add_sinks(const cbt_demo_opts *o, void **otlp)
                 sizeof c.endpoint ||
             (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
                              o->otlp_endpoint, msuffix) >= sizeof c.metrics_endpoint) {
+            /* cli.c refuses such a value (exit 2, CBT_DEMO_ENDPOINT_MAX) */
             fprintf(stderr, "cbt demo: --otlp-endpoint is too long\n");
             return -1;
         }
         c.blend = cbt_blend_metrics_current(); /* lmcache_blend.* to /v1/metrics */
+        ds->otlp_final = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
+        c.final_stats = &ds->otlp_final; /* the figures after its last export */
         cbt_otlp_exporter *e = NULL;
         if ((st = cbt_otlp_exporter_create(&c, &e, &sk)) != CBT_OK ||
             (st = cbt_add_sink(&sk)) != CBT_OK) {
             fprintf(stderr, "cbt demo: cannot start the OTLP exporter: %s\n", cbt_strerror(st));
             return -1;
         }
-        *otlp = e;
+        ds->otlp = e;
 #else
         fprintf(stderr, "cbt demo: this build has no OTLP exporter (protobuf-c/libcurl missing)\n");
         return -1;
 #endif
     }
     return 0;
+}
+
+/* After cbt_shutdown: where the spans went, from the final figures. A file
+ * that lost spans is named on stderr with the count (and not announced as
+ * written); so are the OTLP exporter's drops. Either fails the run (1). */
+static int report_sinks(const cbt_demo_opts *o, const demo_sinks *ds, FILE *out)
+{
+    int rc = 0;
+    if (ds->has_trace && ds->trace.lost) {
+        fprintf(stderr, "cbt demo: the trace file '%s' lost %llu spans (writes failed)\n",
+                o->output, (unsigned long long)ds->trace.lost);
+        rc = 1;
+    } else if (ds->has_trace) {
+        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
+                o->output);
+    }
+    if (ds->has_spans && ds->spans.lost) {
+        fprintf(stderr, "cbt demo: the span file '%s' lost %llu spans (writes failed)\n",
+                o->spans, (unsigned long long)ds->spans.lost);
+        rc = 1;
+    } else if (ds->has_spans) {
+        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
+    }
+#ifdef CBT_WITH_OTLP
+    if (ds->otlp) {
+        const cbt_otlp_stats *os = &ds->otlp_final;
+        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped, %llu retries\n",
+                (unsigned long long)os->spans_exported, o->otlp_endpoint,
+                (unsigned long long)os->spans_dropped, (unsigned long long)os->retries);
+        if (os->spans_dropped) {
+            fprintf(stderr, "cbt demo: the OTLP exporter dropped %llu spans\n",
+                    (unsigned long long)os->spans_dropped);
+            rc = 1;
+        }
+    }
+#endif
+    return rc;
 }
 
 /* Bytes moved by kernel spans and the time they took: the demo's GB/s. */
@@ -454,7 +527,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     cbt_memsink *mem = NULL;
     cbt_sink msink;
     cbt_subscriber cb;
-    void *otlp = NULL;
+    demo_sinks ds;
     if ((st = cbt_memsink_create(o->requests * 24 + 16, &mem, &msink)) ||
         (st = cbt_add_sink(&msink)) || (st = cbt_cb_subscriber_create(0, &cb)) ||
         (st = cbt_add_subscriber(&cb))) {
@@ -463,7 +536,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
         cbt_memsink_release(mem);
         return 1;
     }
-    if (add_sinks(o, &otlp) != 0) {
+    if (add_sinks(o, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -522,14 +595,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     cbt_cb_stats_get(NULL, &cs);
     cbt_pspan_stats_get(&ps);
     cbt_blend_snapshot_take(cbt_blend_metrics_current(), &bs);
-#ifdef CBT_WITH_OTLP
-    cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
-    /* the exporter's counts as of the flush above (which waits at most its
-     * timeout): cbt_shutdown destroys it after sending what shutdown ends */
-    if (otlp)
-        cbt_otlp_exporter_stats(otlp, &os);
-#endif
-    cbt_shutdown();
+    cbt_shutdown(); /* the sinks' final figures land in ds */
 
     uint32_t n;
     cbt_span *spans = memsink_copy(mem, &n);
@@ -565,17 +631,8 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
             (unsigned long long)(cs.incomplete_at_shutdown + ps.incomplete_at_shutdown));
     fprintf(out, "(the work is simulated: sleeps stand in for the lookup, L2 load, scatter and "
                  "forward phases; spans, parents and context propagation are real)\n");
-    if (o->output)
-        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
-                o->output);
-    if (o->spans)
-        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
-#ifdef CBT_WITH_OTLP
-    if (otlp)
-        fprintf(out, "OTLP: %llu spans exported to %s by the final flush, %llu dropped\n",
-                (unsigned long long)os.spans_exported, o->otlp_endpoint,
-                (unsigned long long)os.spans_dropped);
-#endif
+    if (report_sinks(o, &ds, out))
+        rc = 1;
     free(spans);
     cbt_memsink_release(mem);
     return rc;
@@ -599,14 +656,14 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     }
     cbt_memsink *mem = NULL;
     cbt_sink msink;
-    void *otlp = NULL;
+    demo_sinks ds;
     uint32_t cap = o->requests * 8 + 16;
     if ((st = cbt_memsink_create(cap, &mem, &msink)) || (st = cbt_add_sink(&msink))) {
         fprintf(stderr, "cbt demo: %s\n", cbt_strerror(st));
         cbt_shutdown();
         return 1;
     }
-    if (add_sinks(o, &otlp) != 0) {
+    if (add_sinks(o, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -677,14 +734,9 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     cbt_metrics_get(&m);
     cbt_mp_stats_get(NULL, &ms);
     cbt_ring_stats_get(&rs);
-#ifdef CBT_WITH_OTLP
-    cbt_otlp_stats os = CBT_STRUCT_INIT(cbt_otlp_stats);
-    /* the exporter's counts as of the flush above (which waits at most its
-     * timeout): cbt_shutdown destroys it after sending what shutdown ends */
-    if (otlp)
-        cbt_otlp_exporter_stats(otlp, &os);
-#endif
-    cbt_shutdown(); /* ends anything still open; closes the files */
+    /* ends anything still open, flushes and closes the files; the sinks'
+     * final figures land in ds */
+    cbt_shutdown();
 
     uint32_t n;
     cbt_span *spans = memsink_copy(mem, &n);
@@ -709,17 +761,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
             (unsigned long long)m.published,
             (unsigned long long)m.dropped_full, (unsigned long long)m.rejected,
             (unsigned long long)rs.lost, (unsigned long long)ms.incomplete_at_shutdown);
-    if (o->output)
-        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
-                o->output);
-    if (o->spans)
-        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
-#ifdef CBT_WITH_OTLP
-    if (otlp)
-        fprintf(out, "OTLP: %llu spans exported to %s by the final flush, %llu dropped, %llu retries\n",
-                (unsigned long long)os.spans_exported, o->otlp_endpoint,
-                (unsigned long long)os.spans_dropped, (unsigned long long)os.retries);
-#endif
+    if (report_sinks(o, &ds, out))
+        rc = 1;
     free(spans);
     cbt_memsink_release(mem);
     return rc;

@@ -13,6 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* The longest --otlp-endpoint: with "/v1/metrics" appended it still fits
+ * cbt_otlp_config's 1024-byte URL fields (cli.c refuses longer, exit 2). */
+#define CBT_DEMO_ENDPOINT_MAX (1024u - sizeof "/v1/metrics")
+
 typedef enum cbt_demo_backend {
     CBT_DEMO_AUTO = 0, /* the GPU when one is present, else the CPU backend */
     CBT_DEMO_CPU = 1,
@@ -28,7 +32,8 @@ typedef struct cbt_demo_opts {
     uint32_t trees;       /* request trees to print */
     uint32_t slowest;     /* waterfalls of the slowest requests to print */
     cbt_demo_backend backend;
-    const char *otlp_endpoint; /* with --enable-tracing: the collector */
+    const char *otlp_endpoint; /* with --enable-tracing: the collector; at most
+                                  CBT_DEMO_ENDPOINT_MAX bytes */
     int progress;         /* draw a progress bar on stderr */
     int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
 } cbt_demo_opts;

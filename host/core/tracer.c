@@ -267,22 +267,46 @@ cbt_status cbt_init(const cbt_config *cfg)
     return CBT_OK;
 }
 
-cbt_status cbt_shutdown(void)
+static void metrics_fill(cbt_tracer *t, cbt_metrics *out);
+
+/* cbt_shutdown and cbt_shutdown_final: with `final` set, the metrics once
+ * the harvester has stopped (its stop path ended the open spans and flushed
+ * every sink for the last time) and before tracer_free destroys the sinks,
+ * so their spans_lost is the final count. */
+static cbt_status shutdown_tracer(cbt_metrics *final)
 {
     pthread_mutex_lock(&g_life_lock);
     cbt_tracer *t = g_owned;
     if (!t) {
         pthread_mutex_unlock(&g_life_lock);
-        return CBT_OK;
+        return final ? CBT_ERR_NOT_INITIALIZED : CBT_OK;
     }
     atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_release);
     atomic_store_explicit(&t->stop, 1, memory_order_release);
     cbt_harvester_nudge_(t); /* it may sleep (harvester.c, "Idle") */
     if (t->started)
         pthread_join(t->harvester, NULL);
+    if (final)
+        metrics_fill(t, final);
     g_owned = NULL;
     tracer_free(t);
     pthread_mutex_unlock(&g_life_lock);
+    return CBT_OK;
+}
+
+cbt_status cbt_shutdown(void) { return shutdown_tracer(NULL); }
+
+cbt_status cbt_shutdown_final(cbt_metrics *caller)
+{
+    if (!caller)
+        return shutdown_tracer(NULL);
+    cbt_status st = cbt_abi_out_check_(caller);
+    if (st)
+        return st; /* refused before anything is stopped */
+    cbt_metrics full;
+    if ((st = shutdown_tracer(&full)))
+        return st;
+    cbt_abi_out_(caller, &full, sizeof full, CBT_METRICS_VERSION);
     return CBT_OK;
 }
 
@@ -389,18 +413,25 @@ void cbt_count_meta_truncated_(void)
         atomic_fetch_add_explicit(&t->meta_truncated, 1, memory_order_relaxed);
 }
 
-cbt_status cbt_metrics_get(cbt_metrics *caller)
+/* Spans the sinks will never deliver: the sum of their spans_lost (a
+ * version-1 sink has none: the field is NULL after add_sink_locked). Under
+ * t->lock, which guards the list. */
+static uint64_t sink_spans_lost_locked(cbt_tracer *t)
 {
-    cbt_status st = cbt_abi_out_check_(caller);
-    if (st)
-        return st;
-    cbt_tracer *t = cbt_tracer_get();
-    if (!t)
-        return CBT_ERR_NOT_INITIALIZED;
-    cbt_metrics full, *out = &full;
+    uint64_t lost = 0;
+    for (uint32_t i = 0; i < t->n_sinks; i++)
+        if (t->sinks[i].spans_lost)
+            lost += t->sinks[i].spans_lost(t->sinks[i].ctx);
+    return lost;
+}
+
+/* The self-metrics of `t` as of now (cbt_metrics_get, cbt_shutdown_final). */
+static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
+{
     memset(out, 0, sizeof *out);
 #define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
     pthread_mutex_lock(&t->lock);
+    out->sink_spans_lost = sink_spans_lost_locked(t);
     out->published = cbt_bus_accepted(&t->bus);
     out->dropped_full = R(t->bus.dropped);
     out->queue_depth = cbt_bus_depth(&t->bus);
@@ -431,7 +462,19 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     out->harvester_busy_ns = R(t->busy_ns);
     out->harvester_wakeups = R(t->hv_wakeups);
 #undef R
-    cbt_abi_out_(caller, out, sizeof *out, CBT_METRICS_VERSION);
+}
+
+cbt_status cbt_metrics_get(cbt_metrics *caller)
+{
+    cbt_status st = cbt_abi_out_check_(caller);
+    if (st)
+        return st;
+    cbt_tracer *t = cbt_tracer_get();
+    if (!t)
+        return CBT_ERR_NOT_INITIALIZED;
+    cbt_metrics full;
+    metrics_fill(t, &full);
+    cbt_abi_out_(caller, &full, sizeof full, CBT_METRICS_VERSION);
     return CBT_OK;
 }
 

@@ -7,11 +7,24 @@
  * (an array, in the order they were added, of {name, time_unix_nano,
  * attributes, dropped_attributes}), dropped_events, truncated_attributes.
  * A line is at most CBT_SPAN_JSON_MAX bytes (internal/json.h).
+ *
+ * Writing: lines collect in the sink's own buffer (JSONL_FILL bytes, or
+ * JSONL_SPANS lines) and go to the file with write(2) when it is full and at
+ * each flush, so the sink knows which spans a failed write held: those whose
+ * line did not reach the file whole are lost, counted in `lost`
+ * (cbt_sink.spans_lost), and the call that wrote returns CBT_ERR_IO, which
+ * the tracer counts once as a sink error. The buffer is then emptied and
+ * later spans are tried again (a disk that fills up may be freed). `lost` is
+ * atomic: cbt_metrics_get reads it from any thread.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cbt/span.h"
 #include "internal/abi.h"
@@ -91,30 +104,75 @@ size_t cbt_span_to_json(const cbt_span *s, char *buf, size_t cap)
     return b.need;
 }
 
+#define JSONL_FILL (64u * 1024u) /* bytes that make a write */
+#define JSONL_SPANS 1024u        /* lines that make a write */
+
 typedef struct jsonl_sink {
-    FILE *f;
-    char line[CBT_SPAN_JSON_MAX];
+    int fd;
+    size_t len;                    /* bytes in buf */
+    uint32_t n;                    /* lines in buf */
+    uint32_t ends[JSONL_SPANS];    /* where each line of buf ends */
+    _Atomic uint64_t lost;         /* spans never written whole */
+    char buf[JSONL_FILL + CBT_SPAN_JSON_MAX]; /* room for one more line past the fill mark */
 } jsonl_sink;
+
+/* Write the buffer out and empty it. CBT_ERR_IO when the file took less than
+ * all of it: the lines not written whole are counted lost. */
+static cbt_status write_out(jsonl_sink *j)
+{
+    size_t done = 0;
+    while (done < j->len) {
+        ssize_t w = write(j->fd, j->buf + done, j->len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    cbt_status st = CBT_OK;
+    if (done < j->len) {
+        uint32_t whole = 0;
+        while (whole < j->n && j->ends[whole] <= done)
+            whole++;
+        atomic_fetch_add_explicit(&j->lost, j->n - whole, memory_order_relaxed);
+        st = CBT_ERR_IO;
+    }
+    j->len = 0;
+    j->n = 0;
+    return st;
+}
 
 static cbt_status jsonl_on_span(void *ctx, const cbt_span *s)
 {
     jsonl_sink *j = ctx;
-    size_t n = cbt_span_to_json(s, j->line, sizeof j->line);
-    if (n >= sizeof j->line)
-        return CBT_ERR_FULL; /* cannot happen with the bounded span; counted if it does */
-    return fwrite(j->line, 1, n, j->f) == n ? CBT_OK : CBT_ERR_IO;
+    cbt_status st = CBT_OK;
+    if (j->len > JSONL_FILL || j->n == JSONL_SPANS)
+        st = write_out(j); /* the spans before this one */
+    size_t n = cbt_span_to_json(s, j->buf + j->len, sizeof j->buf - j->len);
+    if (n >= sizeof j->buf - j->len) {
+        /* cannot happen with the bounded span (the room left is at least
+         * CBT_SPAN_JSON_MAX); counted if it does */
+        atomic_fetch_add_explicit(&j->lost, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    j->len += n;
+    j->ends[j->n++] = (uint32_t)j->len;
+    return st;
 }
 
-static cbt_status jsonl_flush(void *ctx)
+static cbt_status jsonl_flush(void *ctx) { return write_out(ctx); }
+
+static uint64_t jsonl_spans_lost(void *ctx)
 {
     jsonl_sink *j = ctx;
-    return fflush(j->f) == 0 ? CBT_OK : CBT_ERR_IO;
+    return atomic_load_explicit(&j->lost, memory_order_relaxed);
 }
 
 static void jsonl_destroy(void *ctx)
 {
     jsonl_sink *j = ctx;
-    fclose(j->f);
+    (void)write_out(j); /* empty after cbt_shutdown's last flush */
+    close(j->fd);
     free(j);
 }
 
@@ -130,11 +188,14 @@ cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
     jsonl_sink *j = calloc(1, sizeof *j);
     if (!j)
         return CBT_ERR_NOMEM;
-    j->f = fopen(path, "w");
-    if (!j->f) {
+    j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (j->fd < 0) {
+        int e = errno;
         free(j);
+        errno = e; /* cbt_init names it */
         return CBT_ERR_IO;
     }
+    atomic_init(&j->lost, 0);
     cbt_sink k;
     memset(&k, 0, sizeof k);
     k.name = "jsonl";
@@ -142,6 +203,7 @@ cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
     k.on_span = jsonl_on_span;
     k.flush = jsonl_flush;
     k.destroy = jsonl_destroy;
+    k.spans_lost = jsonl_spans_lost;
     cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     return CBT_OK;
 }

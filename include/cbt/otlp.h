@@ -22,7 +22,15 @@
  *
  * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the span
  * into a bounded queue (a full queue drops and counts: the harvester never
- * waits); its own thread sends batches to the endpoint with libcurl. When
+ * waits); its own thread sends batches to the endpoint with libcurl,
+ * retrying 429, 502-504 and connection failures with exponential backoff
+ * from 100 ms (doubling, capped at 5 s); a Retry-After shorter than the
+ * current step (0, a date in the past) waits the step instead, a longer one
+ * is honoured within retry_budget_ms. Spans it drops (full queue, a batch
+ * that failed for good, shutdown's deadline) are its spans_dropped and its
+ * sink's spans_lost (cbt_metrics.sink_spans_lost). cbt_shutdown's last
+ * flush waits for the final export (at most shutdown_timeout_ms, and a
+ * short grace for a transfer it aborts); destroy then fills final_stats. When
  * the config names a metric set (`blend`), the same thread also POSTs a
  * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
  * cbt_flush, and once at shutdown.
@@ -111,9 +119,19 @@ typedef struct cbt_otlp_config {
                                         export even when blend is set */
     uint32_t reserved;               /* must be zero (cbt_otlp_config_default()
                                         zeroes it) */
+    /* ---- version 2 ---- */
+    struct cbt_otlp_stats *final_stats; /* caller-owned, NULL (the default):
+                                        none. Filled when the exporter is
+                                        destroyed (cbt_shutdown), after its
+                                        final export, by the out-struct rule
+                                        (set version and size first:
+                                        CBT_STRUCT_INIT(cbt_otlp_stats)); the
+                                        counts cbt_otlp_exporter_stats can no
+                                        longer give. Must stay valid until
+                                        cbt_shutdown returns. */
 } cbt_otlp_config;
-#define CBT_OTLP_CONFIG_VERSION 1u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, reserved);
+#define CBT_OTLP_CONFIG_VERSION 2u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, final_stats);
 
 typedef struct cbt_otlp_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */

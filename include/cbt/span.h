@@ -152,10 +152,20 @@ typedef struct cbt_sink {
     void (*destroy)(void *ctx);
     /* Per-CTA kernel records (harvester thread). May be NULL. */
     cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
+    /* version 2 */
+    /* Spans this sink was handed and will never deliver, since it was
+     * created: a write that failed (every span in the failed buffer), an
+     * export that failed for good, a full exporter queue, a span refused by
+     * on_span. Summed over the sinks into cbt_metrics.sink_spans_lost, by
+     * cbt_metrics_get (any thread, while on_span may run: read a counter,
+     * never block) and by cbt_shutdown_final after the sink's last flush
+     * and before its destroy. May be NULL (counted as 0); a version-1 sink,
+     * which has no such field, counts 0. */
+    uint64_t (*spans_lost)(void *ctx);
 } cbt_sink;
-#define CBT_SINK_VERSION 1u
+#define CBT_SINK_VERSION 2u
 #define cbt_sink_version_ CBT_SINK_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, on_cta);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, spans_lost);
 
 /* The in-memory sink (cbt_memsink_create, below). */
 typedef struct cbt_memsink cbt_memsink;
@@ -497,7 +507,11 @@ CBT_API uint64_t cbt_memsink_dropped(cbt_memsink *m);
 
 /* JSON-lines file sink (cbt_jsonl_sink_create, below): one object per
  * finished span, hex ids, ns times, typed attributes. See docs/spans.md for
- * the schema. The sink owns the FILE. */
+ * the schema. The sink owns the file. Lines collect in a 64 KiB buffer of
+ * the sink's own, written when full and at each flush; a write that fails
+ * (a full disk, /dev/full) is one sink error (the on_span or flush that
+ * made it returns CBT_ERR_IO) and every span of that buffer not written
+ * whole is lost, counted in spans_lost; later spans are tried again. */
 CBT_API cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out);
 
 /* Format one span as a JSON line (with '\n') into buf. Returns the length

@@ -9,7 +9,14 @@
  * name); per-CTA kernel records
  * as "X" events on one lane per SM under a "GPU SMs" process; lane names as
  * metadata events. The file is valid JSON once the sink is destroyed
- * (cbt_shutdown) or flushed.
+ * (cbt_shutdown) or flushed. `path` must be a regular file (the closing
+ * "]}" is rewritten in place): anything else is refused with CBT_ERR_IO.
+ *
+ * Write errors (a full disk): the first failed write is a sink error (the
+ * call that met it returns CBT_ERR_IO) and ends the file, whose JSON is cut
+ * at an unknown point: every span handed over since the last good flush,
+ * and every later one, is counted in the sink's spans_lost (each later
+ * on_span returns CBT_ERR_IO: a sink error too).
  *
  * CBT_DISABLE (defined before the first cbt include): the call is a static
  * inline returning CBT_OK with an empty cbt_sink; no file is written and no
