@@ -313,7 +313,12 @@ void *cbt_harvester_main_(void *arg)
         if (n == 0 || drained) {
             uint64_t now_t = cbt_clock_ticks();
             if (now_t >= next_refresh) {
+                /* under the lock: cbt_ring_stats_get reads the map from
+                 * the caller's thread under it (a race TSan saw once the
+                 * refit came with every wake from an idle sleep) */
+                pthread_mutex_lock(&t->lock);
                 cbt_clock_map_refresh(&t->clock);
+                pthread_mutex_unlock(&t->lock);
                 next_refresh = now_t + refresh_ticks;
             }
         }
