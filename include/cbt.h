@@ -181,7 +181,10 @@ typedef struct cbt_config {
     uint32_t idle_sleep_ms;      /* longest harvester sleep once idle, in [1, 60000]
                                     (default 1000): a publish, cbt_flush() or
                                     cbt_shutdown() wakes it at once; the timeout
-                                    only paces its periodic work (clock refit) */
+                                    paces its periodic work (clock refit) and,
+                                    capped at 100 ms while a kernel ring exists,
+                                    how late it reads ring records no publish
+                                    announced */
     uint32_t reserved3;          /* must be zero */
 } cbt_config;
 #define CBT_CONFIG_VERSION 3u

@@ -30,8 +30,9 @@
  * launches waiting for ring records, CUPTI collecting, a flush, stop), the
  * harvester polls every poll_interval_us. After IDLE_AFTER_US of empty
  * rounds with nothing pending it sleeps on the futex word t->hv_sleeping for
- * at most idle_sleep_ms, then does its periodic work (clock refit) and looks
- * again. Whoever commits something the harvester must see — a publish into
+ * at most idle_sleep_ms (IDLE_RING_POLL_MS while a ring exists: ring
+ * records need no publish), then does its periodic work (clock refit, the
+ * rings) and looks again. Whoever commits something the harvester must see — a publish into
  * a lane or the bus (cbt_tracer_push_), a flush request, stop — reads that
  * word after the commit (cbt_harvester_nudge_: one plain load); the one that
  * finds it set and clears it (exchange) issues FUTEX_WAKE and counts it in
@@ -68,6 +69,12 @@
 
 #define IDLE_AFTER_US 2000u   /* empty rounds for this long, nothing pending: sleep */
 #define IDLE_FALLBACK_MS 1u   /* the sleep's bound when membarrier is unavailable */
+/* The sleep's bound while a ring exists: a kernel can write ring records no
+ * publish announces (a launch outside CBT_KERNEL_SPAN's host side, a device
+ * writing into the ring), and nothing can wake us for those; so we look at
+ * least this often, and such records are read this late at worst (65536
+ * records of a default ring last 100 ms at 655 k records/s). */
+#define IDLE_RING_POLL_MS 100u
 
 #define BATCH_MAX 1024u
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
@@ -192,7 +199,12 @@ static void idle_sleep(cbt_tracer *t)
                atomic_load_explicit(&t->stop, memory_order_acquire);
     pthread_mutex_unlock(&t->lock);
     if (!work)
-        futex_wait_ms(&t->hv_sleeping, fenced ? t->cfg.idle_sleep_ms : IDLE_FALLBACK_MS);
+    {
+        uint32_t ms = fenced ? t->cfg.idle_sleep_ms : IDLE_FALLBACK_MS;
+        if ((t->host_ring || t->cuda_ring) && ms > IDLE_RING_POLL_MS)
+            ms = IDLE_RING_POLL_MS;
+        futex_wait_ms(&t->hv_sleeping, ms);
+    }
     atomic_store_explicit(&t->hv_sleeping, 0, memory_order_relaxed);
 }
 
