@@ -81,6 +81,14 @@ typedef enum cbt_otlp_protocol {
     CBT_OTLP_HTTP_JSON = 1,
 } cbt_otlp_protocol;
 
+/* The exporter's queue holds compact records of the spans handed to it
+ * (only their used attributes, span events and string bytes: 200-400 bytes
+ * for an MP span, at most about sizeof(cbt_span)) in a ring of
+ * max_queue * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes, allocated at create (at
+ * least two of the largest records). A span is dropped, and counted, when
+ * max_queue spans are queued or the ring cannot hold its record. */
+#define CBT_OTLP_QUEUE_BYTES_PER_SPAN 512u
+
 typedef struct cbt_otlp_config {
     uint32_t version, size;          /* CBT_OTLP_CONFIG_VERSION, sizeof */
     int disabled;                    /* OTEL_SDK_DISABLED=true */
@@ -91,7 +99,8 @@ typedef struct cbt_otlp_config {
     cbt_otlp_kv headers[CBT_OTLP_MAX_HEADERS];
     uint32_t n_headers;
     int verify_tls;                  /* default 1 */
-    uint32_t max_queue;              /* spans; default 2048 */
+    uint32_t max_queue;              /* spans; default 2048 (and the queue's bytes:
+                                        CBT_OTLP_QUEUE_BYTES_PER_SPAN, below) */
     uint32_t max_batch;              /* spans per request; default 512 */
     uint32_t schedule_delay_ms;      /* default 5000 */
     uint32_t retry_budget_ms;        /* total time one batch may spend retrying; default 30000 */
