@@ -4,8 +4,8 @@
  * to the metrics endpoint from the same thread.
  *
  * The queue: a byte ring of compact span records (exporter/span_queue.c:
- * only the used attributes, events and string bytes of each span, 200-400
- * bytes for an MP span instead of a 2704-byte cbt_span) of
+ * only the used attributes, events and string bytes of each span, a few
+ * hundred bytes for an MP span instead of a 2704-byte cbt_span) of
  * max_queue * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes allocated at create, with
  * 64-bit running span counts `head` (first span not yet resolved) and `tail`
  * (next span), and the ring's own byte positions, all under `lock`. on_span

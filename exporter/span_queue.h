@@ -6,7 +6,7 @@
  * field before `attrs`), the n_attrs attributes in use, the n_events span
  * events in use and the string bytes the attributes reference (arena_used,
  * or further when an attribute points past it), rounded up to 8 bytes,
- * after an 8-byte record header. An MP span is 200–400 bytes of record
+ * after an 8-byte record header. An MP span is a few hundred bytes of record
  * against sizeof(cbt_span) = 2704; the largest record is
  * CBT_SPANQ_RECORD_MAX. Reading a record expands it back into a cbt_span
  * whose used parts are exactly the original's; the unused attribute,

@@ -20,8 +20,8 @@
  * cumulative explicit-bucket Histogram (ms) with one point and its exemplars.
  * docs/exporters.md lists the instruments.
  *
- * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the span
- * into a bounded queue (a full queue drops and counts: the harvester never
+ * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the used
+ * part of the span into a bounded queue (a full queue drops and counts: the harvester never
  * waits); its own thread sends batches to the endpoint with libcurl. When
  * the config names a metric set (`blend`), the same thread also POSTs a
  * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
@@ -82,7 +82,7 @@ typedef enum cbt_otlp_protocol {
 } cbt_otlp_protocol;
 
 /* The exporter's queue holds compact records of the spans handed to it
- * (only their used attributes, span events and string bytes: 200-400 bytes
+ * (only their used attributes, span events and string bytes: a few hundred bytes
  * for an MP span, at most about sizeof(cbt_span)) in a ring of
  * max_queue * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes, allocated at create (at
  * least two of the largest records; resident as the ring is used). A span is
