@@ -82,6 +82,7 @@
 #include <unistd.h>
 
 #include "internal/json.h"
+#include "otlp_private.h"
 #include "otlp_wire.h"
 
 #ifdef CBT_WITH_CUDA
@@ -583,11 +584,27 @@ uint8_t *cbt_otlp_pb_put_scope(uint8_t *w, unsigned field)
 
 /* ---- protobuf: the request ---------------------------------------------------------------- */
 
+/* The spans of an array (cbt_otlp_span_at). */
+static const cbt_span *array_at(void *ctx, size_t i, cbt_span *scratch)
+{
+    (void)scratch;
+    return (const cbt_span *)ctx + i;
+}
+
 cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
                                  cbt_buf *out)
 {
-    if (!r || !out || (n && !spans))
+    if (n && !spans)
         return CBT_ERR_INVAL;
+    return cbt_otlp_encode_proto_at_(r, n, array_at, (void *)(uintptr_t)spans, out);
+}
+
+cbt_status cbt_otlp_encode_proto_at_(const cbt_otlp_resource *r, size_t n, cbt_otlp_span_at at,
+                                     void *ctx, cbt_buf *out)
+{
+    if (!r || !out || (n && !at))
+        return CBT_ERR_INVAL;
+    cbt_span scratch; /* only its used parts are ever written or read */
     res_plan rp;
     plan_resource(r, &rp);
     str_ref sname = mkstr(k_scope_name, sizeof k_scope_name - 1);
@@ -598,7 +615,7 @@ cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spa
     span_plan sp;
     size_t spans_len = 0;
     for (size_t i = 0; i < n; i++) {
-        plan_span(&spans[i], &sp, true);
+        plan_span(at(ctx, i, &scratch), &sp, true);
         spans_len += ld_size(sp.body);
         if (spans_len > OTLP_PB_MAX)
             return CBT_ERR_INVAL;
@@ -624,9 +641,10 @@ cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spa
     w = put_str_field(w, 1, sname);   /* InstrumentationScope.name */
     w = put_str_field(w, 2, sver);    /* InstrumentationScope.version */
     for (size_t i = 0; i < n; i++) {
-        plan_span(&spans[i], &sp, true);
+        const cbt_span *s = at(ctx, i, &scratch);
+        plan_span(s, &sp, true);
         w = put_ld_head(w, 2, sp.body); /* ScopeSpans.spans */
-        w = put_span(w, &spans[i], &sp);
+        w = put_span(w, s, &sp);
     }
     out->len += (size_t)(w - w0);
     return CBT_OK;
@@ -810,7 +828,8 @@ static void j_span(cbt_jbuf *b, const cbt_span *s)
     J(b, "}");
 }
 
-static void j_doc(cbt_jbuf *b, const res_plan *rp, const cbt_span *spans, size_t n)
+static void j_doc(cbt_jbuf *b, const res_plan *rp, size_t n, cbt_otlp_span_at at, void *ctx,
+                  cbt_span *scratch)
 {
     J(b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
     for (uint32_t i = 0; i < rp->n; i++) {
@@ -826,7 +845,7 @@ static void j_doc(cbt_jbuf *b, const res_plan *rp, const cbt_span *spans, size_t
     for (size_t i = 0; i < n; i++) {
         if (i)
             J(b, ",");
-        j_span(b, &spans[i]);
+        j_span(b, at(ctx, i, scratch));
     }
     J(b, "]}]}]}");
 }
@@ -834,8 +853,17 @@ static void j_doc(cbt_jbuf *b, const res_plan *rp, const cbt_span *spans, size_t
 cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
                                 cbt_buf *out)
 {
-    if (!r || !out || (n && !spans))
+    if (n && !spans)
         return CBT_ERR_INVAL;
+    return cbt_otlp_encode_json_at_(r, n, array_at, (void *)(uintptr_t)spans, out);
+}
+
+cbt_status cbt_otlp_encode_json_at_(const cbt_otlp_resource *r, size_t n, cbt_otlp_span_at at,
+                                    void *ctx, cbt_buf *out)
+{
+    if (!r || !out || (n && !at))
+        return CBT_ERR_INVAL;
+    cbt_span scratch;
     res_plan rp;
     plan_resource(r, &rp);
     /* a guess, then (rarely) exactly what the first try said it needs: the
@@ -849,7 +877,7 @@ cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *span
         if (st != CBT_OK)
             return st;
         cbt_jbuf b = {(char *)out->data + out->len, out->cap - out->len, 0};
-        j_doc(&b, &rp, spans, n);
+        j_doc(&b, &rp, n, at, ctx, &scratch);
         if (b.need <= b.cap) {
             out->len += b.need;
             return CBT_OK;

@@ -60,7 +60,7 @@ cbt_status cbt_otlp_config_default_into(cbt_otlp_config *out)
     c->timeout_ms = 10000;
     c->n_headers = 0;
     c->verify_tls = 1;
-    c->max_queue = 2048;
+    c->max_queue = 32768; /* 16 MiB of records: about 32 ms at 1 M spans/s (otlp.h) */
     c->max_batch = 512;
     c->schedule_delay_ms = 5000;
     c->retry_budget_ms = 30000;

@@ -3,20 +3,26 @@
  * and, when the config names a metric set (cfg.blend), POSTs snapshots of it
  * to the metrics endpoint from the same thread.
  *
- * The queue: a ring of `max_queue` cbt_span slots allocated at create, with
- * 64-bit running indices `head` (first span not yet resolved) and `tail`
- * (next free slot), both under `lock`. on_span (harvester thread) takes the
- * lock only to copy one span in; when the ring is full the span is dropped
- * and counted, never waited on. The exporter thread reads the slots of the
- * batch it is sending without the lock (the producer never writes a slot
- * below tail + free space, and head only moves after the batch is resolved),
- * so a batch being retried still counts against max_queue: memory is bounded
- * by the ring and one encode/gzip buffer.
+ * The queue: a byte ring of compact span records (exporter/span_queue.c:
+ * only the used attributes, events and string bytes of each span, a few
+ * hundred bytes for an MP span instead of a 2704-byte cbt_span) of
+ * max_queue * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes allocated at create, with
+ * 64-bit running span counts `head` (first span not yet resolved) and `tail`
+ * (next span), and the ring's own byte positions, all under `lock`. on_span
+ * (harvester thread) takes the lock only to copy one record in; when
+ * max_queue spans are queued, or the ring's bytes cannot hold the record,
+ * the span is dropped and counted, never waited on. The exporter thread
+ * takes a batch's count and first position under the lock and reads its
+ * records without it (a push never writes below the ring's free bytes, and
+ * the ring's head only moves after the batch is resolved), so a batch being
+ * retried still counts against the queue: memory is bounded by the ring
+ * and one encode/gzip buffer.
  *
  * When a batch goes out: `max_batch` spans are queued, `schedule_delay_ms`
  * has passed since the last export, a flush asked for everything queued, or
- * the exporter is stopping. A batch is the contiguous run of up to max_batch
- * slots from head (a run that would wrap is cut at the ring's end).
+ * the exporter is stopping. A batch is the next up to max_batch records
+ * from head; the encoder expands them one at a time into a scratch span
+ * (cbt_otlp_encode_proto_at_), so a batch is never copied out whole.
  *
  * Sending: encode (protobuf or JSON, exporter/otlp_encode.c), optionally gzip
  * (zlib, gzip header), POST with one curl easy handle driven through one
@@ -97,6 +103,7 @@
 #include "cbt/otlp.h"
 #include "internal/abi.h"
 #include "otlp_private.h"
+#include "span_queue.h"
 
 #define BACKOFF_BASE_MS 100u
 #define BACKOFF_CAP_MS 5000u
@@ -122,9 +129,9 @@ struct cbt_otlp_exporter {
     pthread_mutex_t lock;
     pthread_cond_t work_cv; /* the exporter thread waits here */
     pthread_cond_t done_cv; /* flush waits here for head to move */
-    cbt_span *ring;
-    uint32_t cap;
-    uint64_t head, tail;
+    cbt_spanq q;            /* the records of spans [head, tail) */
+    uint32_t cap;           /* max_queue: spans held at most */
+    uint64_t head, tail;    /* running span counts */
     uint64_t flush_target;     /* export everything below this index now */
     uint64_t stop_deadline_ns; /* CLOCK_MONOTONIC; 0: no shutdown clock yet */
     int stopping;              /* destroy ran: drain and exit */
@@ -800,14 +807,33 @@ static void drop(cbt_otlp_exporter *e, size_t n)
     atomic_fetch_add_explicit(&e->failed, 1, memory_order_relaxed);
 }
 
-/* Encode and send spans[0..n) (send_retrying). Exporter thread. */
-static void export_batch(cbt_otlp_exporter *e, const cbt_span *spans, size_t n)
+/* The records of a batch, for the encoder (cbt_otlp_span_at): span i
+ * expanded into the scratch span; i = 0 starts again at the batch's first
+ * record (each encoder pass does). */
+typedef struct batch_cursor {
+    const cbt_spanq *q;
+    uint64_t first, pos;
+} batch_cursor;
+
+static const cbt_span *batch_at(void *ctx, size_t i, cbt_span *scratch)
+{
+    batch_cursor *b = ctx;
+    if (i == 0)
+        b->pos = b->first;
+    b->pos = cbt_spanq_read(b->q, b->pos, scratch);
+    return scratch;
+}
+
+/* Encode and send the n records from queue position `first` (send_retrying).
+ * Exporter thread, without the lock (the records stay until released). */
+static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
 {
     const cbt_otlp_config *c = &e->cfg;
     e->body.len = 0;
+    batch_cursor bc = {&e->q, first, first};
     cbt_status st = c->protocol == CBT_OTLP_HTTP_JSON
-                        ? cbt_otlp_encode_json(&c->resource, spans, n, &e->body)
-                        : cbt_otlp_encode_proto(&c->resource, spans, n, &e->body);
+                        ? cbt_otlp_encode_json_at_(&c->resource, n, batch_at, &bc, &e->body)
+                        : cbt_otlp_encode_proto_at_(&c->resource, n, batch_at, &bc, &e->body);
     if (st != CBT_OK) {
         elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
              cbt_strerror(st));
@@ -889,6 +915,7 @@ static void *exporter_main(void *arg)
             if (e->stop_deadline_ns && t >= e->stop_deadline_ns) {
                 atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
                 e->head = e->tail;
+                cbt_spanq_release(&e->q, e->q.tail);
                 pthread_cond_broadcast(&e->done_cv);
                 pthread_mutex_unlock(&e->lock);
                 elog(e, "shutdown-left", "shutdown deadline reached: %llu queued spans dropped",
@@ -933,15 +960,16 @@ static void *exporter_main(void *arg)
             cv_wait_until(&e->work_cv, &e->lock, until);
             continue;
         }
-        uint32_t idx = (uint32_t)(e->head % e->cap);
         uint64_t take = n < e->cfg.max_batch ? n : e->cfg.max_batch;
-        if (take > e->cap - idx)
-            take = e->cap - idx; /* do not wrap: the encoder takes one array */
+        uint64_t first = e->q.head, end = first;
         pthread_mutex_unlock(&e->lock);
 
-        export_batch(e, &e->ring[idx], (size_t)take);
+        export_batch(e, first, (size_t)take);
+        for (uint64_t i = 0; i < take; i++) /* where the batch's records end */
+            end = cbt_spanq_next(&e->q, end);
 
         pthread_mutex_lock(&e->lock);
+        cbt_spanq_release(&e->q, end);
         e->head += take;
         pthread_cond_broadcast(&e->done_cv);
         next_export = now_ns() + delay_ns;
@@ -971,17 +999,18 @@ static cbt_status sink_on_span(void *ctx, const cbt_span *s)
         atomic_store_explicit(&e->abort_at_ns, 0, memory_order_release);
     }
     uint64_t n = e->tail - e->head;
-    if (n >= e->cap) {
+    if (n >= e->cap || !cbt_spanq_push(&e->q, s)) {
         int warn = !e->warned_full;
+        size_t used = cbt_spanq_used(&e->q), size = e->q.size;
         e->warned_full = 1;
         pthread_mutex_unlock(&e->lock);
         atomic_fetch_add_explicit(&e->dropped, 1, memory_order_relaxed);
         if (warn)
-            elog(e, "queue-full", "queue full (%u spans): dropping spans until the exporter "
-                                  "catches up", e->cap);
+            elog(e, "queue-full", "queue full (%llu of %u spans, %zu of %zu bytes): dropping "
+                                  "spans until the exporter catches up",
+                 (unsigned long long)n, e->cap, used, size);
         return CBT_ERR_FULL;
     }
-    e->ring[e->tail % e->cap] = *s;
     e->tail++;
     e->warned_full = 0;
     if (n + 1 == e->cfg.max_batch || (n == 0 && e->cfg.schedule_delay_ms == 0)) {
@@ -1050,7 +1079,7 @@ static void exporter_free(cbt_otlp_exporter *e)
     cbt_buf_free(&e->body);
     cbt_buf_free(&e->gz);
     free(e->resp);
-    free(e->ring);
+    cbt_spanq_free(&e->q);
     pthread_cond_destroy(&e->work_cv);
     pthread_cond_destroy(&e->done_cv);
     pthread_mutex_destroy(&e->lock);
@@ -1163,9 +1192,9 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
     if (!e->rng)
         e->rng = 1;
 
-    e->ring = calloc(e->cap, sizeof *e->ring);
     e->resp = malloc(RESP_MAX + 1);
-    if (!e->ring || !e->resp) {
+    if (cbt_spanq_init(&e->q, (size_t)e->cap * CBT_OTLP_QUEUE_BYTES_PER_SPAN) != CBT_OK ||
+        !e->resp) {
         exporter_free(e);
         return CBT_ERR_NOMEM;
     }

@@ -2,6 +2,8 @@
 #ifndef CBT_EXPORTER_OTLP_PRIVATE_H
 #define CBT_EXPORTER_OTLP_PRIVATE_H
 
+#include <stddef.h>
+
 #include "cbt/status.h"
 
 /* 1 for an http:// or https:// URL with a non-empty host and no whitespace or
@@ -15,5 +17,22 @@ int cbt_otlp_url_ok(const char *u);
  * not know (otlp_env.c). */
 struct cbt_otlp_config;
 cbt_status cbt_otlp_config_in_(struct cbt_otlp_config *full, const struct cbt_otlp_config *c);
+
+/* The spans of a batch for the encoders below: span i (0, 1, ... n-1 in
+ * order; each pass of an encoder starts again at 0), either a span of the
+ * caller's or *scratch filled with it. The OTLP/HTTP exporter expands its
+ * queued records (span_queue.h) into one scratch span this way, so a batch
+ * is never copied out whole. */
+struct cbt_span;
+struct cbt_buf;
+struct cbt_otlp_resource;
+typedef const struct cbt_span *(*cbt_otlp_span_at)(void *ctx, size_t i, struct cbt_span *scratch);
+
+/* cbt_otlp_encode_proto / _json (cbt/otlp.h) over spans given by `at`: the
+ * same bytes as for an array holding those spans. */
+cbt_status cbt_otlp_encode_proto_at_(const struct cbt_otlp_resource *r, size_t n,
+                                     cbt_otlp_span_at at, void *ctx, struct cbt_buf *out);
+cbt_status cbt_otlp_encode_json_at_(const struct cbt_otlp_resource *r, size_t n,
+                                    cbt_otlp_span_at at, void *ctx, struct cbt_buf *out);
 
 #endif /* CBT_EXPORTER_OTLP_PRIVATE_H */

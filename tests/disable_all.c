@@ -141,7 +141,7 @@ static void test_cbt_h(void)
         CHECK(cbt_config_default_into(NULL) == CBT_ERR_INVAL);
     }
     CHECK(!c.enabled);
-    CHECK(c.mp_subscriber && c.queue_capacity == 65536 && c.lane_capacity == 16384 &&
+    CHECK(c.mp_subscriber && c.queue_capacity == 65536 && c.lane_capacity == 131072 &&
           c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
           c.max_sessions == 4096 && c.poll_interval_us == 200 && c.shutdown_timeout_ms == 2000);
     CHECK(c.jsonl_path == NULL && c.ring_capacity == 65536 && c.cuda_ring_capacity == 65536 &&
@@ -609,7 +609,7 @@ static void test_otlp_h(void)
           strcmp(g_ocfg.metrics_endpoint, "http://localhost:4318/v1/metrics") == 0);
     CHECK(g_ocfg.protocol == CBT_OTLP_HTTP_PROTOBUF && g_ocfg.gzip == 0 &&
           g_ocfg.timeout_ms == 10000 && g_ocfg.n_headers == 0 && g_ocfg.verify_tls == 1 &&
-          g_ocfg.max_queue == 2048 && g_ocfg.max_batch == 512 &&
+          g_ocfg.max_queue == 32768 && g_ocfg.max_batch == 512 &&
           g_ocfg.schedule_delay_ms == 5000 && g_ocfg.retry_budget_ms == 30000 &&
           g_ocfg.shutdown_timeout_ms == 5000 && g_ocfg.metrics_interval_ms == 60000 &&
           g_ocfg.blend == NULL && strcmp(g_ocfg.resource.service_name, "cbt") == 0 &&

@@ -966,7 +966,7 @@ static void env_endpoints(void **state)
     assert_string_equal(c.endpoint, "http://localhost:4318/v1/traces");
     assert_int_equal(c.protocol, CBT_OTLP_HTTP_PROTOBUF);
     assert_int_equal(c.timeout_ms, 10000);
-    assert_int_equal(c.max_queue, 2048);
+    assert_int_equal(c.max_queue, 32768);
     assert_int_equal(c.max_batch, 512);
     assert_int_equal(c.schedule_delay_ms, 5000);
     assert_int_equal(c.retry_budget_ms, 30000);

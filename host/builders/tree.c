@@ -21,6 +21,7 @@
 #include "cbt/context.h"
 #include "internal/abi.h"
 #include "internal/clock.h"
+#include "internal/counter.h"
 #include "internal/end_status.h"
 #include "internal/tree.h"
 
@@ -71,11 +72,12 @@ struct cbt_tree {
     uint32_t *free_ids, n_free;
     uint32_t head[3], tail[3], len[3]; /* per list */
     uint64_t now, seq;
+    uint64_t wall_seen; /* the last wall-clock reading (unix ns; advance_clock) */
     int16_t rule_of[CBT_EVENT_TYPES_MAX]; /* index into path->rules, -1: none */
     cbt_tree_counters c;
 };
 
-#define INC(f) atomic_fetch_add_explicit(&e->c.f, 1, memory_order_relaxed)
+#define INC(f) cbt_count1_(&e->c.f) /* harvester thread only */
 
 /* ---- lists ----------------------------------------------------------------- */
 
@@ -755,13 +757,23 @@ static cbt_status on_point(cbt_tree *e, cbt_tree_session *s, cbt_name name, cons
 
 /* ---- the subscriber ----------------------------------------------------------- */
 
+/* Event time moves the engine's clock forward, unless it lies more than 60 s
+ * past the wall clock (a bad stamp must not expire everything). The wall
+ * clock is read only when `ts` is past the last reading + 60 s: a reading is
+ * never ahead of the true time, so a stamp within its bound is within the
+ * true one, and the harvester does not pay a clock_gettime per event. */
+#define FUTURE_NS (60ull * 1000000000ull)
 static void advance_clock(cbt_tree *e, uint64_t ts)
 {
     if (ts <= e->now)
         return;
-    uint64_t wall = cbt_clock_unix_now();
-    if (wall && ts > wall + 60ull * 1000000000ull)
-        return; /* far in the future: a bad stamp must not expire everything */
+    if (!e->wall_seen || ts > e->wall_seen + FUTURE_NS) {
+        uint64_t wall = cbt_clock_unix_now();
+        if (wall)
+            e->wall_seen = wall;
+        if (wall && ts > wall + FUTURE_NS)
+            return;
+    }
     e->now = ts;
 }
 

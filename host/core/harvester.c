@@ -65,6 +65,7 @@
 #include <unistd.h>
 #endif
 
+#include "internal/counter.h"
 #include "internal/tracer.h"
 
 #define IDLE_AFTER_US 2000u   /* empty rounds for this long, nothing pending: sleep */
@@ -97,9 +98,9 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
         if (!cbt_subscriber_wants(s, ev->type))
             continue;
         if (s->on_event(s->ctx, t, ev) != CBT_OK)
-            atomic_fetch_add_explicit(&t->subscriber_errors, 1, memory_order_relaxed);
+            cbt_count1_(&t->subscriber_errors);
     }
-    atomic_fetch_add_explicit(&t->dispatched, 1, memory_order_relaxed);
+    cbt_count1_(&t->dispatched);
 }
 
 /* `lag_ticks`: the item's stamp when its dispatch lag should be measured

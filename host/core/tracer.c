@@ -32,7 +32,11 @@ cbt_status cbt_config_default_into(cbt_config *out)
     c.enabled = true;
     c.mp_subscriber = true;
     c.queue_capacity = 65536; /* cells: 4.5 MiB (cbt.h) */
-    c.lane_capacity = 16384;  /* cells: 1 MiB per lane */
+    /* cells: 8 MiB per lane, about 24 ms of one thread publishing MP
+     * requests at 1 M spans/s (16 cells a request), so a harvester
+     * descheduled that long on a small machine loses nothing
+     * (docs/performance.md, issue 11) */
+    c.lane_capacity = 131072;
     c.max_lanes = 64;
     c.span_pool = 8192;
     c.registry_capacity = 16384;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal/tracer.h"
+#include "internal/counter.h"
 
 cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n)
 {
@@ -60,7 +61,7 @@ cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
     if (!t)
         return NULL;
     if (t->n_span_free == 0) {
-        atomic_fetch_add_explicit(&t->spans_dropped, 1, memory_order_relaxed);
+        cbt_count1_(&t->spans_dropped);
         return NULL;
     }
     uint32_t idx = t->span_free[--t->n_span_free];
@@ -90,7 +91,7 @@ cbt_span *cbt_span_start(cbt_tracer *t, cbt_name name, cbt_span_kind kind,
         s->ctx.trace_flags = 1;
     }
     cbt_ids_span(&t->ids, s->ctx.span_id);
-    atomic_fetch_add_explicit(&t->spans_started, 1, memory_order_relaxed);
+    cbt_count1_(&t->spans_started);
     return s;
 }
 
@@ -372,15 +373,15 @@ void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
         for (uint32_t i = 0; i < t->n_sinks; i++) {
             cbt_sink *k = &t->sinks[i];
             if (k->on_span && k->on_span(k->ctx, s) != CBT_OK)
-                atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+                cbt_count1_(&t->sink_errors);
         }
     } else {
         /* its trace was sampled out (a not-sampled context it joined, or a
          * parent that did): recorded nowhere, as OpenTelemetry's
          * non-recording spans */
-        atomic_fetch_add_explicit(&t->spans_unsampled, 1, memory_order_relaxed);
+        cbt_count1_(&t->spans_unsampled);
     }
-    atomic_fetch_add_explicit(&t->spans_ended, 1, memory_order_relaxed);
+    cbt_count1_(&t->spans_ended);
     t->span_free[t->n_span_free++] = s->pool_index_;
 }
 
