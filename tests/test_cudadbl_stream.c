@@ -187,6 +187,10 @@ static void failed_query_drops_and_counts(void **state)
     assert_int_equal(tu_event_count(), 1);
     assert_string_equal(tu_event_at(0)->session, "good");
     assert_int_equal(metrics().dropped_full - dropped0, 1);
+    assert_int_equal(metrics().stream_marks_dropped, 1); /* accepted, then lost */
+    cbt_stream_stats ss = CBT_STRUCT_INIT(cbt_stream_stats);
+    assert_int_equal(cbt_stream_stats_get(s, &ss), CBT_OK);
+    assert_int_equal(ss.marks_dropped, 1);
     cbt_stream_destroy(s);
     tu_stop();
 }

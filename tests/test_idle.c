@@ -64,6 +64,10 @@ static void start(uint32_t max_lanes)
     c.mp_subscriber = false;
     c.idle_sleep_ms = LONG_SLEEP_MS;
     c.max_lanes = max_lanes;
+    /* no kernel rings: with one, the sleep is capped at 100 ms (records
+     * need no publish) and a lost wake-up would cost only that */
+    c.ring_capacity = 0;
+    c.cuda_ring_capacity = 0;
     tu_start(&c);
     cbt_subscriber s;
     memset(&s, 0, sizeof s);
@@ -219,6 +223,35 @@ static void sporadic_publishers_all_dispatched(void **state)
     tu_stop();
 }
 
+/* A launch whose ring records never come (its kernel failed after the
+ * launch event) keeps the harvester polling for 1 s at most, not forever:
+ * afterwards it sleeps, and a publish wakes it (counted). With the default
+ * rings, so the sleep is the ring-bounded one. */
+static void unfinished_launch_lets_harvester_sleep(void **state)
+{
+    (void)state;
+    if (!g_type)
+        assert_int_equal(cbt_event_type_register("TEST_IDLE", &g_type), CBT_OK);
+    cbt_config c = cbt_config_default();
+    c.mp_subscriber = false;
+    tu_start(&c);
+    cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, 4);
+    cbt_kspan sp;
+    assert_int_equal(cbt_launch_begin(NULL, "stuck", &li, &sp), CBT_OK);
+    /* the kernel never runs: no ring records */
+    sleep_ms(1500);
+    int woke = 0;
+    for (int i = 0; i < 5 && !woke; i++) {
+        uint64_t w = metrics().harvester_wakeups;
+        assert_int_equal(publish_one(0), CBT_OK);
+        assert_int_equal(cbt_flush(2000), CBT_OK);
+        woke = metrics().harvester_wakeups > w;
+        sleep_ms(300);
+    }
+    assert_true(woke);
+    tu_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +260,7 @@ int main(void)
         cmocka_unit_test_teardown(bus_publish_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(shutdown_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(sporadic_publishers_all_dispatched, tu_teardown),
+        cmocka_unit_test_teardown(unfinished_launch_lets_harvester_sleep, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -108,6 +108,40 @@ static void full_queue_refuses(void **state)
     tu_gate_free(g);
 }
 
+/* The smallest queue: capacity 1 is refused (one slot cannot tell "committed
+ * at p" from "free for p + 1"); with 2, the worker blocked on one item, one
+ * more is accepted, the next refused, and both accepted ones run. */
+static void smallest_queue(void **state)
+{
+    (void)state;
+    cbt_stream *s = NULL;
+    assert_int_equal(cbt_stream_cpu_create(1, &s), CBT_ERR_INVAL);
+    assert_int_equal(cbt_stream_cpu_create(2, &s), CBT_OK);
+    tu_gate *g = tu_gate_new();
+    tu_gate_enqueue(g, s);
+    order_log log = {.lock = PTHREAD_MUTEX_INITIALIZER};
+    order_item items[3];
+    int accepted = 0;
+    for (int i = 0; i < 3; i++) {
+        items[i] = (order_item){&log, i};
+        cbt_status st = cbt_stream_enqueue(s, log_fn, &items[i]);
+        if (st == CBT_OK)
+            accepted++;
+        else
+            assert_int_equal(st, CBT_ERR_FULL);
+    }
+    assert_int_equal(accepted, 1);
+    tu_gate_open(g);
+    cbt_stream_sync(s);
+    assert_int_equal(log.n, 1);
+    for (int i = 0; i < 2; i++) /* and it goes on working past the wrap */
+        assert_int_equal(cbt_stream_enqueue(s, log_fn, &items[i]), CBT_OK);
+    cbt_stream_sync(s);
+    assert_int_equal(log.n, 3);
+    cbt_stream_destroy(s);
+    tu_gate_free(g);
+}
+
 static uint64_t completed_of(cbt_stream *s)
 {
     cbt_stream_stats st = CBT_STRUCT_INIT(cbt_stream_stats);
@@ -237,6 +271,7 @@ int main(void)
         cmocka_unit_test(fifo_order),
         cmocka_unit_test(marks_stamped_when_reached),
         cmocka_unit_test(full_queue_refuses),
+        cmocka_unit_test(smallest_queue),
         cmocka_unit_test_teardown(large_marks_take_consecutive_slots, tu_teardown),
         cmocka_unit_test(no_tracer_still_runs_work),
         cmocka_unit_test(bad_arguments),

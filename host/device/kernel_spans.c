@@ -34,6 +34,12 @@
 #define KL_SLOTS 16384u     /* launches known at once */
 #define PARK_MAX 4096u      /* records waiting for their launch */
 #define PARK_NS 200000000ull /* how long a record may wait for its launch event */
+/* How long after the last launch event or ring record the harvester keeps
+ * polling for the records of launches still open: a launch whose records
+ * never come (it failed after its launch event, its records were lost) must
+ * not keep it from sleeping; records later than this are still read, at the
+ * harvester's ring-bounded sleep (harvester.c, IDLE_RING_POLL_MS). */
+#define WAIT_NS 1000000000ull
 #define CALIBRATE_NS 1000000000ull
 #define RECENT 4096u        /* launches remembered after their slot is reused (CUPTI join) */
 
@@ -65,6 +71,7 @@ struct cbt_kspans {
     parked park[PARK_MAX];
     uint32_t n_park;
     uint32_t n_used; /* launch slots in use: launches waiting for ring records */
+    uint64_t last_active_ns; /* unix ns of the last launch event or record read */
     cbt_ring_rec buf[1024];
     /* the parent (and ring span start) of recent launch ids, kept after the
      * launch slot is freed, for cupti.c's join by external correlation id */
@@ -341,6 +348,7 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     memset(e, 0, sizeof *e);
     e->used = 1;
     k->n_used++;
+    k->last_active_ns = cbt_clock_unix_now();
     e->launch_id = id;
     e->op = (uint8_t)(kop & 0xff);
     e->mode = (uint8_t)((kop >> 8) & 0xff);
@@ -383,6 +391,8 @@ void cbt_kspans_poll_(cbt_tracer *t)
          * starve the event drain; the rest waits for the next round */
         for (int pass = 0; pass < 8; pass++) {
             uint32_t n = cbt_ring_poll(r, k->buf, 1024);
+            if (n)
+                k->last_active_ns = now;
             for (uint32_t j = 0; j < n; j++)
                 if (!apply(t, k, r, &k->buf[j]))
                     park(k, r, &k->buf[j], now);
@@ -402,7 +412,11 @@ void cbt_kspans_poll_(cbt_tracer *t)
 int cbt_kspans_waiting_(cbt_tracer *t)
 {
     struct cbt_kspans *k = t->kspans;
-    return k && (k->n_used != 0 || k->n_park != 0);
+    if (!k)
+        return 0;
+    if (k->n_park) /* parked records expire after PARK_NS */
+        return 1;
+    return k->n_used != 0 && cbt_clock_unix_now() - k->last_active_ns < WAIT_NS;
 }
 
 int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,

@@ -246,7 +246,10 @@ cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out)
         return CBT_ERR_INVAL;
     if (capacity == 0)
         capacity = CBT_STREAM_DEFAULT_CAPACITY;
-    if (capacity > (1u << 20))
+    /* at least 2: with one slot, "committed at p" (seq p + 1) would read as
+     * "free for p + 1" (p + cap), and a second producer would overwrite an
+     * item the worker has not run */
+    if (capacity < 2 || capacity > (1u << 20))
         return CBT_ERR_INVAL;
     cbt_stream *s = stream_alloc();
     if (!s)
@@ -366,7 +369,7 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, u
      * half of the Dekker pair with worker_wait (store seq, load sleeping) */
     atomic_store_explicit(&sl->seq, pos + 1, memory_order_seq_cst);
     if (atomic_load_explicit(&s->sleeping, memory_order_seq_cst) &&
-        atomic_exchange_explicit(&s->sleeping, 0, memory_order_relaxed)) {
+        atomic_exchange_explicit(&s->sleeping, 0, memory_order_seq_cst)) {
         /* the worker said it sleeps, and no other producer took the wake */
         atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
         futex_wake_(&s->wake_seq, 1);

@@ -234,8 +234,9 @@ static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
             p->ev[idx] = old;
             cbt_cuda_anchor_move(&p->anchor, dns, t->clock.ns_per_tick);
         }
-    } else {
+    } else { /* the query or elapsed time failed: accepted with CBT_OK, lost */
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        cbt_stream_mark_lost_(s, t);
     }
     pool_put(p, idx);
     cbt_rec_fifo_drop(&s->pend_recs);

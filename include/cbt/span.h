@@ -157,8 +157,10 @@ typedef struct cbt_sink {
      * created: a write that failed (every span in the failed buffer), an
      * export that failed for good, a full exporter queue, a span refused by
      * on_span. Summed over the sinks into cbt_metrics.sink_spans_lost, by
-     * cbt_metrics_get (any thread, while on_span may run: read a counter,
-     * never block) and by cbt_shutdown_final after the sink's last flush
+     * cbt_metrics_get (any thread, while on_span may run, and under the
+     * tracer's lock: read a counter, never block, and call nothing of cbt
+     * that takes that lock — cbt_metrics_get, cbt_flush, cbt_add_sink —
+     * or it deadlocks) and by cbt_shutdown_final after the sink's last flush
      * and before its destroy. May be NULL (counted as 0); a version-1 sink,
      * which has no such field, counts 0. */
     uint64_t (*spans_lost)(void *ctx);

@@ -29,7 +29,7 @@
  * lost after that: when the stream reaches it, the CPU worker copies it into
  * the tracer's queue, and a full queue (or a tracer shut down meanwhile)
  * drops it; a CUDA mark is dropped when the harvester finds no room for its
- * event. Such losses are counted, never silent: in the stream's
+ * event, or when querying its CUDA event fails. Such losses are counted, never silent: in the stream's
  * cbt_stream_stats.marks_dropped and in cbt_metrics.stream_marks_dropped
  * (and, being events a full queue refused, in cbt_metrics.dropped_full). A
  * call that returns CBT_ERR_FULL enqueued nothing and is counted in
@@ -77,7 +77,7 @@ typedef void (*cbt_stream_fn)(void *arg);
 typedef struct cbt_stream_stats {
     uint32_t version, size;   /* CBT_STRUCT_INIT(cbt_stream_stats) */
     uint64_t items_enqueued;  /* work, launches and marks accepted (CBT_OK; CUDA:
-                                 marks only) */
+                                 marks and host functions) */
     uint64_t items_completed; /* CPU: of those, run or reached by the worker;
                                  CUDA: 0 (the device runs them) */
     uint64_t marks_published; /* CPU: marks reached and copied into the
@@ -85,7 +85,8 @@ typedef struct cbt_stream_stats {
     uint64_t marks_dropped;   /* marks accepted (CBT_OK) and lost afterwards:
                                  no room when reached (CPU: the tracer's
                                  queue; CUDA: the harvester's pending room),
-                                 or (CPU) no tracer running by then */
+                                 a failed CUDA event query, or (CPU) no
+                                 tracer running by then */
     uint64_t full_refusals;   /* calls refused with CBT_ERR_FULL: nothing enqueued */
 } cbt_stream_stats;
 #define CBT_STREAM_STATS_VERSION 1u
@@ -158,7 +159,8 @@ static inline void cbt_stream_destroy(cbt_stream *s) { (void)s; }
 #else /* the calls */
 
 /* A CPU stream: one worker thread and a bounded FIFO of `capacity` slots (0 =
- * CBT_STREAM_DEFAULT_CAPACITY, at most 2^20), work and marks, allocated
+ * CBT_STREAM_DEFAULT_CAPACITY, else 2 to 2^20: CBT_ERR_INVAL outside), work
+ * and marks, allocated
  * here (about 300 bytes a slot). Work and launches take one slot each; a
  * mark keeps its event as a record of only its used bytes, 256 bytes per
  * slot, so a mark of up to 6 values (or 2 and 100 string bytes) takes one
