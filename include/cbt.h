@@ -182,7 +182,7 @@ typedef struct cbt_config {
                                     (default 1000): a publish, cbt_flush() or
                                     cbt_shutdown() wakes it at once; the timeout
                                     paces its periodic work (clock refit) and,
-                                    capped at 100 ms while a kernel ring exists,
+                                    capped at 250 ms while a kernel ring exists,
                                     how late it reads ring records no publish
                                     announced */
     uint32_t reserved3;          /* must be zero */
@@ -223,7 +223,9 @@ typedef struct cbt_metrics {
     uint64_t sink_spans_lost;   /* spans sinks accepted and will never deliver
                                    (a failed write or export, a full exporter
                                    queue): the sum of cbt_sink.spans_lost */
-    uint64_t harvester_wakeups; /* times a publisher woke a sleeping harvester */
+    uint64_t harvester_wakeups; /* times a publisher (or cbt_flush, cbt_shutdown) woke
+                                   a sleeping harvester, or found it between
+                                   two timed sleeps */
 } cbt_metrics;
 #define CBT_METRICS_VERSION 3u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */

@@ -64,7 +64,7 @@ static void start(uint32_t max_lanes)
     c.mp_subscriber = false;
     c.idle_sleep_ms = LONG_SLEEP_MS;
     c.max_lanes = max_lanes;
-    /* no kernel rings: with one, the sleep is capped at 100 ms (records
+    /* no kernel rings: with one, the sleep is capped at 250 ms (records
      * need no publish) and a lost wake-up would cost only that */
     c.ring_capacity = 0;
     c.cuda_ring_capacity = 0;

@@ -138,6 +138,8 @@ struct cbt_tracer {
     _Alignas(64) _Atomic uint32_t hv_sleeping;
     _Alignas(64) _Atomic uint64_t hv_wakeups; /* publishers that woke it */
     int hv_membarrier; /* harvester: MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered */
+    int hv_armed;      /* harvester: hv_sleeping was set before a barrier that
+                          succeeded, and nothing has cleared it since */
 
     cbt_clock_map clock;
     cbt_ids ids;
