@@ -57,14 +57,17 @@ static cbt_status count_span(void *ctx, const cbt_span *s)
     return CBT_OK;
 }
 
-/* `cells`: of the shared queue and of each lane (64-byte cells; cbt.h) */
+/* `cells`: of the shared queue and of each lane (64-byte cells; cbt.h);
+ * 0: cbt's defaults throughout (queue, lanes, the harvester's poll) */
 static void start_tracer(uint32_t cells)
 {
     cbt_config c = cbt_config_default();
-    c.queue_capacity = cells;
-    c.lane_capacity = cells; /* the bench's one publishing thread gets a lane of this size */
+    if (cells) {
+        c.queue_capacity = cells;
+        c.lane_capacity = cells; /* the bench's publishing thread gets a lane of this size */
+        c.poll_interval_us = 50;
+    }
     c.max_lanes = 4;
-    c.poll_interval_us = 50;
     if (cbt_init(&c) != CBT_OK) {
         fprintf(stderr, "bench: cbt_init failed\n");
         exit(1);
@@ -179,7 +182,7 @@ typedef struct paced_result {
 static void bench_publish_paced(int bursts, int sleep_between, int rebuild, paced_result *r)
 {
 #if defined(__x86_64__)
-    start_tracer(16384); /* the default lane */
+    start_tracer(0); /* the defaults: a paced producer gets what a server gets */
     static cbt_event ev;
     cbt_event_init(&ev, CBT_EV_MP_STORE_START, SESSION_ID);
     cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);

@@ -310,6 +310,7 @@ void *cbt_harvester_main_(void *arg)
             memcpy(snap, t->sinks, n_snap * sizeof *snap);
         }
         pthread_mutex_unlock(&t->lock);
+        cbt_lanes_populate_(t); /* lanes new threads took: fault them in here */
         if (flush_to) {
             /* a sink's flush may wait (the OTLP exporter sends its queue):
              * never while holding the lock publishers' first publish needs */
