@@ -69,6 +69,10 @@
  * by the same deadline (and FINAL_GRACE_MS past it, for the thread to abort
  * the transfer in flight and drop what is left, so that the final export is
  * over when it returns: cbt_shutdown_final reads spans_lost right after).
+ * Once the deadline has passed, whether or not `stopping` is set yet, the
+ * thread drops (and counts) the whole queue at once, without encoding
+ * batches post() would refuse: however long the queue, that takes one
+ * lock, so the final flush never leaves a loss for destroy to count.
  * destroy stops accepting spans, sets `stopping`, arms
  * the deadline (if the flush did not), wakes the thread (condition variable
  * and curl_multi_wakeup) and joins it. The thread exports what is queued
@@ -909,20 +913,24 @@ static void *exporter_main(void *arg)
     pthread_mutex_lock(&e->lock);
     for (;;) {
         uint64_t n = e->tail - e->head, t = now_ns();
-        if (e->stopping) {
-            if (n == 0)
+        if (e->stopping && n == 0)
+            break;
+        /* past the shutdown deadline (armed by the final flush or by destroy):
+         * post() would refuse every batch, so drop the whole queue at once
+         * rather than encode each first. The final flush then returns with
+         * the loss counted, and cbt_shutdown_final's spans_lost is final. */
+        if (n > 0 && e->stop_deadline_ns && t >= e->stop_deadline_ns) {
+            atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
+            e->head = e->tail;
+            cbt_spanq_release(&e->q, e->q.tail);
+            pthread_cond_broadcast(&e->done_cv);
+            pthread_mutex_unlock(&e->lock);
+            elog(e, "shutdown-left", "shutdown deadline reached: %llu queued spans dropped",
+                 (unsigned long long)n);
+            pthread_mutex_lock(&e->lock);
+            if (e->stopping)
                 break;
-            if (e->stop_deadline_ns && t >= e->stop_deadline_ns) {
-                atomic_fetch_add_explicit(&e->dropped, n, memory_order_relaxed);
-                e->head = e->tail;
-                cbt_spanq_release(&e->q, e->q.tail);
-                pthread_cond_broadcast(&e->done_cv);
-                pthread_mutex_unlock(&e->lock);
-                elog(e, "shutdown-left", "shutdown deadline reached: %llu queued spans dropped",
-                     (unsigned long long)n);
-                pthread_mutex_lock(&e->lock);
-                break;
-            }
+            continue;
         }
         int due = n >= e->cfg.max_batch || e->stopping || e->head < e->flush_target ||
                   t >= next_export;

@@ -606,6 +606,71 @@ static void final_stats_collector_closed(void **state)
     final_figures_after(0);
 }
 
+/* A long queue at the deadline: a stalled collector holds the first batch,
+ * and 99999 spans (max_queue 131072) wait behind it in batches of one. When
+ * the shutdown deadline passes during the final flush, the thread drops the
+ * whole rest of the queue at once, without encoding a batch it may no longer
+ * send, so that flush returns with the loss counted: the sink_spans_lost of
+ * cbt_shutdown_final is already final_stats.spans_dropped (and spans ended -
+ * exported). Encoding them one at a time until post() refused each (about
+ * 20 us a span here: 2 s) outlasted the flush's 0.5 s grace, and destroy then
+ * dropped the rest into final_stats only. */
+#define LONG_Q_REQUESTS 33333
+#define LONG_Q_SPANS (3u * LONG_Q_REQUESTS)
+static void final_flush_drops_long_queue(void **state)
+{
+    (void)state;
+    hl_step st;
+    memset(&st, 0, sizeof st);
+    st.action = HL_STALL;
+    st.times = 1000;
+    hl_script(g_srv, &st, 1);
+    cbt_otlp_config c;
+    test_config(&c);
+    c.timeout_ms = 60000; /* the stalled request outlives the shutdown deadline */
+    c.schedule_delay_ms = 10;
+    c.retry_budget_ms = 60000;
+    c.shutdown_timeout_ms = 300;
+    c.max_batch = 1; /* a batch (an encode, a gzip) for each span */
+    c.gzip = 1;
+    c.max_queue = 131072;
+    cbt_otlp_stats fin = CBT_STRUCT_INIT(cbt_otlp_stats);
+    c.final_stats = &fin;
+    cbt_otlp_exporter *e = start(&c);
+    /* in steps the harvester keeps up with (a cbt_flush would wait on the
+     * stalled exporter), so no lane overflows */
+    double t0 = mono_s();
+    for (uint32_t i = 0; i < LONG_Q_REQUESTS; i += 1000) {
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "long%u", i);
+        uint32_t n = LONG_Q_REQUESTS - i < 1000 ? LONG_Q_REQUESTS - i : 1000;
+        pub_requests(prefix, (int)n);
+        while (stats_of(e).spans_queued < 3u * (i + n) && mono_s() - t0 < 60.0)
+            sleep_ms(1);
+    }
+    assert_true(hl_wait_requests(g_srv, 1, 5000)); /* the first batch is in flight */
+    cbt_otlp_stats before = stats_of(e);
+    assert_int_equal(before.spans_queued, LONG_Q_SPANS);
+    assert_int_equal(before.spans_dropped, 0);
+    t0 = mono_s();
+    cbt_metrics m;
+    tu_stop_final(&m);
+    double took = mono_s() - t0;
+    print_message("%u spans queued behind a stalled batch: cbt_shutdown_final %.3f s; "
+                  "final: %llu exported, %llu dropped; sink_spans_lost %llu\n",
+                  LONG_Q_SPANS, took, (unsigned long long)fin.spans_exported,
+                  (unsigned long long)fin.spans_dropped, (unsigned long long)m.sink_spans_lost);
+    assert_int_equal(m.spans_ended, LONG_Q_SPANS);
+    assert_int_equal(fin.spans_queued, LONG_Q_SPANS);
+    assert_int_equal(fin.spans_exported, 0);
+    assert_int_equal(fin.spans_dropped, LONG_Q_SPANS);
+    assert_int_equal(m.sink_spans_lost, fin.spans_dropped);
+    assert_int_equal(m.sink_spans_lost, m.spans_ended - fin.spans_exported);
+    if (took > (c.shutdown_timeout_ms + 1000) / 1000.0)
+        fail_msg("cbt_shutdown_final took %.3f s (bound %u ms + 1 s)", took,
+                 c.shutdown_timeout_ms);
+}
+
 /* A connection closed without an answer is a connection failure: retried. */
 static void closed_connection_retried(void **state)
 {
@@ -1216,6 +1281,7 @@ int main(void)
         T(retry_after_longer_than_step),
         T(final_stats_collector_stalled),
         T(final_stats_collector_closed),
+        T(final_flush_drops_long_queue),
         T(closed_connection_retried),
         T(timeout_retried),
         T(collector_down),

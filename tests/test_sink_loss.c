@@ -14,6 +14,7 @@
 #include "testutil.h"
 
 #include "cbt/trace_file.h"
+#include "cli/jsonl_in.h"
 
 /* One MP request: a root and two children. */
 static void pub_request(const char *sid)
@@ -156,6 +157,81 @@ static void jsonl_file_cut_short(void **state)
     assert_true(f.sink_errors >= 1);
 }
 
+/* What a span file holds, line by line: lines that parse (strict JSON) as a
+ * span object, and lines that do not (a fragment of one); every line must end
+ * with '\n'. */
+static void span_file_lines(const char *path, long *spans, long *broken)
+{
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    cbt_jl_reader r;
+    assert_int_equal(cbt_jl_reader_init(&r, fp), 0);
+    cbt_jl_doc *doc = malloc(sizeof *doc);
+    assert_non_null(doc);
+    *spans = *broken = 0;
+    cbt_jl_read got;
+    while ((got = cbt_jl_next(&r)) == CBT_JL_LINE) {
+        char err[128];
+        if (cbt_jl_parse(r.buf, r.len, doc, err, sizeof err) == 0 &&
+            doc->nodes[0].type == CBT_JL_OBJECT && cbt_jl_member(doc, 0, "span_id") &&
+            cbt_jl_member(doc, 0, "truncated_attributes")) {
+            (*spans)++;
+        } else {
+            if (*broken == 0)
+                print_message("line %llu does not parse: %s\n",
+                              (unsigned long long)r.lineno, err);
+            (*broken)++;
+        }
+    }
+    assert_int_equal(got, CBT_JL_EOF);
+    cbt_jl_reader_free(&r);
+    free(doc);
+    /* the last line ends with its '\n' too (a cut one would not) */
+    assert_int_equal(fseek(fp, -1, SEEK_END), 0);
+    assert_int_equal(fgetc(fp), '\n');
+    fclose(fp);
+}
+
+/* A file that stops growing in the middle of a line, then may grow again (a
+ * full disk freed, a raised limit): the fragment of the cut line is taken
+ * out before the next write, so every line of the final file is a whole span,
+ * and those plus the spans counted lost are every span ended. Without that, a
+ * later line is glued onto the fragment: neither parses, yet the later span
+ * was counted delivered. */
+static void jsonl_file_cut_then_grows(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cbt-loss-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    struct rlimit old;
+    tu_start(NULL);
+    cbt_sink k;
+    assert_int_equal(cbt_jsonl_sink_create(path, &k), CBT_OK);
+    assert_int_equal(cbt_add_sink(&k), CBT_OK);
+    fsize_limit(100000, &old); /* about 350 bytes a line: the cut falls inside one */
+    pub_requests("capped", 300);
+    tu_flush(); /* every buffer tried under the limit */
+    cbt_metrics m = metrics_now();
+    assert_true(m.sink_spans_lost > 0);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    pub_requests("freed", 300);
+    cbt_metrics f;
+    tu_stop_final(&f);
+    long spans, broken;
+    span_file_lines(path, &spans, &broken);
+    unlink(path);
+    print_message("900 spans capped at 100000 bytes, 900 after: %ld whole lines, %ld broken, "
+                  "%llu lost\n",
+                  spans, broken, (unsigned long long)f.sink_spans_lost);
+    assert_int_equal(f.spans_ended, 1800);
+    assert_int_equal(broken, 0);
+    assert_true(spans > 900); /* the 900 after the limit was lifted, and those before the cut */
+    assert_int_equal(f.sink_spans_lost, m.sink_spans_lost); /* nothing lost after */
+    assert_int_equal((uint64_t)spans + f.sink_spans_lost, f.spans_ended);
+}
+
 /* The trace file on a file that stops growing: a flush that succeeded keeps
  * its spans; from the first failed write on, the spans since that flush and
  * every later one are counted lost. */
@@ -198,6 +274,7 @@ int main(void)
         cmocka_unit_test_teardown(jsonl_dev_full_small, tu_teardown),
         cmocka_unit_test_teardown(jsonl_dev_full_many, tu_teardown),
         cmocka_unit_test_teardown(jsonl_file_cut_short, tu_teardown),
+        cmocka_unit_test_teardown(jsonl_file_cut_then_grows, tu_teardown),
         cmocka_unit_test_teardown(trace_file_cut_short, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

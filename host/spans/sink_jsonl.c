@@ -16,6 +16,16 @@
  * the tracer counts once as a sink error. The buffer is then emptied and
  * later spans are tried again (a disk that fills up may be freed). `lost` is
  * atomic: cbt_metrics_get reads it from any thread.
+ *
+ * A short write leaves the start of a line in the file. Before anything more
+ * is written (the next buffer, or the close), that fragment is cut off with
+ * ftruncate back to where the last whole line ended, so a later line is
+ * never glued onto it. Where the file cannot be truncated (a pipe, a device)
+ * a '\n' is written instead, so the fragment stands on a line of its own;
+ * if that fails too, the buffer is not written (its spans are counted lost)
+ * and the mend is tried again at the next write. So every line in the file
+ * is one whole span, or (only without ftruncate) a lone fragment that no
+ * span is counted as delivered in.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -112,14 +122,48 @@ typedef struct jsonl_sink {
     size_t len;                    /* bytes in buf */
     uint32_t n;                    /* lines in buf */
     uint32_t ends[JSONL_SPANS];    /* where each line of buf ends */
+    bool cut;                      /* a short write left part of a line in the file */
+    off_t whole_end;               /* cut: where the last whole line ends (-1: unknown) */
     _Atomic uint64_t lost;         /* spans never written whole */
     char buf[JSONL_FILL + CBT_SPAN_JSON_MAX]; /* room for one more line past the fill mark */
 } jsonl_sink;
 
+/* After a short write: take the fragment of the cut line out of the file
+ * (ftruncate to whole_end, and write from there on), or, where that is not
+ * possible, end it with a '\n'. 1 when the file ends with a whole line (or
+ * a fragment on a line of its own) again, 0 when neither worked. */
+static int mend(jsonl_sink *j)
+{
+    if (j->whole_end >= 0 && ftruncate(j->fd, j->whole_end) == 0) {
+        if (lseek(j->fd, j->whole_end, SEEK_SET) != j->whole_end)
+            return 0; /* a write now would leave a hole; try again next time */
+        j->cut = false;
+        return 1;
+    }
+    for (;;) {
+        ssize_t w = write(j->fd, "\n", 1);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w != 1)
+            return 0;
+        j->cut = false;
+        return 1;
+    }
+}
+
 /* Write the buffer out and empty it. CBT_ERR_IO when the file took less than
- * all of it: the lines not written whole are counted lost. */
+ * all of it: the lines not written whole are counted lost, and the fragment
+ * of a line cut short is remembered, for mend() before the next write. */
 static cbt_status write_out(jsonl_sink *j)
 {
+    if (j->cut && !mend(j)) {
+        /* the fragment is still open: a line written now would join it */
+        cbt_status st = j->n ? CBT_ERR_IO : CBT_OK;
+        atomic_fetch_add_explicit(&j->lost, j->n, memory_order_relaxed);
+        j->len = 0;
+        j->n = 0;
+        return st;
+    }
     size_t done = 0;
     while (done < j->len) {
         ssize_t w = write(j->fd, j->buf + done, j->len - done);
@@ -135,6 +179,13 @@ static cbt_status write_out(jsonl_sink *j)
         while (whole < j->n && j->ends[whole] <= done)
             whole++;
         atomic_fetch_add_explicit(&j->lost, j->n - whole, memory_order_relaxed);
+        size_t kept = whole ? j->ends[whole - 1] : 0; /* bytes of whole lines written */
+        if (done > kept) {
+            /* the file position is just past the fragment (none for a pipe) */
+            off_t at = lseek(j->fd, 0, SEEK_CUR);
+            j->cut = true;
+            j->whole_end = at >= 0 ? at - (off_t)(done - kept) : -1;
+        }
         st = CBT_ERR_IO;
     }
     j->len = 0;
@@ -171,7 +222,7 @@ static uint64_t jsonl_spans_lost(void *ctx)
 static void jsonl_destroy(void *ctx)
 {
     jsonl_sink *j = ctx;
-    (void)write_out(j); /* empty after cbt_shutdown's last flush */
+    (void)write_out(j); /* empty after cbt_shutdown's last flush; mends a cut line */
     close(j->fd);
     free(j);
 }
