@@ -11,8 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "internal/publish_hook.h"
+#include "internal/tracer.h"
 #include "testutil.h"
 
 #define N_THREADS 4
@@ -458,12 +463,56 @@ static void long_strings_through_publish_hook(void **state)
     tu_stop();
 }
 
+/* A lane a thread takes for the first time has its pages faulted in by the
+ * harvester (lane.c, cbt_lanes_populate_), so its first lap takes no page
+ * faults on the publishing path: after one publish and a flush every page
+ * of the lane's cells is resident (mincore), where a lane touched only by
+ * that publish would have one or two. */
+static void new_lane_is_populated(void **state)
+{
+    (void)state;
+#if defined(__linux__) && defined(MADV_POPULATE_WRITE)
+    cbt_config c = cbt_config_default();
+    c.lane_capacity = 1u << 14; /* 1 MiB */
+    tu_start(&c);
+    cbt_event e;
+    cbt_event_init(&e, CBT_EV_MP_STORE_START, "pop");
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+    assert_int_equal(cbt_flush(5000), CBT_OK);
+    cbt_tracer *t = cbt_tracer_get();
+    assert_int_equal(t->n_lanes, 1);
+    long page = sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)t->lanes[0]->bus.cells;
+    uintptr_t end = a + (uintptr_t)(t->lanes[0]->bus.mask + 1) * CBT_REC_CELL;
+    a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+    size_t pages = (size_t)((end - a) / (uintptr_t)page);
+    unsigned char *vec = calloc(pages, 1);
+    assert_non_null(vec);
+    int rc = mincore((void *)a, pages * (size_t)page, vec);
+    if (rc != 0) {
+        free(vec);
+        tu_stop();
+        skip();
+    }
+    size_t resident = 0;
+    for (size_t i = 0; i < pages; i++)
+        resident += vec[i] & 1;
+    free(vec);
+    printf("# lane: %zu of %zu pages resident after one publish\n", resident, pages);
+    assert_int_equal(resident, pages);
+    tu_stop();
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(threads_get_lanes_and_give_them_back),
         cmocka_unit_test(past_max_lanes_threads_share_the_bus),
         cmocka_unit_test(lanes_off),
+        cmocka_unit_test(new_lane_is_populated),
         cmocka_unit_test(causal_order_across_lanes),
         cmocka_unit_test_teardown(big_events_through_small_lanes, tu_teardown),
         cmocka_unit_test_teardown(big_events_through_shared_bus, tu_teardown),
