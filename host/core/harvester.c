@@ -299,6 +299,8 @@ void *cbt_harvester_main_(void *arg)
         cbt_kspans_poll_(t);
         atomic_store_explicit(&t->pending_marks, pending, memory_order_relaxed);
         cbt_lanes_reap_(t);
+        cbt_pop_range pop[8];
+        uint32_t n_pop = cbt_lanes_populate_plan_(t, pop, 8);
         uint64_t flush_to = 0;
         cbt_sink snap[CBT_MAX_SINKS];
         uint32_t n_snap = 0;
@@ -310,7 +312,7 @@ void *cbt_harvester_main_(void *arg)
             memcpy(snap, t->sinks, n_snap * sizeof *snap);
         }
         pthread_mutex_unlock(&t->lock);
-        cbt_lanes_populate_(t); /* lanes new threads took: fault them in here */
+        cbt_lanes_populate_run_(pop, n_pop); /* lanes in their first lap: ahead of their producers */
         if (flush_to) {
             /* a sink's flush may wait (the OTLP exporter sends its queue):
              * never while holding the lock publishers' first publish needs */

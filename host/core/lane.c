@@ -79,10 +79,6 @@ static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks
         l->bus.cached_head = atomic_load_explicit(&l->bus.head, memory_order_acquire);
         atomic_store_explicit(&l->orphaned, 0, memory_order_relaxed);
         t->lanes[t->n_lanes++] = l;
-        if (!l->populated) { /* the harvester faults its pages in, not us */
-            l->populated = l->populate = 1;
-            atomic_fetch_add_explicit(&t->lanes_to_populate, 1, memory_order_relaxed);
-        }
     }
     pthread_mutex_unlock(&t->lock);
     tls.gen = t->gen;
@@ -167,37 +163,62 @@ void cbt_lanes_reap_(cbt_tracer *t)
     }
 }
 
-/* A lane's cells are calloc'd: zero pages the kernel maps on first touch,
- * a page fault (2-3 us on a VM) every 64 cells of the first lap, on the
- * producer's path. The harvester asks for them all at once instead
- * (MADV_POPULATE_WRITE, Linux 5.14; elsewhere or when refused the producer
- * simply faults as before). The producer may write meanwhile: populating
- * maps only pages not yet present and changes no byte. */
-void cbt_lanes_populate_(cbt_tracer *t)
+/* Populating. A lane's cells are calloc'd: zero pages the kernel maps on
+ * first touch, a page fault (2-3 us on a VM) every 64 cells of the first
+ * lap, on the producer's path. So while a lane is in its first lap the
+ * harvester keeps the next POP_AHEAD_CELLS past its producer's tail faulted
+ * in (MADV_POPULATE_WRITE, Linux 5.14; elsewhere, or when refused, the
+ * producer faults as before), at most CBT_POP_BUDGET_CELLS a round in all,
+ * so a burst of new threads never holds the drain for long, and a lane is
+ * resident only as far as its thread has gone. The producer may write
+ * meanwhile: populating maps only pages not yet present and changes no
+ * byte. Once the tail passes the lap's end, nothing is left to do (a lane
+ * reused by another thread keeps its positions and its pop_upto). */
+#define POP_AHEAD_CELLS 16384u     /* 1 MiB ahead of the producer */
+#define CBT_POP_BUDGET_CELLS 16384u /* 1 MiB a round, all lanes together */
+
+uint32_t cbt_lanes_populate_plan_(cbt_tracer *t, cbt_pop_range *out, uint32_t max)
 {
-    if (atomic_load_explicit(&t->lanes_to_populate, memory_order_relaxed) == 0)
-        return;
-    cbt_lane *todo[CBT_MAX_LANES];
+    uint64_t budget = CBT_POP_BUDGET_CELLS;
     uint32_t n = 0;
-    pthread_mutex_lock(&t->lock);
-    for (uint32_t i = 0; i < t->n_lanes; i++)
-        if (t->lanes[i]->populate) {
-            t->lanes[i]->populate = 0;
-            todo[n++] = t->lanes[i];
+    for (uint32_t i = 0; i < t->n_lanes && n < max && budget; i++) {
+        cbt_lane *l = t->lanes[i];
+        uint64_t cap = l->bus.mask + 1;
+        if (l->pop_upto >= cap)
+            continue;
+        uint64_t tail = atomic_load_explicit(&l->bus.tail, memory_order_relaxed);
+        if (tail >= cap) { /* a whole lap written: every page is there */
+            l->pop_upto = cap;
+            continue;
         }
-    atomic_store_explicit(&t->lanes_to_populate, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&t->lock);
+        uint64_t want = tail + POP_AHEAD_CELLS < cap ? tail + POP_AHEAD_CELLS : cap;
+        if (want <= l->pop_upto)
+            continue;
+        uint64_t from = l->pop_upto > tail ? l->pop_upto : tail;
+        if (want - from > budget)
+            want = from + budget;
+        budget -= want - from;
+        out[n].p = l->bus.cells + from * CBT_REC_CELL;
+        out[n].len = (size_t)(want - from) * CBT_REC_CELL;
+        n++;
+        l->pop_upto = want;
+    }
+    return n;
+}
+
+void cbt_lanes_populate_run_(const cbt_pop_range *r, uint32_t n)
+{
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
-    long page = sysconf(_SC_PAGESIZE);
+    long page = n ? sysconf(_SC_PAGESIZE) : 0;
     for (uint32_t i = 0; i < n && page > 0; i++) {
-        uintptr_t a = (uintptr_t)todo[i]->bus.cells;
-        uintptr_t e = a + (uintptr_t)(todo[i]->bus.mask + 1) * CBT_REC_CELL;
-        a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
-        if (e > a)
-            (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+        /* whole pages: the one holding the first cell down, the one holding
+         * the last up (both inside the lane's allocation) */
+        uintptr_t a = (uintptr_t)r[i].p & ~((uintptr_t)page - 1);
+        uintptr_t e = ((uintptr_t)r[i].p + r[i].len + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
+        (void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
     }
 #else
-    (void)todo;
+    (void)r;
     (void)n;
 #endif
 }

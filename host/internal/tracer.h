@@ -34,10 +34,15 @@ typedef struct cbt_lane {
     cbt_bus bus;           /* single producer: the lane's thread */
     uint64_t gen;          /* the owning tracer's generation */
     _Atomic int orphaned;  /* set once the thread has exited */
-    int populate;          /* taken for the first time: the harvester faults
-                              its pages in (cbt_lanes_populate_); under lock */
-    int populated;         /* done once; under lock */
+    uint64_t pop_upto;     /* harvester: cells from the start the harvester has
+                              faulted in (lane.c, "Populating") */
 } cbt_lane;
+
+/* A range of a lane's cells for the harvester to fault in. */
+typedef struct cbt_pop_range {
+    unsigned char *p;
+    size_t len;
+} cbt_pop_range;
 
 /* ---- ids: xoshiro256** seeded from the OS (harvester thread only) ---- */
 typedef struct cbt_ids {
@@ -119,7 +124,6 @@ struct cbt_tracer {
     uint32_t n_lanes;
     cbt_lane *free_lanes[CBT_MAX_LANES];
     uint32_t n_free_lanes;
-    _Atomic uint32_t lanes_to_populate; /* lanes with `populate` set */
 
     /* any thread */
     _Atomic uint64_t rejected, session_too_long, meta_truncated;
@@ -197,10 +201,11 @@ cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
  * orphaned (thread exit; tracer.c). */
 cbt_status cbt_lanes_init_(cbt_tracer *t);
 void cbt_lanes_reap_(cbt_tracer *t);
-/* Fault in the pages of lanes taken for the first time, so their first lap
- * costs their producers no page faults (harvester, outside the lock; one
- * relaxed load when there is none). */
-void cbt_lanes_populate_(cbt_tracer *t);
+/* Populating (lane.c): the ranges of lanes in their first lap to fault in
+ * ahead of their producers, at most CBT_POP_BUDGET_CELLS in all (harvester,
+ * under lock, each round); then fault them in (harvester, outside it). */
+uint32_t cbt_lanes_populate_plan_(cbt_tracer *t, cbt_pop_range *out, uint32_t max);
+void cbt_lanes_populate_run_(const cbt_pop_range *r, uint32_t n);
 void cbt_lanes_free_(cbt_tracer *t);
 void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
 
