@@ -9,12 +9,14 @@
  * measures time.
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "internal/tracer.h"
 #include "testutil.h"
 
 #define LONG_SLEEP_MS 30000u
@@ -223,6 +225,59 @@ static void sporadic_publishers_all_dispatched(void **state)
     tu_stop();
 }
 
+/* The re-armed sleep (harvester.c, idle_sleep): a futex wait that returns
+ * with the word still set re-sleeps without a new membarrier. Signals with
+ * no SA_RESTART interrupt the harvester's wait every 0-3 ms (as a timeout
+ * would) while sporadic publishers run: every burst is still dispatched
+ * well inside the 30 s sleep, so no wake-up was lost on that path. */
+static void on_usr1(int sig) { (void)sig; }
+
+typedef struct storm_arg {
+    pthread_t target;
+    _Atomic int stop;
+} storm_arg;
+
+static void *storm_thread(void *p)
+{
+    storm_arg *a = p;
+    unsigned seed = 99u;
+    while (!atomic_load(&a->stop)) {
+        pthread_kill(a->target, SIGUSR1);
+        sleep_ms((uint32_t)(rand_r(&seed) % 4));
+    }
+    return NULL;
+}
+
+static void rearmed_sleep_loses_no_wakeup(void **state)
+{
+    (void)state;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1; /* no SA_RESTART: the futex wait returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    start(2);
+    storm_arg st = {.target = cbt_tracer_get()->harvester, .stop = 0};
+    pthread_t storm;
+    assert_int_equal(pthread_create(&storm, NULL, storm_thread, &st), 0);
+    pthread_t th[STRESS_THREADS];
+    stress_arg a[STRESS_THREADS];
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        a[i] = (stress_arg){.who = (uint64_t)i + 4, .sent = 0, .late = 0};
+        assert_int_equal(pthread_create(&th[i], NULL, stress_thread, &a[i]), 0);
+    }
+    int late = 0;
+    for (int i = 0; i < STRESS_THREADS; i++) {
+        pthread_join(th[i], NULL);
+        late |= a[i].late;
+    }
+    atomic_store(&st.stop, 1);
+    pthread_join(storm, NULL);
+    tu_stop();
+    sigaction(SIGUSR1, &old, NULL);
+    assert_false(late);
+}
+
 /* A launch whose ring records never come (its kernel failed after the
  * launch event) keeps the harvester polling for 1 s at most, not forever:
  * afterwards it sleeps, and a publish wakes it (counted). With the default
@@ -260,6 +315,7 @@ int main(void)
         cmocka_unit_test_teardown(bus_publish_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(shutdown_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(sporadic_publishers_all_dispatched, tu_teardown),
+        cmocka_unit_test_teardown(rearmed_sleep_loses_no_wakeup, tu_teardown),
         cmocka_unit_test_teardown(unfinished_launch_lets_harvester_sleep, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

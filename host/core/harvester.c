@@ -78,6 +78,10 @@
  * records of a default ring last 250 ms at 262 k records/s). Each such
  * wake-up costs about 30 us of CPU on a VM, so 4 a second. */
 #define IDLE_RING_POLL_MS 250u
+/* The sleep's bound while kernel launches are open but nothing came for a
+ * second (kernel_spans.c, WAIT_NS): their records may still come, in a
+ * burst a ring must not overflow on (65536 records in 10 ms: 6.5 M/s). */
+#define KSPANS_QUIET_MS 10u
 
 #define BATCH_MAX 1024u
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
@@ -201,7 +205,7 @@ static int any_committed_locked(cbt_tracer *t)
  * re-check, and every commit after it finds the word set and wakes us. A
  * publisher that finds it set while we are between two timed sleeps clears
  * it and wakes no one (counted all the same); we then arm afresh. */
-static void idle_sleep(cbt_tracer *t)
+static void idle_sleep(cbt_tracer *t, uint32_t bound_ms)
 {
     int armed = t->hv_armed && atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) == 1;
     if (!armed) {
@@ -216,6 +220,8 @@ static void idle_sleep(cbt_tracer *t)
         uint32_t ms = t->hv_armed ? t->cfg.idle_sleep_ms : IDLE_FALLBACK_MS;
         if ((t->host_ring || t->cuda_ring) && ms > IDLE_RING_POLL_MS)
             ms = IDLE_RING_POLL_MS;
+        if (bound_ms && ms > bound_ms)
+            ms = bound_ms;
         futex_wait_ms(&t->hv_sleeping, ms);
     }
     if (work || !t->hv_armed ||
@@ -283,6 +289,7 @@ void *cbt_harvester_main_(void *arg)
     for (;;) {
         int stopping = atomic_load_explicit(&t->stop, memory_order_acquire);
         uint32_t pending = 0;
+        int kw = 0; /* cbt_kspans_waiting_, when asked */
         int drained = 0, flush_waiting = 0;
         pthread_mutex_lock(&t->lock);
         uint64_t round_ticks = cbt_clock_ticks_before_loads();
@@ -360,13 +367,15 @@ void *cbt_harvester_main_(void *arg)
             idle_rounds = 0;
         } else if (stopping) {
             sleep_us(50);
-        } else if (pending || flush_waiting || cbt_kspans_waiting_(t) || cbt_cupti_enabled_()) {
+        } else if (pending || flush_waiting || (kw = cbt_kspans_waiting_(t)) == 1 ||
+                   cbt_cupti_enabled_()) {
             idle_rounds = 0; /* something will come without a publish: keep polling */
             sleep_us(t->cfg.poll_interval_us);
         } else if (++idle_rounds <= idle_after) {
             sleep_us(t->cfg.poll_interval_us);
         } else {
-            idle_sleep(t);
+            /* launches open but quiet: records may still come, in a burst */
+            idle_sleep(t, kw == 2 ? KSPANS_QUIET_MS : 0);
             idle_rounds = idle_after; /* woken for nothing: the next empty round sleeps again */
         }
     }

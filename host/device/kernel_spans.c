@@ -35,10 +35,12 @@
 #define PARK_MAX 4096u      /* records waiting for their launch */
 #define PARK_NS 200000000ull /* how long a record may wait for its launch event */
 /* How long after the last launch event or ring record the harvester keeps
- * polling for the records of launches still open: a launch whose records
- * never come (it failed after its launch event, its records were lost) must
- * not keep it from sleeping; records later than this are still read, at the
- * harvester's ring-bounded sleep (harvester.c, IDLE_RING_POLL_MS). */
+ * polling every poll_interval_us for the records of launches still open.
+ * After that (a launch whose records never come: it failed after its launch
+ * event, its records were lost; or kernels queued behind a long one) it may
+ * sleep, but for at most 10 ms at a time while launches are open
+ * (harvester.c, KSPANS_QUIET_MS), so a late burst of records is still read
+ * long before it could fill a ring. */
 #define WAIT_NS 1000000000ull
 #define CALIBRATE_NS 1000000000ull
 #define RECENT 4096u        /* launches remembered after their slot is reused (CUPTI join) */
@@ -71,7 +73,7 @@ struct cbt_kspans {
     parked park[PARK_MAX];
     uint32_t n_park;
     uint32_t n_used; /* launch slots in use: launches waiting for ring records */
-    uint64_t last_active_ns; /* unix ns of the last launch event or record read */
+    uint64_t last_active; /* host ticks (monotonic) of the last launch event or record read */
     cbt_ring_rec buf[1024];
     /* the parent (and ring span start) of recent launch ids, kept after the
      * launch slot is freed, for cupti.c's join by external correlation id */
@@ -348,7 +350,7 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     memset(e, 0, sizeof *e);
     e->used = 1;
     k->n_used++;
-    k->last_active_ns = cbt_clock_unix_now();
+    k->last_active = cbt_clock_ticks();
     e->launch_id = id;
     e->op = (uint8_t)(kop & 0xff);
     e->mode = (uint8_t)((kop >> 8) & 0xff);
@@ -392,7 +394,7 @@ void cbt_kspans_poll_(cbt_tracer *t)
         for (int pass = 0; pass < 8; pass++) {
             uint32_t n = cbt_ring_poll(r, k->buf, 1024);
             if (n)
-                k->last_active_ns = now;
+                k->last_active = cbt_clock_ticks();
             for (uint32_t j = 0; j < n; j++)
                 if (!apply(t, k, r, &k->buf[j]))
                     park(k, r, &k->buf[j], now);
@@ -416,7 +418,10 @@ int cbt_kspans_waiting_(cbt_tracer *t)
         return 0;
     if (k->n_park) /* parked records expire after PARK_NS */
         return 1;
-    return k->n_used != 0 && cbt_clock_unix_now() - k->last_active_ns < WAIT_NS;
+    if (k->n_used == 0)
+        return 0;
+    uint64_t quiet = cbt_clock_ticks() - k->last_active;
+    return (double)quiet * t->clock.ns_per_tick < (double)WAIT_NS ? 1 : 2;
 }
 
 int cbt_kspans_recent_(cbt_tracer *t, uint32_t launch_id, cbt_span_ctx *parent,

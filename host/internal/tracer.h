@@ -216,7 +216,9 @@ cbt_status cbt_kspans_init_(cbt_tracer *t);
 void cbt_kspans_poll_(cbt_tracer *t);
 void cbt_kspans_shutdown_(cbt_tracer *t);
 /* Whether a launch still waits for its ring records, or records for their
- * launch (the harvester keeps polling the rings then). Harvester. */
+ * launch: 1 (the harvester keeps polling the rings), 2 (launches are open
+ * but nothing came for a second: it may sleep, 10 ms at a time), 0 (none).
+ * Harvester. */
 int cbt_kspans_waiting_(cbt_tracer *t);
 void cbt_kspans_free_(cbt_tracer *t);
 /* The parent context (and ring span start, unix ns, 0 if none yet) of a
