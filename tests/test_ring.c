@@ -515,7 +515,9 @@ static void launch_join_per_cta(void **state)
 static void unknown_launch_counted(void **state)
 {
     (void)state;
-    tu_start(NULL);
+    cbt_config c = cbt_config_default();
+    c.idle_sleep_ms = 30000; /* without the ring's bound the record would wait 30 s */
+    tu_start(&c);
     cbt_tracer *t = cbt_tracer_get();
     struct timespec idle = {0, 50000000};
     nanosleep(&idle, NULL);
