@@ -406,8 +406,8 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
 /* Defaults: enabled, MP subscriber on, a 65536-cell shared queue (4.5 MiB:
  * 21845 3-cell events), 131072-cell lanes (8 MiB: 43690 such events, about
  * 24 ms of MP requests at 1 M spans/s) for up to 64 threads (512 MiB of
- * zeroed address space reserved at init; 8 MiB resident per thread that
- * publishes, faulted in by the harvester when the thread takes its lane),
+ * zeroed address space reserved at init; resident as a thread publishes,
+ * the harvester faulting in 1 MiB ahead of it: at most 8 MiB per thread),
  * 65536-record rings (mapped
  * placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll while busy, a 1 s
