@@ -5,8 +5,10 @@
 #               libFuzzer too), build, run every test: plain build (CUDA files
 #               compiled by nvcc when present), the whole suite under
 #               ASan+UBSan, then under TSan, then a 20 s fuzz run; what was
-#               skipped (SKIP: lines) is repeated at the end
-# Other targets: build, test-plain, test-asan, test-tsan, bench, clean, fuzz.
+#               skipped (SKIP: lines) is repeated at the end; the Python
+#               package is built and its pytest suite run after the plain
+#               build's tests (scripts/pytest.sh)
+# Other targets: build, test-plain, test-python, test-asan, test-tsan, bench, clean, fuzz.
 # CBT_NO_DEPS=1 skips scripts/deps.sh (you provide what it would install);
 # CBT_DEPS_DRY_RUN=1 makes it print what it would install, and go on.
 SHELL := /bin/bash
@@ -14,8 +16,9 @@ JOBS ?= 2
 BUILD ?= build
 CMAKE_FLAGS ?=
 FUZZ_LOG = $(BUILD)/fuzz.log
+PY_LOG = $(BUILD)/python.log
 
-.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-asan test-tsan bench clean fuzz
+.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-python test-asan test-tsan bench clean fuzz
 
 all: build
 
@@ -44,19 +47,27 @@ demo: deps-lib
 	@echo "cbt: trace file $(CURDIR)/cbt-trace.json: open it at https://ui.perfetto.dev (drag the file in) or chrome://tracing"
 	@echo "cbt: spans also in $(CURDIR)/cbt-spans.jsonl (one JSON object per line)"
 
-test: test-plain test-asan test-tsan fuzz
+test: test-plain test-python test-asan test-tsan fuzz
 	@skips="$$(cat $(BUILD)/Testing/Temporary/LastTest.log build-asan/Testing/Temporary/LastTest.log \
-	    build-tsan/Testing/Temporary/LastTest.log $(FUZZ_LOG) 2>/dev/null | grep '^SKIP:' | awk '!seen[$$0]++')"; \
+	    build-tsan/Testing/Temporary/LastTest.log $(PY_LOG) $(FUZZ_LOG) 2>/dev/null | grep '^SKIP:' | awk '!seen[$$0]++')"; \
 	if [ -n "$$skips" ]; then \
-	  echo "cbt: make test passed (plain, ASan/UBSan, TSan, fuzz), with these skipped:"; echo "$$skips"; \
+	  echo "cbt: make test passed (plain, Python, ASan/UBSan, TSan, fuzz), with these skipped:"; echo "$$skips"; \
 	else \
-	  echo "cbt: make test passed (plain, ASan/UBSan, TSan, fuzz), nothing skipped"; \
+	  echo "cbt: make test passed (plain, Python, ASan/UBSan, TSan, fuzz), nothing skipped"; \
 	fi
 
 test-plain: build
 	@scripts/pydeps.sh || echo "cbt: the official OTLP decode test will report itself skipped"
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@grep -h "^SKIP:" $(BUILD)/Testing/Temporary/LastTest.log || true
+
+# The Python package (pyproject.toml) built into the venv build/pyenv and its
+# pytest suite (tests/python/); scripts/pytest.sh prints a SKIP: line instead
+# when PyPI cannot be reached. The output is kept in $(PY_LOG) for make test's
+# summary.
+test-python: $(if $(filter test,$(MAKECMDGOALS)),,deps)
+	@mkdir -p $(BUILD)
+	@set -o pipefail; scripts/pytest.sh 2>&1 | tee $(PY_LOG)
 
 # Sanitizer builds leave CUDA out: the CUDA runtime is not built for them,
 # and the plain build already compiles and runs every CUDA file.

@@ -212,9 +212,17 @@ def extract(traceparent: str) -> SpanContext:
     return _extract(traceparent)
 
 
+_inherited = False  # forked while the parent's tracer ran (see _after_fork)
+
+
+def _after_fork() -> None:
+    global _inherited
+    _inherited = _cbt._after_fork_child()
+
+
 def _at_exit() -> None:
     # spans still queued reach their files; a second shutdown is harmless
-    if _cbt.enabled():
+    if _cbt.enabled() and not _inherited:
         try:
             _cbt.shutdown()
         except Error:
@@ -223,4 +231,4 @@ def _at_exit() -> None:
 
 _atexit.register(_at_exit)
 if hasattr(_os, "register_at_fork"):
-    _os.register_at_fork(after_in_child=_cbt._after_fork_child)
+    _os.register_at_fork(after_in_child=_after_fork)

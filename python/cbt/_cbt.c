@@ -47,6 +47,8 @@ static PyObject *g_cuda_streams; /* int cudaStream_t -> int (cbt_stream *) */
 static PyObject *g_str_ts_ns, *g_str_pair, *g_str_event_type, *g_str_session_id, *g_str_value;
 static cbt_sampler g_sampler;    /* roots without a request id (OTEL_TRACES_SAMPLER) */
 static int g_forked_child;       /* os.fork() happened (after_in_child) */
+static int g_inherited;          /* ... while a tracer ran: this process has its copy, and
+                                    no harvester (it stayed in the parent) */
 #ifdef CBT_WITH_OTLP
 static cbt_otlp_stats g_otlp_final;
 static int g_otlp_on;            /* the running tracer has an OTLP exporter */
@@ -953,6 +955,10 @@ out:
 static PyObject *py_shutdown(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
+    if (g_inherited) /* its harvester thread is the parent's: joining it would hang */
+        return raise_status(CBT_ERR_STOPPED,
+                            "cbt.shutdown: this process was forked while its parent's tracer "
+                            "ran; that tracer belongs to the parent");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -1059,9 +1065,10 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
     g_forked_child = 1;
+    g_inherited = cbt_enabled();
     /* the parent's wrappers name its CUDA streams' pooled events: not the child's */
     PyDict_Clear(g_cuda_streams);
-    Py_RETURN_NONE;
+    return PyBool_FromLong(g_inherited);
 }
 
 /* ---- SpanContext ---------------------------------------------------------------------- */

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# scripts/pytest.sh — build the `cbt` Python package and run its pytest suite
+# (tests/python/); `make test` runs it after the plain build's ctest.
+#
+#   scripts/pytest.sh [pytest args...]
+#
+# The venv lives at ${CBT_PYENV:-<repo>/build/pyenv} (python3 -m venv, as
+# scripts/pydeps.sh makes its own) and gets, from PyPI, what the package
+# build and the tests need: scikit-build-core (the build backend; it uses
+# the system's cmake and ninja), pytest, and the bridge tests' pins
+# (msgspec, opentelemetry-api/-sdk at tests/lmcache/setup_env.sh's
+# versions). A marker file records what was installed: a second run installs
+# nothing. Then `pip install --no-build-isolation .` builds the extension
+# (in build/py/, kept between runs: pyproject.toml) and pytest runs.
+#
+# Exit: pytest's status; 0 with "SKIP: python: <reason>" when python3 has no
+# venv module or PyPI cannot be reached (nothing to build with).
+set -uo pipefail
+
+PINS="scikit-build-core==1.1.2 pytest==9.2.0 msgspec==0.23.0 opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0"
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${CBT_PYENV:-$root/build/pyenv}"
+marker="$venv/.cbt-pytest"
+py="${CBT_PYTHON3:-python3}"
+
+skip() { echo "SKIP: python: $*"; exit 0; }
+
+command -v "$py" >/dev/null 2>&1 || skip "$py is not installed"
+"$py" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
+  skip "'python3 -m venv' is not available (Debian: the python3-venv package)"
+
+mkdir -p "$(dirname "$venv")"
+exec 9>"$(dirname "$venv")/.pyenv.lock"
+command -v flock >/dev/null 2>&1 && flock 9
+
+if ! [ -x "$venv/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$PINS" ]; then
+  if ! [ -x "$venv/bin/python" ]; then
+    echo "cbt: creating the Python venv $venv" >&2
+    "$py" -m venv "$venv" || { rm -rf "$venv"; echo "cbt: python3 -m venv $venv failed" >&2; exit 1; }
+  fi
+  echo "cbt: installing $PINS into $venv" >&2
+  # shellcheck disable=SC2086
+  if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
+        --timeout 15 --retries 1 $PINS; then
+    # a reachable index that fails is a failure; an unreachable one a skip
+    if ! "$venv/bin/python" -m pip download -q --no-deps --timeout 10 --retries 0 \
+          -d "${TMPDIR:-/tmp}/cbt-pyprobe-$$" pytest==9.2.0 >/dev/null 2>&1; then
+      rm -rf "${TMPDIR:-/tmp}/cbt-pyprobe-$$"
+      skip "PyPI (or the configured index) cannot be reached: the package and its tests were not built"
+    fi
+    rm -rf "${TMPDIR:-/tmp}/cbt-pyprobe-$$"
+    echo "cbt: pip could not install $PINS" >&2
+    exit 1
+  fi
+  printf '%s\n' "$PINS" >"$marker"
+fi
+
+cd "$root" || exit 1
+echo "cbt: building the Python package (pip install --no-build-isolation .)" >&2
+if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
+      --no-build-isolation --no-index --no-deps --force-reinstall .; then
+  echo "cbt: building the Python package failed" >&2
+  exit 1
+fi
+exec "$venv/bin/python" -m pytest -q "$root/tests/python" "$@"

@@ -1,0 +1,545 @@
+"""tests/python/test_api.py — the `cbt` Python API (docs/python.md).
+
+One test per behaviour: typed values reach the spans file with their types,
+wrong types and names raise, errors carry cbt's messages, flush and stream
+sync release the GIL, a million publishes do not grow the process, the CPU
+stream path stamps marks when reached and builds MP spans, ids differ across
+fork, cbt.span / inject / extract round-trip, metrics and shutdown's dicts.
+Each test runs its own tracer (the `tracer` fixture) and leaves none behind.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import cbt
+
+TP_RE = re.compile(r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]$")
+
+METRIC_KEYS = {
+    "published", "dropped_full", "rejected", "session_too_long", "dispatched",
+    "subscriber_errors", "sink_errors", "queue_depth", "queue_capacity", "lanes",
+    "pending_stream_marks", "lag_last_ns", "lag_max_ns", "spans_started", "spans_ended",
+    "spans_dropped", "spans_open", "registry_full", "harvester_busy_ns", "spans_unsampled",
+    "meta_truncated", "stream_marks_dropped", "sink_spans_lost", "harvester_wakeups",
+}
+
+
+def read_spans(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+@pytest.fixture
+def spans_file(tmp_path):
+    return str(tmp_path / "spans.jsonl")
+
+
+@pytest.fixture
+def tracer(spans_file):
+    """A running tracer writing spans_file; shut down after the test."""
+    assert not cbt.enabled(), "a previous test left a tracer running"
+    cbt.init(spans_path=spans_file, otlp_endpoint="")
+    yield spans_file
+    if cbt.enabled():
+        cbt.shutdown()
+
+
+def run_py(code, timeout=60):
+    """Run `code` in a fresh interpreter (for what could hang or must own
+    the process: GIL, fork)."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+# ---- types ---------------------------------------------------------------------------
+
+
+def test_typed_values_reach_the_span_file(tracer):
+    cbt.publish("mp.request.start", "req-types", i=-7, big=2**62, f=0.25, b=True, nb=False,
+                s="short", long="x" * 100)
+    cbt.publish("MP_REQUEST_END", "req-types")
+    assert cbt.shutdown()["spans_ended"] >= 1
+    (req,) = [s for s in read_spans(tracer) if s["name"] == "request"]
+    a = req["attributes"]
+    assert a["session_id"] == "req-types"
+    assert a["i"] == -7 and type(a["i"]) is int
+    assert a["big"] == 2**62
+    assert a["f"] == 0.25 and type(a["f"]) is float
+    assert a["b"] is True and a["nb"] is False
+    assert a["s"] == "short" and a["long"] == "x" * 100
+
+
+def test_explicit_timestamp_is_kept(tracer):
+    t0 = 1_700_000_000_123_456_789
+    cbt.publish("mp.request.start", "req-ts", t0)
+    cbt.publish("mp.request.end", "req-ts", ts_ns=t0 + 5_000)
+    cbt.shutdown()
+    (req,) = [s for s in read_spans(tracer) if s["name"] == "request"]
+    assert req["start_ns"] == t0 and req["end_ns"] == t0 + 5_000
+
+
+def test_event_types_by_value_member_name_int_and_enum_value(tracer):
+    class FakeEnum:  # LMCache's EventType members have a str .value
+        value = "mp.request.start"
+    t = cbt.register_event_type("MY_APP_EVENT")
+    assert cbt.event_type_name(t) == "MY_APP_EVENT"
+    assert cbt.event_type_name("MP_STORE_START") == "mp.store.start"
+    cbt.publish(FakeEnum(), "a")
+    cbt.publish(t, "a")
+    cbt.publish("MY_APP_EVENT", "a", v=1)
+    cbt.flush()
+    assert cbt.metrics()["published"] == 3
+
+
+def test_bad_value_types_raise_type_error(tracer):
+    for bad in ([1], {"a": 1}, None, b"x", object()):
+        with pytest.raises(TypeError, match="values are int, float, bool or str"):
+            cbt.publish("mp.store.start", "r", v=bad)
+    with pytest.raises(TypeError):
+        cbt.publish("mp.store.start", 5)  # session id not a str
+    with pytest.raises(TypeError):
+        cbt.publish(["mp.store.start"], "r")
+    with pytest.raises(TypeError):
+        cbt.publish("mp.store.start", "r", ts_ns="now")
+    with pytest.raises(OverflowError):
+        cbt.publish("mp.store.start", "r", v=2**64)
+    with pytest.raises(ValueError, match="NUL"):
+        cbt.publish("mp.store.start", "r", v="a\0b")
+    cbt.flush()
+    assert cbt.metrics()["published"] == 0  # nothing half-built went out
+
+
+def test_unknown_event_name_raises_value_error():
+    with pytest.raises(ValueError, match="unknown event type 'mp.nope'"):
+        cbt.publish("mp.nope", "r")
+    with pytest.raises(ValueError):
+        cbt.publish(60000, "r")  # no such type number
+    with pytest.raises(ValueError):
+        cbt.event_type_name("nope")
+
+
+# ---- errors ---------------------------------------------------------------------------
+
+
+def test_session_too_long_is_cbt_error_with_cbt_message(tracer):
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish("mp.store.start", "s" * 64)
+    e = ei.value
+    assert e.status == cbt._cbt.ERR_SESSION_TOO_LONG
+    assert cbt.strerror(e.status) in str(e)
+    assert "64 bytes" in str(e)
+    cbt.publish("mp.store.start", "s" * 63)  # the longest that fits
+    cbt.flush()
+    assert cbt.metrics()["session_too_long"] == 1
+
+
+def test_too_many_values_and_long_keys_are_cbt_errors(tracer):
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish("mp.store.start", "r", **{f"k{i}": i for i in range(17)})
+    assert ei.value.status == cbt._cbt.ERR_META_FULL
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish("mp.store.start", "r", **{"k" * 64: 1})
+    assert ei.value.status == cbt._cbt.ERR_META_TOO_LONG
+    assert cbt.strerror(cbt._cbt.ERR_META_TOO_LONG) in str(ei.value)
+
+
+def test_init_errors():
+    with pytest.raises(cbt.Error) as ei:
+        cbt.init(queue_capacity=100)  # not a power of two
+    assert ei.value.status == cbt._cbt.ERR_INVAL
+    assert not cbt.enabled()
+    with pytest.raises(TypeError):
+        cbt.init(queue_capacity="big")
+    with pytest.raises(ValueError):
+        cbt.init(mp_root_end="sometimes")
+    with pytest.raises(cbt.Error) as ei:
+        cbt.init(spans_path="/nonexistent-dir/x.jsonl")
+    assert ei.value.status == cbt._cbt.ERR_IO and "/nonexistent-dir/x.jsonl" in str(ei.value)
+    cbt.init()
+    try:
+        with pytest.raises(cbt.Error) as ei:
+            cbt.init()
+        assert ei.value.status == cbt._cbt.ERR_ALREADY
+    finally:
+        cbt.shutdown()
+
+
+def test_without_a_tracer_calls_are_quiet():
+    assert not cbt.enabled()
+    cbt.publish("mp.store.start", "r", v=1)
+    cbt.flush()
+    assert cbt.shutdown() == {}
+    with pytest.raises(cbt.Error) as ei:
+        cbt.metrics()
+    assert ei.value.status == cbt._cbt.ERR_NOT_INITIALIZED
+    with cbt.span("cb.schedule") as s:  # contexts still flow
+        assert TP_RE.match(cbt.inject())
+    assert s.context.trace_id != "0" * 32
+
+
+# ---- GIL -------------------------------------------------------------------------------
+
+GIL_FLUSH = r"""
+import os, tempfile, threading, time, cbt
+d = tempfile.mkdtemp()
+fifo = os.path.join(d, "spans.fifo")
+os.mkfifo(fifo)
+rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)   # so the sink's open does not block
+cbt.init(spans_path=fifo, otlp_endpoint="")
+os.set_blocking(rfd, True)
+got = [0]
+def reader():  # a slow reader that needs the GIL: the sink waits on it
+    while True:
+        b = os.read(rfd, 16384)
+        if not b:
+            return
+        got[0] += len(b)
+        time.sleep(0.005)
+ticks = [0]
+stop = threading.Event()
+def counter():
+    while not stop.is_set():
+        ticks[0] += 1
+        time.sleep(0.001)
+threading.Thread(target=reader, daemon=True).start()
+threading.Thread(target=counter, daemon=True).start()
+for i in range(3000):
+    cbt.publish("mp.request.start", "r%d" % i, pad="p" * 200)
+    cbt.publish("mp.request.end", "r%d" % i)
+t0 = time.monotonic(); k0 = ticks[0]
+cbt.flush(timeout_ms=30000)
+dt = time.monotonic() - t0; dk = ticks[0] - k0
+m = cbt.shutdown()
+stop.set()
+print("flush_s=%.3f ticks=%d ended=%d" % (dt, dk, m["spans_ended"]))
+assert m["spans_ended"] == 3000 and m["sink_spans_lost"] == 0, m
+assert dt > 0.05, dt            # the slow reader made flush wait
+assert dk >= 10, dk             # the counter thread kept running meanwhile
+print("OK")
+"""
+
+
+def test_flush_releases_the_gil():
+    r = run_py(GIL_FLUSH, timeout=90)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_stream_sync_releases_the_gil():
+    # the stream's work is Python: it needs the GIL while sync waits for it
+    with cbt.CpuStream() as st:
+        ran = []
+        st.enqueue(lambda: (time.sleep(0.05), ran.append(threading.get_ident())))
+        ticks = [0]
+        stop = threading.Event()
+
+        def counter():
+            while not stop.is_set():
+                ticks[0] += 1
+                time.sleep(0.001)
+
+        th = threading.Thread(target=counter)
+        th.start()
+        k0 = ticks[0]
+        st.sync()
+        stop.set()
+        th.join()
+        assert ran and ran[0] != threading.get_ident()  # on the worker thread
+        assert ticks[0] - k0 >= 5
+
+
+# ---- memory ------------------------------------------------------------------------------
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_no_leak_over_a_million_publishes(tmp_path):
+    cbt.init(otlp_endpoint="", mp_subscriber=False)  # no spans: only the publish path
+    try:
+        pub = cbt.publish
+        for i in range(100_000):  # warm: the lane, the caches, the allocator
+            pub("mp.store.start", "req-leak", engine_id=i, ratio=0.5, ok=True, s="v")
+        cbt.flush(timeout_ms=30000)
+        before = rss_bytes()
+        for i in range(1_000_000):
+            pub("mp.store.start", "req-leak", engine_id=i, ratio=0.5, ok=True, s="v")
+        cbt.flush(timeout_ms=30000)
+        for i in range(100_000):
+            with cbt.span("cb.check", session_id="req-leak", imp_count=i) as s:
+                s.set(recomp_ratio=0.1)
+        cbt.flush(timeout_ms=30000)
+        grown = rss_bytes() - before
+        m = cbt.metrics()
+    finally:
+        cbt.shutdown()
+    assert m["published"] + m["dropped_full"] >= 1_300_000
+    assert grown < 20 * 1024 * 1024, f"RSS grew {grown / 2**20:.1f} MiB"
+
+
+# ---- CPU streams -------------------------------------------------------------------------
+
+
+def test_cpu_stream_marks_stamped_when_reached_and_mp_spans_built(tracer):
+    with cbt.CpuStream() as st:
+        t_call = time.time_ns()
+        cbt.publish("mp.request.start", "req-s")
+        cbt.publish("mp.store.submitted", "req-s", engine_id=0)  # what LMCache sends first
+        st.enqueue(lambda: time.sleep(0.05))
+        cbt.publish_on_stream(st, "mp.store.start", "req-s", engine_id=0)
+        st.enqueue(lambda: time.sleep(0.3))
+        cbt.publish_on_stream(st, "MP_STORE_END", "req-s", engine_id=0)
+        # the request ends on the CPU once the stream has started the store,
+        # while the store is still running
+        deadline = time.monotonic() + 10
+        while st.stats()["marks_published"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        cbt.publish("mp.request.end", "req-s")
+        st.sync()
+        stats = st.stats()
+    assert stats["marks_published"] == 2 and stats["marks_dropped"] == 0
+    assert stats["items_completed"] == stats["items_enqueued"] == 4
+    cbt.flush()
+    cbt.shutdown()
+    spans = {s["name"]: s for s in read_spans(tracer)}
+    store, req = spans["mp.store"], spans["request"]
+    assert store["parent_span_id"] == req["span_id"] and store["trace_id"] == req["trace_id"]
+    # stamped when the stream reached the marks, not when publish_on_stream ran
+    assert store["start_ns"] - t_call >= 45_000_000
+    assert store["end_ns"] - store["start_ns"] >= 250_000_000
+    # the store outlived REQUEST_END: the root (default rule: it ends at the
+    # REQUEST_END time) carries the GPU tail
+    tail = req["attributes"]["cbt.gpu_tail_ns"]
+    assert tail == store["end_ns"] - req["end_ns"] and tail > 0
+
+
+def test_cpu_stream_errors():
+    st = cbt.CpuStream(capacity=2)
+    with pytest.raises(TypeError):
+        st.enqueue(42)
+    st.close()
+    st.close()  # idempotent
+    assert st.closed
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish_on_stream(st, "mp.store.start", "r")
+    assert ei.value.status == cbt._cbt.ERR_STOPPED
+    with pytest.raises(cbt.Error):
+        st.sync()
+    with pytest.raises(cbt.Error) as ei:
+        cbt.CpuStream(capacity=1)
+    assert ei.value.status == cbt._cbt.ERR_INVAL
+    with pytest.raises(TypeError):
+        cbt.publish_on_stream(object(), "mp.store.start", "r")
+    with pytest.raises(TypeError):
+        cbt.publish_on_stream(cbt.CpuStream(), "mp.store.start", "r", ts_ns=5)
+
+
+@pytest.mark.skipif(cbt._cbt.HAVE_CUDA, reason="this build has CUDA: the GPU script covers it")
+def test_cuda_handle_without_cuda_is_unsupported():
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish_on_stream(0, "mp.store.start", "r")
+    assert ei.value.status == cbt._cbt.ERR_UNSUPPORTED
+
+
+def test_cuda_handle_without_a_device_is_cbt_error():
+    if os.path.exists("/dev/nvidia0"):
+        pytest.skip("a CUDA device is present: the GPU script covers the CUDA stream path")
+
+    class TorchLikeStream:
+        cuda_stream = 0
+
+    with pytest.raises(cbt.Error) as ei:
+        cbt.publish_on_stream(TorchLikeStream(), "mp.store.start", "r")
+    assert ei.value.status in (cbt._cbt.ERR_UNSUPPORTED, cbt._cbt.ERR_NO_DEVICE, cbt._cbt.ERR_CUDA)
+
+
+# ---- fork -------------------------------------------------------------------------------
+
+
+def root_ids(n):
+    out = []
+    for _ in range(n):
+        with cbt.span("cb.request", kind="server") as s:
+            out.append((s.context.trace_id, s.context.span_id))
+    return out
+
+
+def test_fork_children_draw_their_own_ids(tmp_path):
+    assert not cbt.enabled()
+    root_ids(3)  # the parent's generator is seeded before the fork
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its own tracer, its own ids
+        code = 1
+        try:
+            os.close(r)
+            cbt.init(spans_path=str(tmp_path / "child.jsonl"), otlp_endpoint="")
+            ids = root_ids(20)
+            cbt.shutdown()
+            os.write(w, json.dumps(ids).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    cbt.init(spans_path=str(tmp_path / "parent.jsonl"), otlp_endpoint="")
+    mine = root_ids(20)
+    cbt.shutdown()
+    with os.fdopen(r) as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0 and data
+    theirs = [tuple(x) for x in json.loads(data)]
+    assert not {t for t, _ in mine} & {t for t, _ in theirs}
+    spans = [s for _, s in mine + theirs]
+    assert len(set(spans)) == len(spans)
+    child_file = read_spans(str(tmp_path / "child.jsonl"))
+    assert {s["trace_id"] for s in child_file} == {t for t, _ in theirs}
+
+
+def test_fork_with_a_running_tracer_refuses_the_inherited_one():
+    code = r"""
+import os, cbt
+cbt.init(otlp_endpoint="")
+pid = os.fork()
+if pid == 0:
+    rc = 3
+    try:
+        try:
+            cbt.init()
+        except cbt.Error as e:
+            assert e.status == cbt._cbt.ERR_ALREADY and "forked" in str(e), e
+            rc = 4
+        try:
+            cbt.shutdown()
+        except cbt.Error as e:
+            assert e.status == cbt._cbt.ERR_STOPPED, e
+            rc = 0 if rc == 4 else 5
+    finally:
+        os._exit(rc)
+_, st = os.waitpid(pid, 0)
+cbt.shutdown()
+print("child", os.waitstatus_to_exitcode(st))
+"""
+    r = run_py(code)
+    assert r.returncode == 0 and "child 0" in r.stdout, r.stdout + r.stderr
+
+
+# ---- spans and trace context -----------------------------------------------------------------
+
+
+def test_span_inject_extract_round_trip(tracer):
+    with cbt.span("cb.request", kind="server", session_id="req-ctx", model="m") as req:
+        tp = cbt.inject()
+        assert TP_RE.match(tp) and tp == req.traceparent == cbt.inject(req)
+        with cbt.span("cb.schedule") as sched:  # the thread's open span is its parent
+            assert cbt.current_span() is sched
+            assert cbt.inject() == sched.traceparent
+            with cbt.span("cb.lookup.rpc", kind="client") as rpc:
+                rpc.set(n_polls=3)
+        ctx = cbt.extract(tp)
+        assert ctx == req.context and ctx.sampled and ctx.traceparent == tp
+        assert ctx.trace_id == tp[3:35] and ctx.span_id == tp[36:52]
+    assert cbt.inject() == ""  # no span open
+    # the worker side: the parent arrives as a header
+    with cbt.span("cb.execute", parent=cbt.extract(tp), session_id="req-ctx") as ex:
+        pass
+    with pytest.raises(ValueError):
+        with cbt.span("boom"):
+            raise ValueError("x")
+    cbt.shutdown()
+    spans = {s["name"]: s for s in read_spans(tracer)}
+    r, s, l, e = (spans[n] for n in ("cb.request", "cb.schedule", "cb.lookup.rpc", "cb.execute"))
+    assert r["parent_span_id"] == "" and r["kind"] == "server"
+    assert r["attributes"]["model"] == "m" and r["attributes"]["request_id"] == "req-ctx"
+    assert s["parent_span_id"] == r["span_id"] and l["parent_span_id"] == s["span_id"]
+    assert l["kind"] == "client" and l["attributes"]["n_polls"] == 3
+    assert e["parent_span_id"] == r["span_id"] and e["trace_id"] == r["trace_id"]
+    assert e["span_id"] == ex.context.span_id
+    assert spans["boom"]["status"] == "error"
+    assert spans["boom"]["attributes"]["error"] == "ValueError"
+
+
+def test_extract_rejects_malformed_headers():
+    good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert cbt.extract(good).traceparent == good
+    for bad in ("", "garbage", good.upper(), good + " ", "01" + good[2:],
+                "00-" + "0" * 32 + good[35:]):
+        with pytest.raises(cbt.Error) as ei:
+            cbt.extract(bad)
+        assert ei.value.status == cbt._cbt.ERR_BAD_TRACEPARENT
+        assert cbt.strerror(ei.value.status) in str(ei.value)
+    ctx = cbt.SpanContext("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", sampled=False)
+    assert ctx.traceparent == good[:-2] + "00" and not ctx.sampled
+    with pytest.raises(ValueError):
+        cbt.SpanContext("xyz", "b7ad6b7169203331")
+
+
+def test_span_attribute_limits(tracer):
+    with pytest.raises(cbt.Error) as ei:
+        cbt.span("cb.partial", dispatch="much-longer-than-15").begin()
+    assert ei.value.status == cbt._cbt.ERR_META_TOO_LONG
+    with pytest.raises(TypeError):
+        cbt.span("cb.partial", dispatch=[1]).begin()
+    with pytest.raises(ValueError):
+        cbt.span("cb.partial", kind="sideways")
+    with cbt.span("cb.partial", dispatch="unified", imp_empty=False):
+        pass
+
+
+def test_session_root_trace_ids_are_derived_from_the_request():
+    # Option B: two processes that never talk put a request's roots in one trace
+    with cbt.span("cb.request", session_id="req-B") as a:
+        pass
+    with cbt.span("cb.request", session_id="req-B") as b:
+        pass
+    with cbt.span("cb.request") as c:
+        pass
+    assert a.context.trace_id == b.context.trace_id != c.context.trace_id
+    assert a.context.span_id != b.context.span_id
+
+
+def test_span_on_a_cpu_stream(tracer):
+    with cbt.CpuStream() as st:
+        with cbt.span("cb.check", session_id="req-gpu", stream=st) as chk:
+            st.enqueue(lambda: time.sleep(0.02))
+            chk.set(imp_count=4, recomp_ratio=0.25)
+        st.sync()
+    cbt.shutdown()
+    (s,) = [s for s in read_spans(tracer) if s["name"] == "cb.check"]
+    assert s["end_ns"] - s["start_ns"] >= 15_000_000
+    assert s["attributes"]["imp_count"] == 4 and s["attributes"]["recomp_ratio"] == 0.25
+
+
+# ---- metrics / shutdown ---------------------------------------------------------------------------
+
+
+def test_metrics_keys_and_shutdown_final(tracer):
+    m = cbt.metrics()
+    assert set(m) == METRIC_KEYS and all(type(v) is int for v in m.values())
+    for i in range(10):
+        cbt.publish("mp.request.start", f"r{i}")
+        cbt.publish("mp.request.end", f"r{i}")
+    final = cbt.shutdown()
+    assert METRIC_KEYS <= set(final)
+    assert final["published"] == 20 and final["dispatched"] == 20
+    assert final["spans_ended"] == 10 and final["spans_open"] == 0
+    assert not cbt.enabled()
+
+
+def test_tracer_context_manager(spans_file):
+    with cbt.tracer(spans_path=spans_file, otlp_endpoint="") as t:
+        assert cbt.enabled()
+        cbt.publish("mp.request.start", "r")
+        cbt.publish("mp.request.end", "r")
+    assert not cbt.enabled()
+    assert t.final_metrics["spans_ended"] == 1
+    assert [s["name"] for s in read_spans(spans_file)] == ["request"]
+    with cbt.tracer(enabled=False):
+        assert not cbt.enabled()
