@@ -42,7 +42,7 @@ __version__ = _cbt.__version__
 __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
-    "register_event_type", "shutdown", "span", "strerror", "tracer", "current_span",
+    "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
 ]
 
 _KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
@@ -218,6 +218,15 @@ _inherited = False  # forked while the parent's tracer ran (see _after_fork)
 def _after_fork() -> None:
     global _inherited
     _inherited = _cbt._after_fork_child()
+
+
+def context_begin(traceparent: Optional[str], request_id: str) -> SpanContext:
+    """The receiving side's context for one request (cbt_context_begin,
+    docs/distributed.md): the traceparent's when it is valid (Option A),
+    else the trace id derived from ``request_id`` with no span id (Option B:
+    a span opened under it is a root of the request's trace), sampled by
+    OTEL_TRACES_SAMPLER. Never raises for a malformed header: it falls back."""
+    return _cbt.context_begin(traceparent, request_id)
 
 
 def _at_exit() -> None:

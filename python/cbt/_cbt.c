@@ -1453,6 +1453,44 @@ static PyObject *py_extract(PyObject *self, PyObject *tp)
     return ctx_new(&c);
 }
 
+/* context_begin(traceparent, request_id) -> SpanContext: the receiving side's
+ * decision for one request (cbt_context_begin): the header's context when it
+ * is valid (Option A), else the trace id derived from request_id with a zero
+ * span id (Option B: a span under it is a root of the request's trace);
+ * sampled by OTEL_TRACES_SAMPLER (read at import). A malformed header is not
+ * an error here: it falls back, as W3C asks. */
+static PyObject *py_context_begin(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "context_begin(traceparent, request_id)");
+        return NULL;
+    }
+    const char *tp = NULL, *rid = "";
+    Py_ssize_t rl = 0;
+    if (args[0] != Py_None) {
+        if (!PyUnicode_Check(args[0])) {
+            PyErr_SetString(PyExc_TypeError, "cbt.context_begin: traceparent is a str or None");
+            return NULL;
+        }
+        if (!(tp = PyUnicode_AsUTF8(args[0])))
+            return NULL;
+    }
+    if (args[1] != Py_None) {
+        if (!PyUnicode_Check(args[1])) {
+            PyErr_SetString(PyExc_TypeError, "cbt.context_begin: request_id is a str or None");
+            return NULL;
+        }
+        if (!(rid = utf8_of(args[1], &rl, "cbt.context_begin: request_id")))
+            return NULL;
+    }
+    cbt_trace_context tc;
+    cbt_status st = cbt_context_begin(tp, NULL, rid, (size_t)rl, &g_sampler, &tc, NULL);
+    if (st != CBT_OK)
+        return raise_status(st, "cbt.context_begin");
+    return ctx_new(&tc.ctx);
+}
+
 /* ---- the module ------------------------------------------------------------------------- */
 
 static PyMethodDef methods[] = {
@@ -1477,6 +1515,8 @@ static PyMethodDef methods[] = {
     {"span_begin", (PyCFunction)(void (*)(void))py_span_begin, METH_FASTCALL, NULL},
     {"inject", py_inject, METH_O, "inject(ctx) -> str: ctx's W3C traceparent."},
     {"extract", py_extract, METH_O, "extract(traceparent) -> SpanContext (strict W3C v00)."},
+    {"context_begin", (PyCFunction)(void (*)(void))py_context_begin, METH_FASTCALL,
+     "context_begin(traceparent, request_id) -> SpanContext (extract, else Option B; sampled)."},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -550,3 +550,19 @@ def test_tracer_context_manager(spans_file):
     assert [s["name"] for s in read_spans(spans_file)] == ["request"]
     with cbt.tracer(enabled=False):
         assert not cbt.enabled()
+
+
+def test_context_begin_extracts_or_derives(tracer):
+    good = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    assert cbt.context_begin(good, "req-cb") == cbt.extract(good)  # Option A
+    b1 = cbt.context_begin("garbage", "req-cb")  # rejected: Option B
+    b2 = cbt.context_begin(None, "req-cb")
+    assert b1 == b2 and b1.span_id == "0" * 16 and b1.traceparent == "" and b1.sampled
+    with cbt.span("cb.execute", parent=b1, session_id="req-cb") as ex:
+        pass
+    with cbt.span("cb.request", session_id="req-cb") as root:  # the scheduler's root
+        pass
+    assert ex.context.trace_id == root.context.trace_id == b1.trace_id
+    cbt.shutdown()
+    (e,) = [s for s in read_spans(tracer) if s["name"] == "cb.execute"]
+    assert e["parent_span_id"] == "" and e["trace_id"] == b1.trace_id
