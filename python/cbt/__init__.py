@@ -1,0 +1,226 @@
+"""cbt: GPU-timed OpenTelemetry spans for KV-cache servers, from Python.
+
+A thin layer over cbt's C library (the extension ``cbt._cbt``, python/cbt/_cbt.c);
+docs/python.md is the reference. The calls on the hot path (``publish``,
+``publish_on_stream``) are the C functions themselves; what is here is plain
+Python: the tracer and span context managers and the thread's current span.
+
+    import cbt
+    with cbt.tracer(spans_path="spans.jsonl"):
+        cbt.publish("mp.store.start", "req-1", engine_id=0)
+        cbt.publish("mp.store.end", "req-1", engine_id=0)
+        with cbt.span("cb.schedule", session_id="req-1") as s:
+            header = cbt.inject()          # this span's W3C traceparent
+            s.set(n_polls=3)
+"""
+from __future__ import annotations
+
+import atexit as _atexit
+import contextvars as _contextvars
+import os as _os
+from typing import Any, Optional, Union
+
+from . import _cbt
+from ._cbt import (  # noqa: F401  (re-exported)
+    CpuStream,
+    Error,
+    SpanContext,
+    enabled,
+    event_type_name,
+    extract as _extract,
+    flush,
+    init,
+    metrics,
+    publish,
+    publish_on_stream,
+    register_event_type,
+    strerror,
+)
+
+__version__ = _cbt.__version__
+
+__all__ = [
+    "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
+    "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
+    "register_event_type", "shutdown", "span", "strerror", "tracer", "current_span",
+]
+
+_KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
+          "consumer": 5}
+
+# the spans open on this thread (and asyncio task), innermost last
+_current: _contextvars.ContextVar[tuple] = _contextvars.ContextVar("cbt_spans", default=())
+
+
+def shutdown() -> dict:
+    """Drain the queue, end open spans, flush every sink and stop the tracer
+    (the GIL is released meanwhile). Returns the final self-metrics (the
+    fields of ``metrics()``, plus ``"otlp"`` with the exporter's final counts
+    when one ran); ``{}`` when no tracer was running."""
+    return _cbt.shutdown()
+
+
+class Tracer:
+    """``with cbt.tracer(**config) as t:`` runs ``cbt.init(**config)`` on
+    entry and ``cbt.shutdown()`` on exit; ``t.final_metrics`` is then what
+    shutdown returned."""
+
+    def __init__(self, **config: Any) -> None:
+        self._config = config
+        self.final_metrics: Optional[dict] = None
+
+    def __enter__(self) -> "Tracer":
+        init(**self._config)
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        self.final_metrics = shutdown()
+        return False
+
+
+def tracer(**config: Any) -> Tracer:
+    """A context manager around ``cbt.init(**config)`` / ``cbt.shutdown()``."""
+    return Tracer(**config)
+
+
+class Span:
+    """A span this process opens itself (cbt/pspan.h), made by ``cbt.span``.
+
+    Its ids exist from the moment it begins (``.context``), so they can be
+    injected into an RPC before it ends. ``set(**attrs)`` keeps attributes
+    for the end; begin-time attributes are the keywords given to
+    ``cbt.span``. An exception leaving the ``with`` block marks the span
+    failed (``failed=True`` and ``error=<exception type>``, ERROR status)."""
+
+    __slots__ = ("_name", "_parent", "_session", "_kind", "_stream", "_attrs", "_end_attrs",
+                 "_ps", "_token")
+
+    def __init__(self, name: str, parent: Any, session_id: str, kind: str, stream: Any,
+                 attrs: dict) -> None:
+        try:
+            k = _KINDS[kind]
+        except (KeyError, TypeError):
+            raise ValueError(f"cbt.span: kind is one of {sorted(_KINDS)}, not {kind!r}") from None
+        self._name = name
+        self._parent = parent
+        self._session = session_id
+        self._kind = k
+        self._stream = stream
+        self._attrs = attrs
+        self._end_attrs: dict = {}
+        self._ps = None
+        self._token = None
+
+    # the context-manager protocol
+    def __enter__(self) -> "Span":
+        self.begin()
+        self._token = _current.set(_current.get() + (self,))
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+        if self._token is not None:
+            try:
+                _current.reset(self._token)
+            except ValueError:  # left in another context: drop it from this one's stack
+                _current.set(tuple(s for s in _current.get() if s is not self))
+            self._token = None
+        if et is not None:
+            self._end_attrs.setdefault("failed", True)
+            self._end_attrs.setdefault("error", et.__name__[:_cbt.SPAN_STR_MAX])
+        self.end()
+        return False
+
+    def begin(self) -> "Span":
+        """Open the span now (``with`` does it). Parent: the one given, else
+        the innermost open ``cbt.span`` of this thread, else a root (its
+        trace id derived from ``session_id`` when one is given, random
+        otherwise)."""
+        parent = self._parent
+        if parent is None:
+            cur = _current.get()
+            if cur:
+                parent = cur[-1]
+        if isinstance(parent, Span):
+            parent = parent._ps
+        self._ps = _cbt.span_begin(self._name, parent, self._session, self._kind, self._stream,
+                                   self._attrs or None)
+        return self
+
+    def set(self, **attrs: Union[int, float, bool, str]) -> "Span":
+        """Attributes recorded when the span ends (at most 15 in all, strings
+        at most 15 bytes)."""
+        self._end_attrs.update(attrs)
+        return self
+
+    def end(self) -> None:
+        """Close the span now (``with`` does it); a second call does nothing."""
+        if self._ps is not None:
+            self._ps.end(self._end_attrs or None)
+
+    @property
+    def context(self) -> SpanContext:
+        """The span's ids (valid from begin on)."""
+        if self._ps is None:
+            raise Error("cbt.span: not begun yet")
+        return self._ps.context
+
+    @property
+    def traceparent(self) -> str:
+        return inject(self)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+
+def span(name: str, parent: Any = None, session_id: str = "", kind: str = "internal",
+         stream: Any = None, **attrs: Union[int, float, bool, str]) -> Span:
+    """``with cbt.span("cb.schedule", parent=ctx, session_id=rid) as s:`` — a
+    span opened and closed by this process. ``parent``: a SpanContext (from
+    ``cbt.extract``), a ``cbt.span``, or None (the thread's innermost open
+    span, else a root). ``session_id``: the request id (an attribute of the
+    span, and the trace id's seed for a root: Option B). ``kind``:
+    "internal", "server", "client", "producer", "consumer". ``stream``: a
+    stream (as for ``publish_on_stream``) that times the span: begin and end
+    happen when the stream reaches them. ``attrs``: begin-time attributes."""
+    return Span(name, parent, session_id, kind, stream, attrs)
+
+
+def current_span() -> Optional[Span]:
+    """The innermost ``cbt.span`` open on this thread, or None."""
+    cur = _current.get()
+    return cur[-1] if cur else None
+
+
+def inject(ctx: Any = None) -> str:
+    """The W3C traceparent of ``ctx`` (a SpanContext or a ``cbt.span``), or of
+    the innermost open ``cbt.span`` of this thread; "" when there is none."""
+    if ctx is None:
+        ctx = current_span()
+        if ctx is None:
+            return ""
+    if isinstance(ctx, Span):
+        ctx = ctx._ps if ctx._ps is not None else None
+        if ctx is None:
+            return ""
+    return _cbt.inject(ctx)
+
+
+def extract(traceparent: str) -> SpanContext:
+    """The SpanContext of a W3C traceparent (strict: version 00, lowercase,
+    55 bytes); ``cbt.Error`` (status ERR_BAD_TRACEPARENT) when malformed."""
+    return _extract(traceparent)
+
+
+def _at_exit() -> None:
+    # spans still queued reach their files; a second shutdown is harmless
+    if _cbt.enabled():
+        try:
+            _cbt.shutdown()
+        except Error:
+            pass
+
+
+_atexit.register(_at_exit)
+if hasattr(_os, "register_at_fork"):
+    _os.register_at_fork(after_in_child=_cbt._after_fork_child)

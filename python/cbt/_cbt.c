@@ -1,0 +1,1549 @@
+/* python/cbt/_cbt.c — the CPython extension behind the `cbt` package.
+ *
+ * What it owns: the C side of cbt's Python API (docs/python.md). Every call
+ * is a thin layer over the C library linked in statically (cbt_static):
+ *   init / shutdown / enabled / flush / metrics    cbt.h
+ *   publish / publish_on_stream                    cbt_publish, cbt/stream.h
+ *   CpuStream                                      cbt_stream_cpu_create & co
+ *   span_begin -> PSpan, SpanContext, inject /
+ *   extract                                        cbt/pspan.h, cbt/context.h
+ * python/cbt/__init__.py adds what is plain Python (the span and tracer
+ * context managers, the thread's current span).
+ *
+ * The hot path (publish): the event type and every value key are looked up
+ * once and cached in dicts (str -> small int, as cbt's own interning turns a
+ * name into a handle once); the event is built on the C stack (only its used
+ * part is written) and handed to the inline cbt_publish. The caches hold only
+ * names that resolved, so they are bounded by cbt's own tables (256 event
+ * types with their aliases, 1024 names).
+ *
+ * The GIL is released around every call that can wait: flush, shutdown,
+ * stream sync and stream close. Work a CpuStream runs (enqueue) takes the GIL
+ * on the stream's worker thread.
+ *
+ * Errors: a cbt_status becomes cbt.Error (its .status the code, its message
+ * the call, the context and cbt_strerror's sentence); a wrong Python type is
+ * TypeError, an unknown event name ValueError, an int outside 64 bits
+ * OverflowError. A full queue is not an error here, as in C: the event is
+ * dropped and counted (metrics()["dropped_full"]).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cbt.h"
+
+/* ---- module state (one interpreter: the module is not re-entrant across
+ * sub-interpreters, as cbt's tracer is one per process) ------------------------ */
+
+static PyObject *g_error;        /* cbt.Error */
+static PyObject *g_types;        /* event-type object -> int type */
+static PyObject *g_keys;         /* str -> int cbt_name */
+static PyObject *g_cuda_streams; /* int cudaStream_t -> int (cbt_stream *) */
+static PyObject *g_str_ts_ns, *g_str_pair, *g_str_event_type, *g_str_session_id, *g_str_value;
+static cbt_sampler g_sampler;    /* roots without a request id (OTEL_TRACES_SAMPLER) */
+static int g_forked_child;       /* os.fork() happened (after_in_child) */
+#ifdef CBT_WITH_OTLP
+static cbt_otlp_stats g_otlp_final;
+static int g_otlp_on;            /* the running tracer has an OTLP exporter */
+#endif
+
+#define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
+#define CUDA_STREAMS_MAX 64  /* wrapped CUDA streams (1024 CUDA events each) */
+
+/* Raise cbt.Error(status) with "<what>: <cbt_strerror>". */
+static PyObject *raise_status(cbt_status st, const char *what)
+{
+    PyObject *msg = PyUnicode_FromFormat("%s: %s", what, cbt_strerror(st));
+    if (!msg)
+        return NULL;
+    PyObject *exc = PyObject_CallOneArg(g_error, msg);
+    Py_DECREF(msg);
+    if (!exc)
+        return NULL;
+    PyObject *code = PyLong_FromLong((long)st);
+    if (!code || PyObject_SetAttrString(exc, "status", code) < 0) {
+        Py_XDECREF(code);
+        Py_DECREF(exc);
+        return NULL;
+    }
+    Py_DECREF(code);
+    PyErr_SetObject(g_error, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* The same with a formatted context (PyUnicode_FromFormat's %U, %s, %R). */
+static PyObject *raise_statusf(cbt_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    PyObject *what = PyUnicode_FromFormatV(fmt, ap);
+    va_end(ap);
+    if (!what)
+        return NULL;
+    const char *w = PyUnicode_AsUTF8(what);
+    PyObject *r = w ? raise_status(st, w) : NULL;
+    Py_DECREF(what);
+    return r;
+}
+
+/* A str's UTF-8 bytes, refusing an embedded NUL (cbt's strings are C
+ * strings: the rest would be cut silently). */
+static const char *utf8_of(PyObject *s, Py_ssize_t *len, const char *what)
+{
+    Py_ssize_t n;
+    const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+    if (!u)
+        return NULL;
+    if ((size_t)n != strlen(u)) {
+        PyErr_Format(PyExc_ValueError, "%s: the string holds a NUL character", what);
+        return NULL;
+    }
+    if (len)
+        *len = n;
+    return u;
+}
+
+/* ---- names: event types and value keys, resolved once --------------------------- */
+
+static int type_from_name(PyObject *cache_key, PyObject *name, cbt_event_type *out)
+{
+    const char *s = utf8_of(name, NULL, "cbt: event type");
+    if (!s)
+        return -1;
+    cbt_event_type t;
+    cbt_status st = cbt_event_type_by_name(s, &t);
+    if (st != CBT_OK) {
+        PyErr_Format(PyExc_ValueError,
+                     "cbt: unknown event type '%s' (%s): use an LMCache event value such as "
+                     "'mp.store.start', its member name 'MP_STORE_START', or a registered type",
+                     s, cbt_strerror(st));
+        return -1;
+    }
+    if (PyDict_GET_SIZE(g_types) < TYPES_CACHE_MAX) {
+        PyObject *v = PyLong_FromLong(t);
+        if (!v || PyDict_SetItem(g_types, cache_key, v) < 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    *out = t;
+    return 0;
+}
+
+/* An event type: a str (LMCache value or member name), an int type, or an
+ * object whose .value is such a str (LMCache's EventType members). */
+static int resolve_type(PyObject *o, cbt_event_type *out)
+{
+    if (PyLong_Check(o)) {
+        if (PyBool_Check(o)) {
+            PyErr_SetString(PyExc_TypeError, "cbt: an event type is a str or an int, not a bool");
+            return -1;
+        }
+        long v = PyLong_AsLong(o);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (v <= 0 || v > UINT16_MAX || !cbt_event_type_valid((cbt_event_type)v)) {
+            PyErr_Format(PyExc_ValueError, "cbt: %ld is not an event type", v);
+            return -1;
+        }
+        *out = (cbt_event_type)v;
+        return 0;
+    }
+    PyObject *hit = PyDict_GetItemWithError(g_types, o); /* borrowed */
+    if (hit) {
+        *out = (cbt_event_type)PyLong_AsLong(hit);
+        return 0;
+    }
+    if (PyErr_Occurred()) { /* unhashable */
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "cbt: an event type is a str or an int, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if (PyUnicode_Check(o))
+        return type_from_name(o, o, out);
+    PyObject *val = PyObject_GetAttr(o, g_str_value);
+    if (!val || !PyUnicode_Check(val)) {
+        Py_XDECREF(val);
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "cbt: an event type is a str or an int, not %.100s",
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int r = type_from_name(o, val, out);
+    Py_DECREF(val);
+    return r;
+}
+
+/* A name handle for `key` (a value key, a span name), interned once. */
+static int resolve_key(PyObject *key, cbt_name *out)
+{
+    PyObject *hit = PyDict_GetItemWithError(g_keys, key);
+    if (hit) {
+        *out = (cbt_name)PyLong_AsUnsignedLong(hit);
+        return 0;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    if (!PyUnicode_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "cbt: a name is a str, not %.100s", Py_TYPE(key)->tp_name);
+        return -1;
+    }
+    const char *s = utf8_of(key, NULL, "cbt: name");
+    if (!s)
+        return -1;
+    cbt_name n;
+    cbt_status st = cbt_intern(s, &n);
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt: the name '%s' (names are 1 to %d bytes, at most %d of them)", s,
+                      CBT_NAME_LEN_MAX - 1, CBT_NAMES_MAX);
+        return -1;
+    }
+    PyObject *v = PyLong_FromUnsignedLong(n);
+    if (!v || PyDict_SetItem(g_keys, key, v) < 0) {
+        Py_XDECREF(v);
+        return -1;
+    }
+    Py_DECREF(v);
+    *out = n;
+    return 0;
+}
+
+/* ---- building an event ----------------------------------------------------------- */
+
+static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
+{
+    cbt_name k;
+    if (resolve_key(key, &k) < 0)
+        return -1;
+    cbt_status st;
+    if (PyBool_Check(v)) {
+        st = cbt_event_bool(ev, k, v == Py_True);
+    } else if (PyLong_Check(v)) {
+        int of = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &of);
+        if (of) {
+            PyErr_Format(PyExc_OverflowError, "cbt: value '%U' does not fit in 64 bits", key);
+            return -1;
+        }
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        st = cbt_event_i64(ev, k, (int64_t)x);
+    } else if (PyFloat_Check(v)) {
+        st = cbt_event_f64(ev, k, PyFloat_AS_DOUBLE(v));
+    } else if (PyUnicode_Check(v)) {
+        const char *s = utf8_of(v, NULL, "cbt: a str value");
+        if (!s)
+            return -1;
+        st = cbt_event_str(ev, k, s);
+    } else {
+        PyErr_Format(PyExc_TypeError,
+                     "cbt: value '%U' is a %.100s: values are int, float, bool or str", key,
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt: value '%U'", key);
+        return -1;
+    }
+    return 0;
+}
+
+/* Which argument keyword `k` is: 1 ts_ns, 2 pair, 3 event_type, 4 session_id,
+ * 0 a value. Keyword names are interned, so the pointer compares decide; the
+ * lengths keep the content compares off a value key's path. */
+static int reserved_kw(PyObject *k)
+{
+    if (k == g_str_ts_ns)
+        return 1;
+    if (k == g_str_pair)
+        return 2;
+    if (k == g_str_event_type)
+        return 3;
+    if (k == g_str_session_id)
+        return 4;
+    switch (PyUnicode_GET_LENGTH(k)) {
+    case 5: return PyUnicode_Compare(k, g_str_ts_ns) == 0 ? 1 : 0;
+    case 4: return PyUnicode_Compare(k, g_str_pair) == 0 ? 2 : 0;
+    case 10:
+        if (PyUnicode_Compare(k, g_str_event_type) == 0)
+            return 3;
+        return PyUnicode_Compare(k, g_str_session_id) == 0 ? 4 : 0;
+    default: return 0;
+    }
+}
+
+/* publish's and publish_on_stream's common arguments, from a vectorcall:
+ * args[0..nargs) positional after what the caller consumed, kwnames the
+ * keywords. `allow_ts` says whether ts_ns is accepted. */
+static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_ssize_t nargs,
+                       PyObject *kwnames, int allow_ts, int *enabled_out)
+{
+    PyObject *type_o = nargs > 0 ? args[0] : NULL;
+    PyObject *sess_o = nargs > 1 ? args[1] : NULL;
+    PyObject *ts_o = (allow_ts && nargs > 2) ? args[2] : NULL;
+    Py_ssize_t max_pos = allow_ts ? 3 : 2;
+    if (nargs > max_pos) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
+                     fn, max_pos, nargs);
+        return -1;
+    }
+    PyObject *pair_o = NULL;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nkw > CBT_EVENT_META_MAX + 4) {
+        raise_statusf(CBT_ERR_META_FULL, "%s(): %zd values (at most %d)", fn, nkw,
+                      CBT_EVENT_META_MAX);
+        return -1;
+    }
+    uint32_t reserved = 0; /* bit i: keyword i is an argument, not a value */
+    Py_ssize_t n_values = 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        PyObject **slot;
+        switch (reserved_kw(k)) {
+        case 1:
+            if (!allow_ts) {
+                PyErr_Format(PyExc_TypeError, "%s(): ts_ns is not accepted: the stream stamps it",
+                             fn);
+                return -1;
+            }
+            slot = &ts_o;
+            break;
+        case 2: slot = &pair_o; break;
+        case 3: slot = &type_o; break;
+        case 4: slot = &sess_o; break;
+        default: n_values++; continue;
+        }
+        if (*slot) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%U'", fn, k);
+            return -1;
+        }
+        *slot = args[nargs + i];
+        reserved |= 1u << i;
+    }
+    if (!type_o || !sess_o) {
+        PyErr_Format(PyExc_TypeError, "%s() needs an event type and a session id", fn);
+        return -1;
+    }
+    cbt_event_type t;
+    if (resolve_type(type_o, &t) < 0)
+        return -1;
+    const char *sess = "";
+    if (sess_o != Py_None) {
+        if (!PyUnicode_Check(sess_o)) {
+            PyErr_Format(PyExc_TypeError, "%s(): the session id is a str, not %.100s", fn,
+                         Py_TYPE(sess_o)->tp_name);
+            return -1;
+        }
+        if (!(sess = utf8_of(sess_o, NULL, "cbt: session id")))
+            return -1;
+    }
+    *enabled_out = cbt_enabled();
+    cbt_status st = cbt_event_init(ev, t, sess);
+    if (st != CBT_OK) {
+        raise_statusf(st, "%s(): session id of %zu bytes (at most %d)", fn, strlen(sess),
+                      CBT_SESSION_MAX - 1);
+        return -1;
+    }
+    if (ts_o && ts_o != Py_None) {
+        if (!PyLong_Check(ts_o) || PyBool_Check(ts_o)) {
+            PyErr_Format(PyExc_TypeError, "%s(): ts_ns is an int (Unix-epoch ns) or None", fn);
+            return -1;
+        }
+        unsigned long long ts = PyLong_AsUnsignedLongLong(ts_o);
+        if (ts == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        ev->ts = ts;
+        ev->flags |= CBT_EVF_EXPLICIT_TS;
+    }
+    if (pair_o && pair_o != Py_None) {
+        if (!PyLong_Check(pair_o) || PyBool_Check(pair_o)) {
+            PyErr_Format(PyExc_TypeError, "%s(): pair is an int or None", fn);
+            return -1;
+        }
+        unsigned long long p = PyLong_AsUnsignedLongLong(pair_o);
+        if (p == (unsigned long long)-1 && PyErr_Occurred())
+            return -1;
+        ev->pair = p;
+    }
+    if (n_values > CBT_EVENT_META_MAX) {
+        raise_statusf(CBT_ERR_META_FULL, "%s(): %zd values (at most %d)", fn, n_values,
+                      CBT_EVENT_META_MAX);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nkw; i++)
+        if (!(reserved & (1u << i)) && set_value(ev, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+            return -1;
+    return 0;
+}
+
+/* publish(event_type, session_id, ts_ns=None, *, pair=None, **values) */
+static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    (void)self;
+    cbt_event ev;
+    int on;
+    if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on) < 0)
+        return NULL;
+    if (on) {
+        cbt_status st = cbt_publish(&ev);
+        if (st != CBT_OK && st != CBT_ERR_FULL)
+            return raise_status(st, "cbt.publish");
+    }
+    Py_RETURN_NONE;
+}
+
+/* ---- streams ---------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    cbt_stream *s;       /* NULL once closed */
+    cbt_stream *closing; /* closed while a sync ran: the last sync destroys it */
+    int users;           /* syncs running with the GIL released */
+} CpuStreamObject;
+
+static PyTypeObject CpuStreamType;
+
+static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
+{
+    PyObject *hit = PyDict_GetItemWithError(g_cuda_streams, h);
+    if (hit) {
+        *out = (cbt_stream *)PyLong_AsVoidPtr(hit);
+        return 0;
+    }
+    if (PyErr_Occurred())
+        return -1;
+    void *cs = PyLong_AsVoidPtr(h);
+    if (!cs && PyErr_Occurred())
+        return -1;
+    if (PyDict_GET_SIZE(g_cuda_streams) >= CUDA_STREAMS_MAX) {
+        raise_statusf(CBT_ERR_FULL, "cbt: %d CUDA streams are wrapped already", CUDA_STREAMS_MAX);
+        return -1;
+    }
+    cbt_stream *s = NULL;
+    cbt_status st = cbt_stream_cuda_create(cs, &s);
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt: wrapping CUDA stream %R", h);
+        return -1;
+    }
+    PyObject *v = PyLong_FromVoidPtr(s);
+    if (!v || PyDict_SetItem(g_cuda_streams, h, v) < 0) {
+        Py_XDECREF(v);
+        cbt_stream_destroy(s);
+        return -1;
+    }
+    Py_DECREF(v);
+    *out = s;
+    return 0;
+}
+
+/* A stream argument: a CpuStream, an int cudaStream_t, or an object with an
+ * int `cuda_stream` (torch.cuda.Stream) or `ptr` (cupy). */
+static int resolve_stream(PyObject *o, cbt_stream **out)
+{
+    if (PyObject_TypeCheck(o, &CpuStreamType)) {
+        CpuStreamObject *c = (CpuStreamObject *)o;
+        if (!c->s) {
+            raise_status(CBT_ERR_STOPPED, "cbt: the CpuStream is closed");
+            return -1;
+        }
+        *out = c->s;
+        return 0;
+    }
+    if (PyLong_Check(o) && !PyBool_Check(o))
+        return resolve_cuda_handle(o, out);
+    static const char *attrs[] = {"cuda_stream", "ptr"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *h = PyObject_GetAttrString(o, attrs[i]);
+        if (!h) {
+            PyErr_Clear();
+            continue;
+        }
+        if (!PyLong_Check(h) || PyBool_Check(h)) {
+            Py_DECREF(h);
+            PyErr_Format(PyExc_TypeError, "cbt: %.100s.%s is not an int stream handle",
+                         Py_TYPE(o)->tp_name, attrs[i]);
+            return -1;
+        }
+        int r = resolve_cuda_handle(h, out);
+        Py_DECREF(h);
+        return r;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "cbt: a stream is a cbt.CpuStream, a torch.cuda.Stream, an object with "
+                 "cuda_stream or ptr, or an int cudaStream_t; not %.100s",
+                 Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* publish_on_stream(stream, event_type, session_id, *, pair=None, **values) */
+static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                      PyObject *kwnames)
+{
+    (void)self;
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "publish_on_stream() needs a stream");
+        return NULL;
+    }
+    cbt_stream *s;
+    if (resolve_stream(args[0], &s) < 0)
+        return NULL;
+    cbt_event ev;
+    int on;
+    if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0)
+        return NULL;
+    cbt_status st = cbt_publish_on_stream(s, &ev);
+    if (st != CBT_OK && st != CBT_ERR_FULL)
+        return raise_status(st, "cbt.publish_on_stream");
+    Py_RETURN_NONE;
+}
+
+static void run_python(void *arg)
+{
+    PyObject *fn = arg;
+#if PY_VERSION_HEX >= 0x030D0000
+    if (Py_IsFinalizing())
+#else
+    if (_Py_IsFinalizing())
+#endif
+        return; /* the interpreter is going away: leave fn be */
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallNoArgs(fn);
+    if (!r)
+        PyErr_WriteUnraisable(fn);
+    Py_XDECREF(r);
+    Py_DECREF(fn);
+    PyGILState_Release(g);
+}
+
+static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"capacity", NULL};
+    unsigned int cap = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:CpuStream", kwlist, &cap))
+        return NULL;
+    CpuStreamObject *self = (CpuStreamObject *)type->tp_alloc(type, 0);
+    if (!self)
+        return NULL;
+    cbt_status st = cbt_stream_cpu_create(cap, &self->s);
+    if (st != CBT_OK) {
+        Py_DECREF(self);
+        return raise_statusf(st, "cbt.CpuStream(capacity=%u)", cap);
+    }
+    return (PyObject *)self;
+}
+
+static void destroy_unlocked(cbt_stream *s)
+{
+    Py_BEGIN_ALLOW_THREADS
+    cbt_stream_destroy(s);
+    Py_END_ALLOW_THREADS
+}
+
+static void CpuStream_dealloc(CpuStreamObject *self)
+{
+    cbt_stream *s = self->s ? self->s : self->closing;
+    self->s = self->closing = NULL;
+    if (s)
+        destroy_unlocked(s);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
+{
+    (void)unused;
+    cbt_stream *s = self->s;
+    if (!s)
+        return raise_status(CBT_ERR_STOPPED, "CpuStream.sync: the stream is closed");
+    cbt_status st;
+    self->users++;
+    Py_INCREF(self);
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_stream_sync(s);
+    Py_END_ALLOW_THREADS
+    self->users--;
+    if (self->closing && self->users == 0) {
+        cbt_stream *c = self->closing;
+        self->closing = NULL;
+        destroy_unlocked(c);
+    }
+    Py_DECREF(self);
+    if (st != CBT_OK)
+        return raise_status(st, "CpuStream.sync");
+    Py_RETURN_NONE;
+}
+
+static PyObject *CpuStream_close(CpuStreamObject *self, PyObject *unused)
+{
+    (void)unused;
+    cbt_stream *s = self->s;
+    if (!s)
+        Py_RETURN_NONE;
+    self->s = NULL;
+    if (self->users > 0) {
+        self->closing = s; /* the last running sync destroys it */
+        Py_RETURN_NONE;
+    }
+    destroy_unlocked(s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
+{
+    if (!self->s)
+        return raise_status(CBT_ERR_STOPPED, "CpuStream.enqueue: the stream is closed");
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "CpuStream.enqueue: fn must be callable");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    cbt_status st = cbt_stream_enqueue(self->s, run_python, fn);
+    if (st != CBT_OK) {
+        Py_DECREF(fn);
+        return raise_status(st, "CpuStream.enqueue");
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *CpuStream_stats(CpuStreamObject *self, PyObject *unused)
+{
+    (void)unused;
+    cbt_stream *s = self->s ? self->s : self->closing;
+    if (!s)
+        return raise_status(CBT_ERR_STOPPED, "CpuStream.stats: the stream is closed");
+    cbt_stream_stats x = CBT_STRUCT_INIT(cbt_stream_stats);
+    cbt_status st = cbt_stream_stats_get(s, &x);
+    if (st != CBT_OK)
+        return raise_status(st, "CpuStream.stats");
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "items_enqueued",
+                         (unsigned long long)x.items_enqueued, "items_completed",
+                         (unsigned long long)x.items_completed, "marks_published",
+                         (unsigned long long)x.marks_published, "marks_dropped",
+                         (unsigned long long)x.marks_dropped, "full_refusals",
+                         (unsigned long long)x.full_refusals);
+}
+
+static PyObject *CpuStream_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    Py_INCREF(self);
+    return self;
+}
+
+static PyObject *CpuStream_exit(CpuStreamObject *self, PyObject *args)
+{
+    (void)args;
+    PyObject *r = CpuStream_close(self, NULL);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
+}
+
+static PyObject *CpuStream_get_ordinal(CpuStreamObject *self, void *c)
+{
+    (void)c;
+    if (!self->s)
+        return raise_status(CBT_ERR_STOPPED, "CpuStream.ordinal: the stream is closed");
+    return PyLong_FromUnsignedLong(cbt_stream_ordinal(self->s));
+}
+
+static PyObject *CpuStream_get_closed(CpuStreamObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->s == NULL);
+}
+
+static PyMethodDef CpuStream_methods[] = {
+    {"sync", (PyCFunction)CpuStream_sync, METH_NOARGS,
+     "Wait (GIL released) until everything enqueued so far has run."},
+    {"close", (PyCFunction)CpuStream_close, METH_NOARGS,
+     "Drain, stop the worker and free the stream (GIL released). Idempotent."},
+    {"enqueue", (PyCFunction)CpuStream_enqueue, METH_O,
+     "Run fn() on the stream's worker thread, after everything enqueued before it."},
+    {"stats", (PyCFunction)CpuStream_stats, METH_NOARGS, "The stream's counters, a dict."},
+    {"__enter__", CpuStream_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)CpuStream_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef CpuStream_getset[] = {
+    {"ordinal", (getter)CpuStream_get_ordinal, NULL, "The stream's number in the process.", NULL},
+    {"closed", (getter)CpuStream_get_closed, NULL, "True once closed.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CpuStreamType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt.CpuStream",
+    .tp_basicsize = sizeof(CpuStreamObject),
+    .tp_dealloc = (destructor)CpuStream_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "CpuStream(capacity=0): a cbt CPU stream (a worker thread running its queue in "
+              "order, stamping marks when it reaches them).",
+    .tp_methods = CpuStream_methods,
+    .tp_getset = CpuStream_getset,
+    .tp_new = CpuStream_new,
+};
+
+/* ---- init / shutdown / flush / metrics ------------------------------------------- */
+
+static int get_u32(PyObject *o, const char *name, uint32_t *out)
+{
+    if (!o || o == Py_None)
+        return 0;
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "cbt.init: %s is an int, not %.100s", name,
+                     Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    unsigned long v = PyLong_AsUnsignedLong(o);
+    if ((v == (unsigned long)-1 && PyErr_Occurred()) || v > UINT32_MAX) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_ValueError, "cbt.init: %s must be in [0, %lu]", name,
+                     (unsigned long)UINT32_MAX);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int get_bool(PyObject *o, const char *name, bool *out)
+{
+    if (!o || o == Py_None)
+        return 0;
+    int b = PyObject_IsTrue(o);
+    if (b < 0)
+        return -1;
+    (void)name;
+    *out = b != 0;
+    return 0;
+}
+
+#define CBT_METRICS_FIELDS(X)                                                                   \
+    X(published) X(dropped_full) X(rejected) X(session_too_long) X(dispatched)                  \
+    X(subscriber_errors) X(sink_errors) X(queue_depth) X(queue_capacity) X(lanes)               \
+    X(pending_stream_marks) X(lag_last_ns) X(lag_max_ns) X(spans_started) X(spans_ended)       \
+    X(spans_dropped) X(spans_open) X(registry_full) X(harvester_busy_ns) X(spans_unsampled)    \
+    X(meta_truncated) X(stream_marks_dropped) X(sink_spans_lost) X(harvester_wakeups)
+
+static PyObject *metrics_dict(const cbt_metrics *m)
+{
+    PyObject *d = PyDict_New();
+    if (!d)
+        return NULL;
+#define CBT_PUT_(f)                                                                             \
+    {                                                                                           \
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)m->f);                   \
+        if (!v || PyDict_SetItemString(d, #f, v) < 0) {                                         \
+            Py_XDECREF(v);                                                                      \
+            Py_DECREF(d);                                                                       \
+            return NULL;                                                                        \
+        }                                                                                       \
+        Py_DECREF(v);                                                                           \
+    }
+    CBT_METRICS_FIELDS(CBT_PUT_)
+#undef CBT_PUT_
+    return d;
+}
+
+#ifdef CBT_WITH_OTLP
+/* The OTLP exporter for init: `endpoint` NULL = the environment decides (an
+ * OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT set); "" = none; else a collector
+ * base URL (/v1/traces appended) or the full traces URL. */
+static int add_otlp(const char *endpoint, const char *service_name)
+{
+    if (endpoint && !*endpoint)
+        return 0;
+    if (!endpoint) {
+        const char *a = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
+        const char *b = getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+        if (!(a && *a) && !(b && *b))
+            return 0;
+    }
+    cbt_otlp_config c;
+    cbt_otlp_config_default(&c);
+    if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK) {
+        raise_status(CBT_ERR_INVAL, "cbt.init: the OTEL_* environment (see stderr)");
+        return -1;
+    }
+    if (c.disabled)
+        return 0; /* OTEL_SDK_DISABLED=true */
+    if (endpoint) {
+        size_t l = strlen(endpoint);
+        int traces_url = l >= 10 && strcmp(endpoint + l - 10, "/v1/traces") == 0;
+        const char *suffix = traces_url ? "" : (endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
+        int base_len = traces_url ? (int)(l - 10) : (int)l;
+        const char *msuffix = !traces_url && endpoint[l - 1] == '/' ? "v1/metrics" : "/v1/metrics";
+        if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8)) {
+            PyErr_Format(PyExc_ValueError, "cbt.init: otlp_endpoint '%s' is not an http(s) URL "
+                                           "(cbt speaks OTLP/HTTP: the collector's port 4318)",
+                         endpoint);
+            return -1;
+        }
+        if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", endpoint, suffix) >=
+                sizeof c.endpoint ||
+            (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
+                             endpoint, msuffix) >= sizeof c.metrics_endpoint) {
+            PyErr_SetString(PyExc_ValueError, "cbt.init: otlp_endpoint is too long");
+            return -1;
+        }
+    }
+    if (service_name) {
+        if (strlen(service_name) >= sizeof c.resource.service_name) {
+            PyErr_SetString(PyExc_ValueError, "cbt.init: service_name is too long");
+            return -1;
+        }
+        strcpy(c.resource.service_name, service_name);
+    }
+    g_otlp_final = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
+    c.final_stats = &g_otlp_final;
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sk;
+    cbt_status st = cbt_otlp_exporter_create(&c, &e, &sk);
+    if (st == CBT_OK && (st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
+        sk.destroy(sk.ctx);
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt.init: starting the OTLP exporter for %s", c.endpoint);
+        return -1;
+    }
+    g_otlp_on = 1;
+    return 0;
+}
+#endif
+
+static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"enabled", "mp_subscriber", "queue_capacity", "lane_capacity",
+                             "max_lanes", "span_pool", "registry_capacity", "max_sessions",
+                             "poll_interval_us", "idle_sleep_ms", "shutdown_timeout_ms",
+                             "ring_capacity", "cuda_ring_capacity", "session_idle_ms",
+                             "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
+                             "service_name", "mp_root_end", NULL};
+    PyObject *o[15] = {NULL};
+    PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
+             *root_end = Py_None;
+    if (PyTuple_GET_SIZE(args)) {
+        PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOO:init", kwlist, &o[0],
+                                     &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                                     &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
+                                     PyUnicode_FSConverter, &spans, PyUnicode_FSConverter, &trace,
+                                     &endpoint, &service, &root_end))
+        return NULL;
+    PyObject *ret = NULL;
+    cbt_config c = cbt_config_default();
+    uint32_t *u32[13] = {&c.queue_capacity,    &c.lane_capacity,    &c.max_lanes,
+                         &c.span_pool,         &c.registry_capacity, &c.max_sessions,
+                         &c.poll_interval_us,  &c.idle_sleep_ms,    &c.shutdown_timeout_ms,
+                         &c.ring_capacity,     &c.cuda_ring_capacity, &c.session_idle_ms,
+                         &c.late_grace_ms};
+    if (get_bool(o[0], "enabled", &c.enabled) < 0 ||
+        get_bool(o[1], "mp_subscriber", &c.mp_subscriber) < 0)
+        goto out;
+    for (int i = 0; i < 13; i++)
+        if (get_u32(o[2 + i], kwlist[2 + i], u32[i]) < 0)
+            goto out;
+    if (root_end != Py_None) {
+        if (PyUnicode_Check(root_end)) {
+            const char *r = PyUnicode_AsUTF8(root_end);
+            if (!r)
+                goto out;
+            if (!strcmp(r, "request"))
+                c.mp_root_end = CBT_ROOT_END_REQUEST;
+            else if (!strcmp(r, "transfer_end"))
+                c.mp_root_end = CBT_ROOT_END_TRANSFER;
+            else {
+                PyErr_Format(PyExc_ValueError,
+                             "cbt.init: mp_root_end is 'request' or 'transfer_end', not '%s'", r);
+                goto out;
+            }
+        } else {
+            PyErr_SetString(PyExc_TypeError,
+                            "cbt.init: mp_root_end is 'request', 'transfer_end' or None");
+            goto out;
+        }
+    }
+    const char *ep = NULL, *svc = NULL;
+    if (endpoint != Py_None) {
+        if (!PyUnicode_Check(endpoint)) {
+            PyErr_SetString(PyExc_TypeError, "cbt.init: otlp_endpoint is a str or None");
+            goto out;
+        }
+        if (!(ep = utf8_of(endpoint, NULL, "cbt.init: otlp_endpoint")))
+            goto out;
+    }
+    if (service != Py_None) {
+        if (!PyUnicode_Check(service)) {
+            PyErr_SetString(PyExc_TypeError, "cbt.init: service_name is a str or None");
+            goto out;
+        }
+        if (!(svc = utf8_of(service, NULL, "cbt.init: service_name")))
+            goto out;
+    }
+#ifndef CBT_WITH_OTLP
+    if (ep && *ep) {
+        raise_status(CBT_ERR_UNSUPPORTED,
+                     "cbt.init: otlp_endpoint: this build has no OTLP exporter (protobuf-c or "
+                     "libcurl was missing when the package was built)");
+        goto out;
+    }
+    (void)svc;
+#endif
+    c.jsonl_path = spans ? PyBytes_AS_STRING(spans) : NULL;
+    cbt_status st = cbt_init(&c);
+    if (st != CBT_OK) {
+        if (st == CBT_ERR_ALREADY && g_forked_child)
+            raise_status(st, "cbt.init: this process was forked while its parent's tracer ran; "
+                             "the child inherits it and cannot start its own (fork before "
+                             "cbt.init, or use the 'spawn' start method)");
+        else if (st == CBT_ERR_IO && spans)
+            raise_statusf(st, "cbt.init: the span file '%s'", PyBytes_AS_STRING(spans));
+        else
+            raise_status(st, "cbt.init");
+        goto out;
+    }
+    if (!c.enabled) {
+        ret = Py_None;
+        Py_INCREF(ret);
+        goto out;
+    }
+    if (trace) {
+        cbt_sink sk;
+        if ((st = cbt_trace_file_sink_create(PyBytes_AS_STRING(trace), &sk)) == CBT_OK &&
+            (st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
+            sk.destroy(sk.ctx);
+        if (st != CBT_OK) {
+            raise_statusf(st, "cbt.init: the trace file '%s'", PyBytes_AS_STRING(trace));
+            goto fail_tracer;
+        }
+    }
+#ifdef CBT_WITH_OTLP
+    g_otlp_on = 0;
+    if (add_otlp(ep, svc) < 0)
+        goto fail_tracer;
+#endif
+    ret = Py_None;
+    Py_INCREF(ret);
+    goto out;
+fail_tracer: {
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    Py_BEGIN_ALLOW_THREADS
+    cbt_shutdown();
+    Py_END_ALLOW_THREADS
+    PyErr_Restore(et, ev, tb);
+}
+out:
+    Py_XDECREF(spans);
+    Py_XDECREF(trace);
+    return ret;
+}
+
+static PyObject *py_shutdown(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_shutdown_final(&m);
+    Py_END_ALLOW_THREADS
+    if (st == CBT_ERR_NOT_INITIALIZED)
+        return PyDict_New(); /* no tracer: nothing was shut down */
+    if (st != CBT_OK)
+        return raise_status(st, "cbt.shutdown");
+    PyObject *d = metrics_dict(&m);
+#ifdef CBT_WITH_OTLP
+    if (d && g_otlp_on) {
+        const cbt_otlp_stats *o = &g_otlp_final;
+        PyObject *od = Py_BuildValue(
+            "{s:K,s:K,s:K,s:K,s:K,s:K}", "spans_queued", (unsigned long long)o->spans_queued,
+            "spans_exported", (unsigned long long)o->spans_exported, "spans_dropped",
+            (unsigned long long)o->spans_dropped, "batches_sent",
+            (unsigned long long)o->batches_sent, "batches_failed",
+            (unsigned long long)o->batches_failed, "retries", (unsigned long long)o->retries);
+        if (!od || PyDict_SetItemString(d, "otlp", od) < 0) {
+            Py_XDECREF(od);
+            Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(od);
+        g_otlp_on = 0;
+    }
+#endif
+    return d;
+}
+
+static PyObject *py_enabled(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    return PyBool_FromLong(cbt_enabled());
+}
+
+static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"timeout_ms", NULL};
+    unsigned int timeout = 5000;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:flush", kwlist, &timeout))
+        return NULL;
+    if (!cbt_enabled())
+        Py_RETURN_NONE;
+    cbt_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_flush(timeout);
+    Py_END_ALLOW_THREADS
+    if (st == CBT_ERR_NOT_INITIALIZED) /* shut down meanwhile */
+        Py_RETURN_NONE;
+    if (st != CBT_OK)
+        return raise_statusf(st, "cbt.flush(timeout_ms=%u)", timeout);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_metrics(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_status st = cbt_metrics_get(&m);
+    if (st != CBT_OK)
+        return raise_status(st, "cbt.metrics");
+    return metrics_dict(&m);
+}
+
+static PyObject *py_strerror(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long v = PyLong_AsLong(arg);
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    return PyUnicode_FromString(cbt_strerror((cbt_status)v));
+}
+
+static PyObject *py_register_event_type(PyObject *self, PyObject *name)
+{
+    (void)self;
+    if (!PyUnicode_Check(name)) {
+        PyErr_SetString(PyExc_TypeError, "cbt.register_event_type: the name is a str");
+        return NULL;
+    }
+    const char *s = utf8_of(name, NULL, "cbt.register_event_type");
+    if (!s)
+        return NULL;
+    cbt_event_type t;
+    cbt_status st = cbt_event_type_register(s, &t);
+    if (st != CBT_OK)
+        return raise_statusf(st, "cbt.register_event_type('%s')", s);
+    return PyLong_FromLong(t);
+}
+
+static PyObject *py_event_type_name(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    cbt_event_type t;
+    if (resolve_type(arg, &t) < 0)
+        return NULL;
+    return PyUnicode_FromString(cbt_event_type_name(t));
+}
+
+static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
+{
+    (void)self, (void)unused;
+    g_forked_child = 1;
+    /* the parent's wrappers name its CUDA streams' pooled events: not the child's */
+    PyDict_Clear(g_cuda_streams);
+    Py_RETURN_NONE;
+}
+
+/* ---- SpanContext ---------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    cbt_span_ctx c;
+} SpanContextObject;
+
+static PyTypeObject SpanContextType;
+
+static PyObject *ctx_new(const cbt_span_ctx *c)
+{
+    SpanContextObject *o = PyObject_New(SpanContextObject, &SpanContextType);
+    if (o)
+        o->c = *c;
+    return (PyObject *)o;
+}
+
+static PyObject *hex_of(const uint8_t *b, int n)
+{
+    char buf[33];
+    static const char hx[] = "0123456789abcdef";
+    for (int i = 0; i < n; i++) {
+        buf[2 * i] = hx[b[i] >> 4];
+        buf[2 * i + 1] = hx[b[i] & 15];
+    }
+    return PyUnicode_FromStringAndSize(buf, 2 * n);
+}
+
+static PyObject *traceparent_of(const cbt_span_ctx *c)
+{
+    char tp[CBT_TRACEPARENT_LEN + 1];
+    if (cbt_traceparent_format(c, tp) != CBT_OK)
+        return PyUnicode_FromString("");
+    return PyUnicode_FromStringAndSize(tp, CBT_TRACEPARENT_LEN);
+}
+
+/* SpanContext(trace_id, span_id, sampled=True): hex ids, as in a traceparent */
+static PyObject *SpanContext_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"trace_id", "span_id", "sampled", NULL};
+    const char *tid, *sid;
+    int sampled = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|p:SpanContext", kwlist, &tid, &sid, &sampled))
+        return NULL;
+    char tp[CBT_TRACEPARENT_LEN + 16];
+    int n = snprintf(tp, sizeof tp, "00-%s-%s-%s", tid, sid, sampled ? "01" : "00");
+    SpanContextObject *o = (SpanContextObject *)type->tp_alloc(type, 0);
+    if (!o)
+        return NULL;
+    if (n != CBT_TRACEPARENT_LEN || cbt_traceparent_parse(tp, (size_t)n, &o->c) != CBT_OK) {
+        Py_DECREF(o);
+        PyErr_SetString(PyExc_ValueError, "SpanContext: trace_id is 32 and span_id 16 lowercase "
+                                          "hex digits, neither all zero");
+        return NULL;
+    }
+    return (PyObject *)o;
+}
+
+static PyObject *SpanContext_trace_id(SpanContextObject *self, void *c)
+{
+    (void)c;
+    return hex_of(self->c.trace_id, 16);
+}
+static PyObject *SpanContext_span_id(SpanContextObject *self, void *c)
+{
+    (void)c;
+    return hex_of(self->c.span_id, 8);
+}
+static PyObject *SpanContext_sampled(SpanContextObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->c.trace_flags & CBT_TRACE_FLAG_SAMPLED);
+}
+static PyObject *SpanContext_traceparent(SpanContextObject *self, void *c)
+{
+    (void)c;
+    return traceparent_of(&self->c);
+}
+
+static PyObject *SpanContext_repr(SpanContextObject *self)
+{
+    PyObject *t = hex_of(self->c.trace_id, 16), *s = hex_of(self->c.span_id, 8);
+    PyObject *r = (t && s) ? PyUnicode_FromFormat("SpanContext(trace_id='%U', span_id='%U', "
+                                                  "sampled=%s)",
+                                                  t, s,
+                                                  (self->c.trace_flags & 1) ? "True" : "False")
+                           : NULL;
+    Py_XDECREF(t);
+    Py_XDECREF(s);
+    return r;
+}
+
+static PyObject *SpanContext_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!PyObject_TypeCheck(b, &SpanContextType) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = memcmp(&((SpanContextObject *)a)->c, &((SpanContextObject *)b)->c,
+                    sizeof(cbt_span_ctx)) == 0;
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static Py_hash_t SpanContext_hash(SpanContextObject *self)
+{
+    Py_hash_t h = 0;
+    for (size_t i = 0; i < 16; i++)
+        h = h * 31 + self->c.trace_id[i];
+    for (size_t i = 0; i < 8; i++)
+        h = h * 31 + self->c.span_id[i];
+    h = h * 31 + self->c.trace_flags;
+    return h == -1 ? -2 : h;
+}
+
+static PyGetSetDef SpanContext_getset[] = {
+    {"trace_id", (getter)SpanContext_trace_id, NULL, "32 lowercase hex digits", NULL},
+    {"span_id", (getter)SpanContext_span_id, NULL, "16 lowercase hex digits", NULL},
+    {"sampled", (getter)SpanContext_sampled, NULL, "the W3C sampled flag", NULL},
+    {"traceparent", (getter)SpanContext_traceparent, NULL,
+     "the W3C traceparent ('' when the span id is zero: a trace-id-only context)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject SpanContextType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt.SpanContext",
+    .tp_basicsize = sizeof(SpanContextObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "SpanContext(trace_id, span_id, sampled=True): a span's W3C ids.",
+    .tp_repr = (reprfunc)SpanContext_repr,
+    .tp_hash = (hashfunc)SpanContext_hash,
+    .tp_richcompare = SpanContext_richcompare,
+    .tp_getset = SpanContext_getset,
+    .tp_new = SpanContext_new,
+};
+
+/* ---- PSpan: one cbt_pspan (python/cbt/__init__.py wraps it as cbt.span) ------------ */
+
+typedef struct {
+    PyObject_HEAD
+    cbt_pspan ps;
+    PyObject *stream_ref; /* the CpuStream it was begun on: kept alive until the end */
+} PSpanObject;
+
+static PyTypeObject PSpanType;
+
+/* attrs (a dict or None) into meta[], at most `max` */
+static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, const char *fn)
+{
+    *n = 0;
+    if (!attrs || attrs == Py_None)
+        return 0;
+    if (!PyDict_Check(attrs)) {
+        PyErr_Format(PyExc_TypeError, "%s: attributes are a dict", fn);
+        return -1;
+    }
+    if ((size_t)PyDict_GET_SIZE(attrs) > max) {
+        raise_statusf(CBT_ERR_META_FULL, "%s: %zd attributes (at most %u)", fn,
+                      PyDict_GET_SIZE(attrs), max);
+        return -1;
+    }
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(attrs, &pos, &k, &v)) {
+        cbt_name key;
+        if (resolve_key(k, &key) < 0)
+            return -1;
+        if (PyBool_Check(v)) {
+            m[*n] = cbt_meta_bool(key, v == Py_True);
+        } else if (PyLong_Check(v)) {
+            int of = 0;
+            long long x = PyLong_AsLongLongAndOverflow(v, &of);
+            if (of) {
+                PyErr_Format(PyExc_OverflowError, "%s: attribute '%U' does not fit in 64 bits",
+                             fn, k);
+                return -1;
+            }
+            if (x == -1 && PyErr_Occurred())
+                return -1;
+            m[*n] = cbt_meta_i64(key, (int64_t)x);
+        } else if (PyFloat_Check(v)) {
+            m[*n] = cbt_meta_f64(key, PyFloat_AS_DOUBLE(v));
+        } else if (PyUnicode_Check(v)) {
+            Py_ssize_t len;
+            const char *s = utf8_of(v, &len, fn);
+            if (!s)
+                return -1;
+            if (len >= CBT_META_INLINE_MAX) {
+                raise_statusf(CBT_ERR_META_TOO_LONG,
+                              "%s: attribute '%U' is %zd bytes (a span's string attributes hold "
+                              "at most %d)",
+                              fn, k, len, CBT_META_INLINE_MAX - 1);
+                return -1;
+            }
+            m[*n] = cbt_meta_str(key, s);
+        } else {
+            PyErr_Format(PyExc_TypeError,
+                         "%s: attribute '%U' is a %.100s: attributes are int, float, bool or str",
+                         fn, k, Py_TYPE(v)->tp_name);
+            return -1;
+        }
+        (*n)++;
+    }
+    return 0;
+}
+
+/* The context named by a parent argument: a SpanContext or a PSpan. */
+static int parent_of(PyObject *p, cbt_span_ctx *out)
+{
+    if (PyObject_TypeCheck(p, &SpanContextType)) {
+        *out = ((SpanContextObject *)p)->c;
+        return 0;
+    }
+    if (PyObject_TypeCheck(p, &PSpanType)) {
+        *out = ((PSpanObject *)p)->ps.ctx;
+        return 0;
+    }
+    PyObject *ctx = PyObject_GetAttrString(p, "context"); /* cbt.span's wrapper */
+    if (ctx && PyObject_TypeCheck(ctx, &SpanContextType)) {
+        *out = ((SpanContextObject *)ctx)->c;
+        Py_DECREF(ctx);
+        return 0;
+    }
+    Py_XDECREF(ctx);
+    PyErr_Clear();
+    PyErr_Format(PyExc_TypeError, "cbt: a parent is a cbt.SpanContext or a cbt.span, not %.100s",
+                 Py_TYPE(p)->tp_name);
+    return -1;
+}
+
+/* span_begin(name, parent, session_id, kind, stream, attrs) -> PSpan */
+static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "span_begin takes 6 arguments");
+        return NULL;
+    }
+    PyObject *name_o = args[0], *parent_o = args[1], *sess_o = args[2], *kind_o = args[3],
+             *stream_o = args[4], *attrs = args[5];
+    cbt_name name;
+    if (!PyUnicode_Check(name_o)) {
+        PyErr_SetString(PyExc_TypeError, "cbt.span: the name is a str");
+        return NULL;
+    }
+    if (resolve_key(name_o, &name) < 0)
+        return NULL;
+    const char *sess = "";
+    Py_ssize_t sess_len = 0;
+    if (sess_o != Py_None) {
+        if (!PyUnicode_Check(sess_o)) {
+            PyErr_SetString(PyExc_TypeError, "cbt.span: session_id is a str");
+            return NULL;
+        }
+        if (!(sess = utf8_of(sess_o, &sess_len, "cbt.span: session_id")))
+            return NULL;
+    }
+    long kind = PyLong_AsLong(kind_o);
+    if (kind == -1 && PyErr_Occurred())
+        return NULL;
+    cbt_span_ctx parent, *pp = NULL;
+    if (parent_o != Py_None) {
+        if (parent_of(parent_o, &parent) < 0)
+            return NULL;
+        pp = &parent;
+    } else if (sess_len == 0) {
+        /* no parent, no request id: a root of a fresh random trace (the
+         * per-thread generator, reseeded in a forked child), sampled by
+         * OTEL_TRACES_SAMPLER as read at import */
+        memset(&parent, 0, sizeof parent);
+        cbt_pspan_new_id(parent.trace_id);
+        cbt_pspan_new_id(parent.trace_id + 8);
+        parent.trace_flags =
+            cbt_sampler_decide(&g_sampler, parent.trace_id, NULL) ? CBT_TRACE_FLAG_SAMPLED : 0;
+        pp = &parent;
+    }
+    cbt_stream *st = NULL;
+    if (stream_o != Py_None && resolve_stream(stream_o, &st) < 0)
+        return NULL;
+    cbt_meta m[CBT_EVENT_META_MAX];
+    uint32_t n;
+    if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span") < 0)
+        return NULL;
+    PSpanObject *o = PyObject_New(PSpanObject, &PSpanType);
+    if (!o)
+        return NULL;
+    o->stream_ref = NULL;
+    cbt_status rc = st ? cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n)
+                       : cbt_pspan_begin(&o->ps, name, (cbt_span_kind)kind, sess, pp, m, n);
+    /* without a tracer or with a full queue the context still flows */
+    if (rc != CBT_OK && rc != CBT_ERR_NOT_INITIALIZED && rc != CBT_ERR_FULL) {
+        Py_DECREF(o);
+        return raise_statusf(rc, "cbt.span('%U')", name_o);
+    }
+    if (st && PyObject_TypeCheck(stream_o, &CpuStreamType)) {
+        Py_INCREF(stream_o);
+        o->stream_ref = stream_o;
+    }
+    return (PyObject *)o;
+}
+
+static void PSpan_dealloc(PSpanObject *self)
+{
+    Py_XDECREF(self->stream_ref);
+    PyObject_Free(self);
+}
+
+static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
+{
+    if (!self->ps.open)
+        Py_RETURN_NONE; /* never opened (no tracer), or ended already */
+    if (self->stream_ref && !((CpuStreamObject *)self->stream_ref)->s) {
+        self->ps.open = 0;
+        return raise_status(CBT_ERR_STOPPED, "cbt.span end: its CpuStream was closed");
+    }
+    cbt_meta m[CBT_EVENT_META_MAX];
+    uint32_t n;
+    if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span end") < 0)
+        return NULL;
+    cbt_status rc = self->ps.stream ? cbt_pspan_end_on(&self->ps, m, n)
+                                    : cbt_pspan_end(&self->ps, m, n);
+    self->ps.open = 0;
+    Py_CLEAR(self->stream_ref);
+    if (rc != CBT_OK && rc != CBT_ERR_FULL && rc != CBT_ERR_NOT_INITIALIZED)
+        return raise_status(rc, "cbt.span end");
+    Py_RETURN_NONE;
+}
+
+static PyObject *PSpan_context(PSpanObject *self, void *c)
+{
+    (void)c;
+    return ctx_new(&self->ps.ctx);
+}
+static PyObject *PSpan_open(PSpanObject *self, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(self->ps.open);
+}
+
+static PyMethodDef PSpan_methods[] = {
+    {"end", (PyCFunction)PSpan_end, METH_O, "end(attrs: dict | None): close the span now."},
+    {NULL, NULL, 0, NULL},
+};
+static PyGetSetDef PSpan_getset[] = {
+    {"context", (getter)PSpan_context, NULL, "the span's SpanContext", NULL},
+    {"open", (getter)PSpan_open, NULL, "True between begin and end", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+static PyTypeObject PSpanType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt._cbt.PSpan",
+    .tp_basicsize = sizeof(PSpanObject),
+    .tp_dealloc = (destructor)PSpan_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A span this process opened (cbt/pspan.h); made by cbt.span.",
+    .tp_methods = PSpan_methods,
+    .tp_getset = PSpan_getset,
+};
+
+static PyObject *py_inject(PyObject *self, PyObject *ctx)
+{
+    (void)self;
+    cbt_span_ctx c;
+    if (parent_of(ctx, &c) < 0)
+        return NULL;
+    return traceparent_of(&c);
+}
+
+static PyObject *py_extract(PyObject *self, PyObject *tp)
+{
+    (void)self;
+    if (!PyUnicode_Check(tp)) {
+        PyErr_SetString(PyExc_TypeError, "cbt.extract: a traceparent is a str");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(tp, &n);
+    if (!s)
+        return NULL;
+    cbt_span_ctx c;
+    cbt_status st = cbt_traceparent_parse(s, (size_t)n, &c);
+    if (st != CBT_OK)
+        return raise_statusf(st, "cbt.extract(%R)", tp);
+    return ctx_new(&c);
+}
+
+/* ---- the module ------------------------------------------------------------------------- */
+
+static PyMethodDef methods[] = {
+    {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS,
+     "init(**config): start the process's tracer (docs/python.md)."},
+    {"shutdown", py_shutdown, METH_NOARGS,
+     "shutdown() -> dict: drain and stop the tracer; its final metrics ({} without one)."},
+    {"enabled", py_enabled, METH_NOARGS, "enabled() -> bool: a tracer is running."},
+    {"publish", (PyCFunction)(void (*)(void))py_publish, METH_FASTCALL | METH_KEYWORDS,
+     "publish(event_type, session_id, ts_ns=None, *, pair=None, **values)"},
+    {"publish_on_stream", (PyCFunction)(void (*)(void))py_publish_on_stream,
+     METH_FASTCALL | METH_KEYWORDS,
+     "publish_on_stream(stream, event_type, session_id, *, pair=None, **values)"},
+    {"flush", (PyCFunction)(void (*)(void))py_flush, METH_VARARGS | METH_KEYWORDS,
+     "flush(timeout_ms=5000): wait (GIL released) until everything published is dispatched."},
+    {"metrics", py_metrics, METH_NOARGS, "metrics() -> dict: the tracer's self-metrics."},
+    {"strerror", py_strerror, METH_O, "strerror(status) -> str"},
+    {"register_event_type", py_register_event_type, METH_O,
+     "register_event_type(name) -> int: a program-defined event type."},
+    {"event_type_name", py_event_type_name, METH_O,
+     "event_type_name(event_type) -> str: cbt's name for a type (LMCache's value)."},
+    {"span_begin", (PyCFunction)(void (*)(void))py_span_begin, METH_FASTCALL, NULL},
+    {"inject", py_inject, METH_O, "inject(ctx) -> str: ctx's W3C traceparent."},
+    {"extract", py_extract, METH_O, "extract(traceparent) -> SpanContext (strict W3C v00)."},
+    {"_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT, "_cbt", "cbt's C extension (python/cbt/_cbt.c)", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__cbt(void);
+PyMODINIT_FUNC PyInit__cbt(void)
+{
+    if (PyType_Ready(&CpuStreamType) < 0 || PyType_Ready(&SpanContextType) < 0 ||
+        PyType_Ready(&PSpanType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m)
+        return NULL;
+    g_error = PyErr_NewExceptionWithDoc(
+        "cbt.Error",
+        "A cbt call failed: .status is the cbt_status code, the message cbt_strerror's.",
+        NULL, NULL);
+    g_types = PyDict_New();
+    g_keys = PyDict_New();
+    g_cuda_streams = PyDict_New();
+    g_str_ts_ns = PyUnicode_InternFromString("ts_ns");
+    g_str_pair = PyUnicode_InternFromString("pair");
+    g_str_event_type = PyUnicode_InternFromString("event_type");
+    g_str_session_id = PyUnicode_InternFromString("session_id");
+    g_str_value = PyUnicode_InternFromString("value");
+    if (!g_error || !g_types || !g_keys || !g_cuda_streams || !g_str_ts_ns || !g_str_pair ||
+        !g_str_event_type || !g_str_session_id || !g_str_value)
+        goto fail;
+    PyObject *zero = PyLong_FromLong(0);
+    if (!zero || PyObject_SetAttrString(g_error, "status", zero) < 0) {
+        Py_XDECREF(zero);
+        goto fail;
+    }
+    Py_DECREF(zero);
+    (void)cbt_sampler_from_env(&g_sampler, stderr);
+    Py_INCREF(g_error);
+    Py_INCREF(&CpuStreamType);
+    Py_INCREF(&SpanContextType);
+    Py_INCREF(&PSpanType);
+    if (PyModule_AddObject(m, "Error", g_error) < 0 ||
+        PyModule_AddObject(m, "CpuStream", (PyObject *)&CpuStreamType) < 0 ||
+        PyModule_AddObject(m, "SpanContext", (PyObject *)&SpanContextType) < 0 ||
+        PyModule_AddObject(m, "PSpan", (PyObject *)&PSpanType) < 0)
+        goto fail;
+    if (PyModule_AddIntConstant(m, "SESSION_MAX", CBT_SESSION_MAX - 1) < 0 ||
+        PyModule_AddIntConstant(m, "EVENT_META_MAX", CBT_EVENT_META_MAX) < 0 ||
+        PyModule_AddIntConstant(m, "SPAN_STR_MAX", CBT_META_INLINE_MAX - 1) < 0 ||
+        PyModule_AddIntConstant(m, "HAVE_CUDA", CBT_HAVE_CUDA) < 0 ||
+        PyModule_AddIntConstant(m, "HAVE_OTLP", CBT_HAVE_OTLP) < 0 ||
+        PyModule_AddStringConstant(m, "__version__", CBT_VERSION_STRING) < 0)
+        goto fail;
+    /* the status codes, by name */
+    static const struct { const char *n; int v; } codes[] = {
+        {"OK", CBT_OK}, {"ERR_INVAL", CBT_ERR_INVAL}, {"ERR_NOMEM", CBT_ERR_NOMEM},
+        {"ERR_FULL", CBT_ERR_FULL}, {"ERR_SESSION_TOO_LONG", CBT_ERR_SESSION_TOO_LONG},
+        {"ERR_UNKNOWN_EVENT", CBT_ERR_UNKNOWN_EVENT}, {"ERR_META_FULL", CBT_ERR_META_FULL},
+        {"ERR_META_TOO_LONG", CBT_ERR_META_TOO_LONG},
+        {"ERR_NOT_INITIALIZED", CBT_ERR_NOT_INITIALIZED}, {"ERR_ALREADY", CBT_ERR_ALREADY},
+        {"ERR_THREAD", CBT_ERR_THREAD}, {"ERR_IO", CBT_ERR_IO}, {"ERR_CUDA", CBT_ERR_CUDA},
+        {"ERR_NO_DEVICE", CBT_ERR_NO_DEVICE}, {"ERR_UNSUPPORTED", CBT_ERR_UNSUPPORTED},
+        {"ERR_NOT_FOUND", CBT_ERR_NOT_FOUND}, {"ERR_STOPPED", CBT_ERR_STOPPED},
+        {"ERR_TIMEOUT", CBT_ERR_TIMEOUT}, {"ERR_BAD_TRACEPARENT", CBT_ERR_BAD_TRACEPARENT},
+        {"ERR_BAD_TRACESTATE", CBT_ERR_BAD_TRACESTATE}, {"ERR_VERSION", CBT_ERR_VERSION},
+    };
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        if (PyModule_AddIntConstant(m, codes[i].n, codes[i].v) < 0)
+            goto fail;
+    return m;
+fail:
+    Py_DECREF(m);
+    return NULL;
+}
