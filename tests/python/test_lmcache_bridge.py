@@ -232,11 +232,11 @@ def test_same_forests_as_lmcache(lm, bridge):
     fed = [e for e in events if e.event_type.name in bridge.mod._OWNER
            or e.event_type.name in bridge.mod.EXTRA_EVENT_TYPES]
     assert c["events_in"] == len(fed), c
-    assert c["events_refused"] == 0 and c["pair_lost"] == 0, c
-    assert c["dropped"] > 0, c  # the generator sends None (worker_id) and bad samples
+    assert c["events_refused"] == 0, c
     lines = bridge.spans.read_text().splitlines()
     L, C, res, bad = _compare(lm, stream, lm_spans, shutdown_ns, lines)
-    assert len(res.pairs) > 0.9 * len(L), (len(res.pairs), len(L), len(C))
+    fm = getattr(bridge.mod._bridge, "final_metrics", None)
+    assert len(res.pairs) > 0.9 * len(L), (len(res.pairs), len(L), len(C), {k: v for k, v in (fm or {}).items() if v})
     assert not bad, f"{len(bad)} unexpected differences, e.g.:\n" + "\n".join(
         f"  {d.kind} {d.name} {d.key}: {d.detail}" for d in bad[:10])
 

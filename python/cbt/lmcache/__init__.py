@@ -166,9 +166,6 @@ class _Bridge:
         self.dropped = collections.Counter({k: 0 for k in _translate.DROP_KEYS})
         self.stream_ok = True
         self.saved: list[tuple[Any, str, Any]] = []
-        # the fast entry points, when the extension has them (they set pair)
-        self.pub_values = getattr(cbt, "publish_values", None)
-        self.pub_stream_values = getattr(cbt, "publish_on_stream_values", None)
 
     # -- cbt's lifetime ---------------------------------------------------
     def start(self, otlp_endpoint: str | None = None, from_lmcache: bool = False) -> None:
@@ -181,7 +178,19 @@ class _Bridge:
                 if warning:
                     self.warn(warning)
                 cfg["otlp_endpoint"] = url or ""
-            self.cbt.init(**cfg)
+            # the CacheBlend builder too, as `cbt replay` has it (LMCache's
+            # blend server publishes cb.* events); an older extension
+            # without the keyword builds the MP trees only, and says so
+            cfg.setdefault("cb_subscriber", True)
+            try:
+                self.cbt.init(**cfg)
+            except TypeError as x:
+                if "cb_subscriber" not in str(x):
+                    raise
+                del cfg["cb_subscriber"]
+                self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
+                          "(cb.*) spans")
+                self.cbt.init(**cfg)
             self.started_cbt = True
 
     def stop(self) -> None:
@@ -199,12 +208,7 @@ class _Bridge:
         c["events_in"] += 1
         for etype, ts_ns, session, pair, vals in _translate.to_cbt(event, self.dropped):
             try:
-                if self.pub_values is not None:
-                    self.pub_values(etype, session, ts_ns, pair, vals)
-                else:
-                    if pair is not None:
-                        c["pair_lost"] += 1
-                    self.cbt.publish(etype, session, ts_ns, **vals)
+                self.cbt.publish(etype, session, ts_ns, pair=pair, **vals)
                 c["events_out"] += 1
             except self.cbt.Error as x:  # a session too long, cbt stopped, ...
                 c["events_refused"] += 1
@@ -221,10 +225,7 @@ class _Bridge:
         outs = _translate.to_cbt(event, self.dropped)
         try:
             for etype, _ts, session, pair, vals in outs:
-                if self.pub_stream_values is not None:
-                    self.pub_stream_values(handle, etype, session, pair, vals)
-                else:
-                    self.cbt.publish_on_stream(handle, etype, session, **vals)
+                self.cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
         except self.cbt.Error as x:
             # no CUDA in this cbt build, or no device: LMCache's path from now on
             with _lock:
@@ -394,7 +395,7 @@ def installed() -> bool:
 
 def counters() -> dict[str, int]:
     """The bridge's counters: events_in (LMCache events handed to cbt),
-    events_out (cbt events published), events_refused, pair_lost,
+    events_out (cbt events published), events_refused,
     stream_marks, stream_fallbacks, and dropped_<why> for each value left out
     (none, list, dict, bytes, int_range, float_nonfinite, object, key,
     too_many, bad_sample). Empty when not installed."""
@@ -402,7 +403,7 @@ def counters() -> dict[str, int]:
     if br is None:
         return {}
     out = {k: br.c.get(k, 0) for k in ("events_in", "events_out", "events_refused",
-                                        "pair_lost", "stream_marks", "stream_fallbacks")}
+                                        "stream_marks", "stream_fallbacks")}
     out.update({k: v for k, v in br.c.items() if k not in out})
     out.update({f"dropped_{k}": v for k, v in br.dropped.items()})
     out["dropped"] = sum(br.dropped.values())

@@ -12,7 +12,8 @@ bridge's trees are the ones that test compares:
   an int >= 0 and not a bool, so tensor-parallel workers pair with their own;
 - values: bool, int (64-bit; an IntEnum gives its value), finite float, str.
   Anything else (None, lists, tuples, dicts, bytes, objects, integers outside
-  64 bits, NaN, infinities), keys cbt cannot intern, and values past what one
+  64 bits, NaN, infinities), keys cbt cannot intern (and "pair", cbt.publish's
+  keyword for the pairing key), and values past what one
   cbt event holds are dropped and counted (``Counters``);
 - ``mp.transfer.phase_samples`` is split: one event per 8-tuple sample with its
   named fields, then one batch-end event carrying only ``ended_transfer_key``.
@@ -72,7 +73,8 @@ def values(meta: dict, dropped: dict) -> dict:
         else:
             dropped[_why(v)] += 1
             continue
-        if not isinstance(k, str) or not k or len(k.encode()) > KEY_LEN_MAX:
+        if (not isinstance(k, str) or not k or len(k.encode()) > KEY_LEN_MAX
+                or k == "pair"):  # cbt.publish's keyword for the pairing key
             dropped["key"] += 1
             continue
         if n == META_MAX:
