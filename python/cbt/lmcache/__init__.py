@@ -1,0 +1,410 @@
+"""cbt.lmcache — the bridge that puts cbt inside an LMCache 0.5.x process.
+
+``cbt.lmcache.install(**cbt_config)``, called before LMCache's
+``init_observability`` runs (``python -m cbt.lmcache server ...`` does it for
+you), makes three replacements, all by assignment on LMCache's own module and
+class objects (nothing in LMCache is edited; ``uninstall()`` puts them back):
+
+1. ``lmcache.v1.mp_observability.subscribers.tracing``: its four tracing
+   subscriber names (``MPServerTracingSubscriber``, ``BlendTracingSubscriber``,
+   ``TimeoutTracingSubscriber``, ``TransferPhaseTracingSubscriber``) and
+   ``get_span_registry`` become the bridge's stand-ins. ``init_observability``
+   imports them lazily under ``--enable-tracing`` and registers them where it
+   would register LMCache's, so LMCache builds no spans of its own (no double
+   spans). Each stand-in's ``get_subscriptions()`` has exactly the keys of the
+   original it replaces, so ``bus.has_subscribers`` answers as before and
+   LMCache's publishers send the same events. The stand-ins run on LMCache's
+   drain thread and hand each event to cbt (``cbt.publish`` with the event's
+   own timestamp, explicit): a disabled, stopped or full bus behaves as
+   LMCache's own, because the stand-ins see exactly what LMCache's tracing
+   subscribers would have seen.
+2. ``lmcache.v1.mp_observability.otel_init.init_otel_tracing``: instead of a
+   gRPC OTel TracerProvider, cbt is started (``cbt.init(**cbt_config)``) with
+   its OTLP/HTTP exporter pointed at ``otlp_endpoint`` by ``otlp_traces_url``'s
+   rule (unless ``cbt_config`` names ``otlp_endpoint`` itself).
+3. ``EventBus.publish_on_stream`` (the class, so every bus): on a bus that has
+   the stand-ins and a stream with a real CUDA handle (``.cuda_stream`` or
+   ``.ptr`` non-zero), the event goes to cbt as a CUDA-event mark
+   (``cbt.publish_on_stream``: stamped when the GPU reaches it), and is queued
+   on LMCache's bus at once through ``EventBus.publish`` (host time, no host
+   callback) for LMCache's other subscribers; the stand-ins skip it there, so
+   cbt sees it once. A CPU ``StubStream`` (ptr 0), a bus without the
+   stand-ins, or a cbt without CUDA keeps LMCache's own path.
+
+Counters (``counters()``): events in, cbt events out, values dropped by why,
+events cbt refused, stream marks and fallbacks. docs/lmcache-bridge.md.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections
+import sys
+import threading
+import urllib.parse
+from typing import Any
+
+from . import _translate
+
+__all__ = ["install", "uninstall", "installed", "counters", "otlp_traces_url",
+           "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES"]
+
+_TRACING = "lmcache.v1.mp_observability.subscribers.tracing"
+_OTEL_INIT = "lmcache.v1.mp_observability.otel_init"
+_EVENT_BUS = "lmcache.v1.mp_observability.event_bus"
+_EVENT = "lmcache.v1.mp_observability.event"
+
+# The keys of each LMCache 0.5.6 tracing subscriber's get_subscriptions(), by
+# EventType member name, in registration order (config.init_observability).
+# The stand-in for each has exactly these keys.
+STANDIN_SUBSCRIPTIONS: dict[str, tuple[str, ...]] = {
+    "MPServerTracingSubscriber": (
+        "MP_REQUEST_START", "MP_STORE_SUBMITTED", "MP_RETRIEVE_SUBMITTED", "MP_REQUEST_END",
+        "MP_STORE_START", "MP_STORE_END", "MP_RETRIEVE_START", "MP_RETRIEVE_END",
+        "MP_LOOKUP_PREFETCH_START", "MP_LOOKUP_PREFETCH_END"),
+    "BlendTracingSubscriber": (
+        "CB_REQUEST_START", "CB_RETRIEVE_SUBMITTED", "CB_REQUEST_END",
+        "CB_LOOKUP_START", "CB_LOOKUP_END", "CB_RETRIEVE_START", "CB_RETRIEVE_END",
+        "CB_FINGERPRINT_MATCH_START", "CB_FINGERPRINT_MATCH_END",
+        "CB_PREFIX_LOOKUP_START", "CB_PREFIX_LOOKUP_END",
+        "CB_COORDINATOR_MATCH_START", "CB_COORDINATOR_MATCH_END",
+        "CB_SPARSE_PREFETCH_START", "CB_SPARSE_PREFETCH_END",
+        "CB_SCATTER_START", "CB_SCATTER_END",
+        "CB_FINGERPRINTS_REGISTERED", "CB_CHUNKS_EVICTED", "CB_RETRIEVE_NOOP"),
+    "TimeoutTracingSubscriber": ("TIMEOUT_RAISED",),
+    "TransferPhaseTracingSubscriber": (
+        "MP_STORE_START", "MP_RETRIEVE_START", "MP_STORE_END", "MP_RETRIEVE_END",
+        "MP_TRANSFER_PHASE_SAMPLES"),
+}
+# Types cbt's builders read that no LMCache tracing subscriber does (cb.l2_load).
+# No 0.5.6 publisher asks has_subscribers() about them, so subscribing to them
+# changes nothing LMCache does; install(l2_loads=False) leaves them out.
+EXTRA_EVENT_TYPES = ("L2_LOAD_TASK_SUBMITTED", "L2_LOAD_TASK_COMPLETED")
+
+# each type is forwarded by the first stand-in (in registration order) that
+# lists it; the others subscribe to it with a no-op, for has_subscribers
+_OWNER: dict[str, str] = {}
+for _cls, _types in STANDIN_SUBSCRIPTIONS.items():
+    for _t in _types:
+        _OWNER.setdefault(_t, _cls)
+
+_FED = "_cbt_fed"  # set on an Event cbt already got as a stream mark
+
+_lock = threading.Lock()
+_bridge: "_Bridge | None" = None
+
+
+def otlp_traces_url(endpoint: str | None) -> tuple[str | None, str | None]:
+    """LMCache's ``--otlp-endpoint`` (OTLP/gRPC) as cbt's OTLP/HTTP traces URL.
+
+    Returns (url, warning). The rule:
+    - None or "": (None, None): no exporter.
+    - port 4317 (OTLP/gRPC's registered port), with or without a scheme: the
+      same host on 4318 (OTLP/HTTP's), with a warning: cbt speaks OTLP/HTTP only,
+      so the collector's HTTP receiver must be on 4318 (its default).
+    - an http:// or https:// URL: as is, with ``/v1/traces`` appended unless the
+      path already ends with it (as OTEL_EXPORTER_OTLP_ENDPOINT is treated);
+    - a bare ``host:port`` or ``grpc://host:port``: http://host:port/v1/traces
+      (LMCache's gRPC exporter is insecure, so plain http).
+    Any other scheme raises ValueError.
+    """
+    if not endpoint:
+        return None, None
+    e = endpoint.strip()
+    if "://" not in e:
+        e = "http://" + e
+    u = urllib.parse.urlsplit(e)
+    scheme = u.scheme.lower()
+    if scheme in ("grpc", "dns"):
+        scheme = "http"
+    if scheme not in ("http", "https"):
+        raise ValueError(f"otlp endpoint {endpoint!r}: scheme {u.scheme!r} is not http, "
+                         "https or grpc")
+    host = u.hostname or ""
+    if not host:
+        raise ValueError(f"otlp endpoint {endpoint!r} names no host")
+    hostport = f"[{host}]" if ":" in host else host
+    warning = None
+    port = u.port
+    if port == 4317:
+        port = 4318
+        warning = (f"cbt.lmcache: --otlp-endpoint {endpoint} is OTLP/gRPC (port 4317); cbt "
+                   f"exports OTLP/HTTP, to port 4318 on the same host")
+    if port is not None:
+        hostport += f":{port}"
+    path = u.path.rstrip("/")
+    if not path.endswith("/v1/traces"):
+        path += "/v1/traces"
+    return urllib.parse.urlunsplit((scheme, hostport, path, u.query, "")), warning
+
+
+def _cuda_handle(stream: Any) -> int:
+    """The raw cudaStream_t of stream, or 0 (no CUDA stream: StubStream, None)."""
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    for attr in ("cuda_stream", "ptr"):
+        v = getattr(stream, attr, None)
+        if isinstance(v, int) and not isinstance(v, bool) and v:
+            return v
+    return 0
+
+
+class _Bridge:
+    """The installed bridge: the originals it replaced, cbt's config, counters."""
+
+    def __init__(self, cbt_config: dict, l2_loads: bool, warn):
+        import cbt
+
+        self.cbt = cbt
+        self.config = dict(cbt_config)
+        self.l2_loads = l2_loads
+        self.warn = warn
+        self.started_cbt = False   # cbt.init was ours: shut it down at the end
+        self.buses: "set[int]" = set()  # id()s of buses a stand-in registered on
+        self.live = 0              # stand-ins registered and not shut down
+        self.c = collections.Counter()
+        self.dropped = collections.Counter({k: 0 for k in _translate.DROP_KEYS})
+        self.stream_ok = True
+        self.saved: list[tuple[Any, str, Any]] = []
+
+    # -- cbt's lifetime ---------------------------------------------------
+    def start(self, otlp_endpoint: str | None = None, from_lmcache: bool = False) -> None:
+        with _lock:
+            if self.cbt.enabled():
+                return
+            cfg = dict(self.config)
+            if from_lmcache and "otlp_endpoint" not in cfg:
+                url, warning = otlp_traces_url(otlp_endpoint)
+                if warning:
+                    self.warn(warning)
+                cfg["otlp_endpoint"] = url or ""
+            # the CacheBlend builder too, as `cbt replay` has it (LMCache's
+            # blend server publishes cb.* events); an older extension
+            # without the keyword builds the MP trees only, and says so
+            cfg.setdefault("cb_subscriber", True)
+            try:
+                self.cbt.init(**cfg)
+            except TypeError as x:
+                if "cb_subscriber" not in str(x):
+                    raise
+                del cfg["cb_subscriber"]
+                self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
+                          "(cb.*) spans")
+                self.cbt.init(**cfg)
+            self.started_cbt = True
+
+    def stop(self) -> None:
+        with _lock:
+            if self.started_cbt and self.cbt.enabled():
+                self.final_metrics = self.cbt.shutdown()
+            self.started_cbt = False
+
+    # -- the feed ---------------------------------------------------------
+    def forward(self, event: Any) -> None:
+        """One LMCache event to cbt (the drain thread)."""
+        if getattr(event, _FED, False):
+            return  # published as a stream mark already
+        c = self.c
+        c["events_in"] += 1
+        for etype, ts_ns, session, pair, vals in _translate.to_cbt(event, self.dropped):
+            try:
+                self.cbt.publish(etype, session, ts_ns, pair=pair, **vals)
+                c["events_out"] += 1
+            except self.cbt.Error as x:  # a session too long, cbt stopped, ...
+                c["events_refused"] += 1
+                c[f"refused_status_{getattr(x, 'status', '?')}"] += 1
+            except (TypeError, ValueError):
+                c["events_refused"] += 1
+
+    def on_stream(self, handle: int, event: Any) -> bool:
+        """The event as a cbt CUDA-event mark on handle; False: use LMCache's path."""
+        if not self.stream_ok or not self.cbt.enabled():
+            return False
+        with _lock:
+            self.c["events_in"] += 1
+        outs = _translate.to_cbt(event, self.dropped)
+        try:
+            for etype, _ts, session, pair, vals in outs:
+                self.cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
+        except self.cbt.Error as x:
+            # no CUDA in this cbt build, or no device: LMCache's path from now on
+            with _lock:
+                self.c["stream_fallbacks"] += 1
+                self.stream_ok = False
+            self.warn(f"cbt.lmcache: publish_on_stream falls back to LMCache's host "
+                      f"callback: {x}")
+            return False
+        with _lock:
+            self.c["stream_marks"] += 1
+            self.c["events_out"] += len(outs)
+        return True
+
+
+def _make_standins(br: _Bridge):
+    """The stand-in classes and get_span_registry, built on LMCache's own
+    EventSubscriber and EventType."""
+    EventSubscriber = sys.modules[_EVENT_BUS].EventSubscriber
+    EventType = sys.modules[_EVENT].EventType
+
+    class _Registry:
+        """What get_span_registry() returns: the stand-ins take it and ignore
+        it (cbt's builders keep their own state)."""
+
+    registry = _Registry()
+
+    def get_span_registry():
+        return registry
+
+    def _noop(event):
+        return None
+
+    def make(name: str):
+        types = [EventType[t] for t in STANDIN_SUBSCRIPTIONS[name]]
+        owned = {EventType[t] for t in STANDIN_SUBSCRIPTIONS[name] if _OWNER[t] == name}
+
+        def __init__(self, registry=None, *args, **kwargs):
+            self._registered = False
+            br.start()  # a hand-built bus: cbt with the install() config
+
+        def get_subscriptions(self):
+            fwd = self._forward
+            return {t: (fwd if t in owned else self._skip) for t in types}
+
+        def register(self, bus):
+            EventSubscriber.register(self, bus)
+            if name == "MPServerTracingSubscriber" and br.l2_loads:
+                for t in EXTRA_EVENT_TYPES:
+                    bus.subscribe(EventType[t], self._forward)
+            br.buses.add(id(bus))
+            with _lock:
+                br.live += 1
+            self._registered = True
+
+        def _forward(self, event):
+            br.forward(event)
+
+        def _skip(self, event):
+            return None
+
+        def shutdown(self):
+            # EventBus.stop: after the final drain, last registered first; cbt
+            # is shut down (spans ended, exported) when the last one goes
+            if not self._registered:
+                return
+            self._registered = False
+            with _lock:
+                br.live -= 1
+                last = br.live == 0
+            if last:
+                br.stop()
+
+        return type(name, (EventSubscriber,), {
+            "__init__": __init__, "get_subscriptions": get_subscriptions,
+            "register": register, "_forward": _forward, "_skip": _skip,
+            "shutdown": shutdown, "__module__": __name__,
+            "__doc__": f"cbt.lmcache's stand-in for LMCache's {name}: the same "
+                       "subscriptions, every event handed to cbt."})
+
+    return {n: make(n) for n in STANDIN_SUBSCRIPTIONS}, get_span_registry
+
+
+def _default_warn(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
+    """Install the bridge in this process (idempotent for one config).
+
+    cbt_config: cbt.init's keywords. cbt starts when LMCache's tracing would
+    (init_otel_tracing under --enable-tracing, with otlp_endpoint from
+    LMCache's flag by otlp_traces_url's rule unless given here), or when a
+    stand-in subscriber is made on a hand-built bus. Needs LMCache's
+    observability modules importable (``lmcache.v1.mp_observability``).
+    """
+    global _bridge
+    import importlib
+
+    if _bridge is not None:
+        if _bridge.config == cbt_config and _bridge.l2_loads == l2_loads:
+            return
+        raise RuntimeError("cbt.lmcache is installed with another config: uninstall() first")
+    tracing = importlib.import_module(_TRACING)
+    otel_init = importlib.import_module(_OTEL_INIT)
+    event_bus = importlib.import_module(_EVENT_BUS)
+    importlib.import_module(_EVENT)
+    br = _Bridge(cbt_config, l2_loads, warn or _default_warn)
+    classes, get_span_registry = _make_standins(br)
+
+    def init_otel_tracing(otlp_endpoint=None, resource_attributes=None):
+        """cbt.lmcache's stand-in: start cbt with its OTLP/HTTP exporter."""
+        br.start(otlp_endpoint, from_lmcache=True)
+
+    EventBus = event_bus.EventBus
+    orig_pos = EventBus.__dict__["publish_on_stream"]
+
+    def publish_on_stream(self, stream, event):
+        if not self._config.enabled:
+            return
+        handle = _cuda_handle(stream)
+        if handle and id(self) in br.buses and br.on_stream(handle, event):
+            try:
+                setattr(event, _FED, True)
+            except AttributeError:
+                pass
+            self.publish(event)  # LMCache's other subscribers, without a host callback
+            return
+        orig_pos(self, stream, event)
+
+    publish_on_stream.__doc__ = orig_pos.__doc__
+    for obj, attr, new in ([(tracing, n, c) for n, c in classes.items()]
+                           + [(tracing, "get_span_registry", get_span_registry),
+                              (otel_init, "init_otel_tracing", init_otel_tracing),
+                              (EventBus, "publish_on_stream", publish_on_stream)]):
+        br.saved.append((obj, attr, obj.__dict__.get(attr, _MISSING)))
+        setattr(obj, attr, new)
+    _bridge = br
+    atexit.register(_atexit)
+
+
+_MISSING = object()
+
+
+def _atexit() -> None:
+    if _bridge is not None:
+        _bridge.stop()
+
+
+def uninstall() -> None:
+    """Put LMCache's originals back and shut down cbt if the bridge started it."""
+    global _bridge
+    br = _bridge
+    if br is None:
+        return
+    for obj, attr, old in reversed(br.saved):
+        if old is _MISSING:
+            delattr(obj, attr)
+        else:
+            setattr(obj, attr, old)
+    br.stop()
+    _bridge = None
+
+
+def installed() -> bool:
+    return _bridge is not None
+
+
+def counters() -> dict[str, int]:
+    """The bridge's counters: events_in (LMCache events handed to cbt),
+    events_out (cbt events published), events_refused,
+    stream_marks, stream_fallbacks, and dropped_<why> for each value left out
+    (none, list, dict, bytes, int_range, float_nonfinite, object, key,
+    too_many, bad_sample). Empty when not installed."""
+    br = _bridge
+    if br is None:
+        return {}
+    out = {k: br.c.get(k, 0) for k in ("events_in", "events_out", "events_refused",
+                                        "stream_marks", "stream_fallbacks")}
+    out.update({k: v for k, v in br.c.items() if k not in out})
+    out.update({f"dropped_{k}": v for k, v in br.dropped.items()})
+    out["dropped"] = sum(br.dropped.values())
+    return out

@@ -1,0 +1,548 @@
+"""tests/python/test_lmcache_bridge.py — cbt.lmcache against the real LMCache 0.5.6.
+
+LMCache comes from PyPI as tests/lmcache/setup_env.sh fetches it (the wheel's
+.py files, sha256 checked, cached in $CBT_LMCACHE_ENV, default
+build/lmcache-env) and is imported without torch by tests/lmcache/
+lmcache_import.py. Without a reachable package index every test here is
+skipped with a "SKIP: python: lmcache bridge: ..." reason.
+
+What is pinned:
+- the same generated event stream (tests/lmcache/generator.py), published
+  through LMCache's real EventBus started by the real init_observability with
+  its drain thread, gives with LMCache's own tracing subscribers and with the
+  bridge the same span forests, minus the intended differences
+  (tests/lmcache/compare.py, intended.py; docs/spans.md);
+- LMCache's logging subscribers see every event they subscribe to, with and
+  without the bridge; has_subscribers answers as LMCache's own;
+- a disabled bus, a stopped bus, a full bus and tracing off behave as
+  LMCache's own (the same counts, no spans with tracing off);
+- the stand-ins' subscriptions are the originals', the OTLP endpoint rule,
+  publish_on_stream on a CPU StubStream and on a CUDA handle cbt cannot use
+  (LMCache's path, counted), the CLI wrapper. The CUDA mark itself needs a
+  device: skipped here with its reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import subprocess
+import sys
+import types
+from collections import Counter
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+LMDIR = os.path.join(ROOT, "tests", "lmcache")
+sys.path.insert(0, LMDIR)
+
+ENV = os.environ.get("CBT_LMCACHE_ENV", os.path.join(ROOT, "build", "lmcache-env"))
+SEED = int(os.environ.get("CBT_BRIDGE_SEED", "20240506"))
+N_MP = int(os.environ.get("CBT_BRIDGE_MP", "150"))
+N_CB = int(os.environ.get("CBT_BRIDGE_CB", "150"))
+RULE = "transfer_end"  # LMCache's MP root-end rule, so root times agree exactly
+
+
+def _skip(why: str):
+    print(f"SKIP: python: lmcache bridge: {why}")
+    pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def lm():
+    """LMCache 0.5.6 imported from the cached unpacked wheel, without torch."""
+    try:
+        import cbt  # noqa: F401
+    except ImportError as x:
+        pytest.fail(f"the cbt package is not installed: {x}")
+    for mod in ("msgspec", "opentelemetry.sdk"):
+        try:
+            __import__(mod)
+        except ImportError:
+            _skip(f"{mod} is not installed (the Makefile's python step installs it)")
+    p = subprocess.run([os.path.join(LMDIR, "setup_env.sh"), ENV], capture_output=True,
+                       text=True, timeout=900)
+    if p.returncode == 77:
+        _skip((p.stdout.strip().splitlines() or ["setup_env.sh: 77"])[-1])
+    assert p.returncode == 0, f"tests/lmcache/setup_env.sh {ENV}: {p.returncode}\n{p.stderr}"
+    import lmcache_import
+
+    h = lmcache_import.load(os.path.join(ENV, "whl"))
+    import logging
+    # LMCache's loggers are made per module at import; keep the generated
+    # timeouts' warnings out of the test output (the subscribers still run)
+    logging.disable(logging.CRITICAL)
+    from lmcache.v1.mp_observability import config, event_bus, otel_init
+    h.config, h.event_bus, h.otel_init = config, event_bus, otel_init
+    h.tracing = sys.modules["lmcache.v1.mp_observability.subscribers.tracing"]
+    # the subscriber package is bare (its __init__ imports torch): give it the
+    # names its __init__ re-exports, as a real install has them
+    from lmcache.v1.mp_observability.subscribers.tracing import span_registry
+    for n in ("MPServerTracingSubscriber", "BlendTracingSubscriber",
+              "TimeoutTracingSubscriber", "TransferPhaseTracingSubscriber"):
+        setattr(h.tracing, n, getattr(h, n))
+    h.tracing.SpanRegistry = span_registry.SpanRegistry
+    h.tracing.get_span_registry = span_registry.get_span_registry
+    return h
+
+
+@pytest.fixture
+def bridge(lm, tmp_path):
+    """install() with a JSONL span sink; uninstall() after."""
+    import cbt.lmcache
+
+    spans = tmp_path / "spans.jsonl"
+    warnings: list[str] = []
+    cbt.lmcache.install(spans_path=str(spans), mp_root_end=RULE, otlp_endpoint="",
+                        warn=warnings.append)
+    ns = types.SimpleNamespace(spans=spans, warnings=warnings, mod=cbt.lmcache)
+    yield ns
+    cbt.lmcache.uninstall()
+
+
+class _Clock:
+    """Stands in for event_bus's `time` so that EventBus.publish stamps each
+    event with the generated time (it overwrites event.timestamp)."""
+
+    def __init__(self, real):
+        self.now, self.monotonic = 0.0, real.monotonic
+
+    def time(self):
+        return self.now
+
+
+def _obs(lm, *, tracing=True, logging=True, enabled=True, queue=1_000_000):
+    return lm.config.ObservabilityConfig(
+        enabled=enabled, metrics_enabled=False, logging_enabled=logging,
+        tracing_enabled=tracing, otlp_endpoint="http://127.0.0.1:4317", max_queue_size=queue)
+
+
+def _count_logging(bus) -> Counter:
+    """Wrap the logging subscribers' callbacks on bus: calls per subscriber."""
+    calls: Counter = Counter()
+    for t, cbs in bus._subscribers.items():
+        for i, cb in enumerate(cbs):
+            owner = getattr(cb, "__self__", None)
+            if owner is not None and ".subscribers.logging." in type(owner).__module__:
+                def wrap(ev, cb=cb, n=type(owner).__name__):
+                    calls[n] += 1
+                    return cb(ev)
+                wrap.__self__ = owner  # noqa: B010 - EventBus names exceptions by it
+                cbs[i] = wrap
+    return calls
+
+
+def _expected_logging(bus, events) -> Counter:
+    want: Counter = Counter()
+    for sub in bus._registered_subscribers:
+        if ".subscribers.logging." in type(sub).__module__:
+            keys = set(sub.get_subscriptions())
+            want[type(sub).__name__] = sum(1 for e in events if e.event_type in keys)
+    return want
+
+
+def _run_bus(lm, events, obs, *, real_tracing=False):
+    """init_observability(obs), publish events with their generated times, stop.
+    (bus, logging calls, expected logging calls)."""
+    saved = {}
+    if real_tracing:  # LMCache's own run: its gRPC exporter is not installed here
+        saved["init_otel_tracing"] = lm.otel_init.init_otel_tracing
+        lm.otel_init.init_otel_tracing = lambda **kw: None
+    real_time = lm.event_bus.time
+    clock = _Clock(real_time)
+    lm.event_bus.time = clock
+    try:
+        bus = lm.config.init_observability(obs, start_prometheus_http_server=False)
+        calls = _count_logging(bus)
+        for e in events:
+            clock.now = e.timestamp
+            bus.publish(e)
+        want = _expected_logging(bus, events)
+        bus.stop()
+    finally:
+        lm.event_bus.time = real_time
+        if saved:
+            lm.otel_init.init_otel_tracing = saved["init_otel_tracing"]
+    return bus, calls, want
+
+
+def _events(lm, stream):
+    return [lm.Event(event_type=lm.EventType(e.type), timestamp=e.ts,
+                     metadata=copy.deepcopy(e.meta), session_id=e.session)
+            for e in stream.events]
+
+
+def _compare(lm, stream, lm_spans, shutdown_ns, cbt_lines):
+    import compare
+    import intended
+    from conformance import to_cbt_lines
+
+    cbt_events, notes = to_cbt_lines(stream)
+    L = compare.from_otel(lm_spans, shutdown_ns)
+    C = compare.from_cbt_jsonl(cbt_lines)
+    res = compare.compare(L, C)
+    ctx = intended.Context.build(cbt_events, notes, RULE)
+    bad = [d for d in res.diffs if intended.classify(d, ctx) is None]
+    return L, C, res, bad
+
+
+# ---- the forests ---------------------------------------------------------------------------
+
+def test_same_forests_as_lmcache(lm, bridge):
+    import time
+
+    import generator
+
+    stream = generator.generate(SEED, N_MP, N_CB, 3)
+    # LMCache's own tracing subscribers on one bus (uninstall for this part)
+    bridge.mod.uninstall()
+    lm.exporter.clear()
+    ref_bus, ref_calls, ref_want = _run_bus(lm, _events(lm, stream), _obs(lm), real_tracing=True)
+    shutdown_ns = time.time_ns()
+    lm_spans = list(lm.exporter.get_finished_spans())
+    assert lm_spans, "LMCache's own subscribers built no spans"
+    assert ref_calls == ref_want
+    ref_has = {t: ref_bus.has_subscribers(t) for t in lm.EventType}
+    ref_names = [type(s).__name__ for s in ref_bus._registered_subscribers]
+
+    # the bridge on another
+    bridge.mod.install(spans_path=str(bridge.spans), mp_root_end=RULE, otlp_endpoint="",
+                       warn=bridge.warnings.append)
+    lm.exporter.clear()
+    events = _events(lm, stream)
+    bus, calls, want = _run_bus(lm, events, _obs(lm))
+    assert not lm.exporter.get_finished_spans(), "LMCache built spans with the bridge on"
+    assert [type(s).__name__ for s in bus._registered_subscribers] == ref_names
+    assert all(type(s).__module__ == "cbt.lmcache" for s in bus._registered_subscribers
+               if "Tracing" in type(s).__name__)
+    assert calls == want == ref_want, "LMCache's logging subscribers missed events"
+    extra = {lm.EventType[t] for t in bridge.mod.EXTRA_EVENT_TYPES}
+    assert {t: v for t, v in ref_has.items() if t not in extra} == \
+        {t: bus.has_subscribers(t) for t in lm.EventType if t not in extra}
+    assert bus.dropped_events_count() == ref_bus.dropped_events_count() == 0
+    # the same exceptions in LMCache's other subscribers; none in the stand-ins
+    ref_exc = {k: v for k, v in ref_bus.subscriber_exception_counts().items()
+               if "Tracing" not in k}
+    assert bus.subscriber_exception_counts() == ref_exc
+
+    c = bridge.mod.counters()
+    fed = [e for e in events if e.event_type.name in bridge.mod._OWNER
+           or e.event_type.name in bridge.mod.EXTRA_EVENT_TYPES]
+    assert c["events_in"] == len(fed), c
+    assert c["events_refused"] == 0, c
+    lines = bridge.spans.read_text().splitlines()
+    L, C, res, bad = _compare(lm, stream, lm_spans, shutdown_ns, lines)
+    fm = getattr(bridge.mod._bridge, "final_metrics", None)
+    assert len(res.pairs) > 0.9 * len(L), (len(res.pairs), len(L), len(C), {k: v for k, v in (fm or {}).items() if v})
+    assert not bad, f"{len(bad)} unexpected differences, e.g.:\n" + "\n".join(
+        f"  {d.kind} {d.name} {d.key}: {d.detail}" for d in bad[:10])
+
+
+def test_standin_subscriptions_are_the_originals(lm, bridge):
+    reg = lm.SpanRegistry()
+    orig = {"MPServerTracingSubscriber": lm.MPServerTracingSubscriber(reg),
+            "BlendTracingSubscriber": lm.BlendTracingSubscriber(reg),
+            "TimeoutTracingSubscriber": lm.TimeoutTracingSubscriber(reg),
+            "TransferPhaseTracingSubscriber": lm.TransferPhaseTracingSubscriber(reg)}
+    for name, sub in orig.items():
+        standin = getattr(lm.tracing, name)(lm.tracing.get_span_registry())
+        assert type(standin).__module__ == "cbt.lmcache"
+        assert list(standin.get_subscriptions()) == list(sub.get_subscriptions()), name
+    assert lm.otel_init.init_otel_tracing.__module__ == "cbt.lmcache"
+
+
+def test_extra_types_are_not_gated_by_any_publisher(lm):
+    import cbt.lmcache
+
+    gated = set()
+    for d, _, files in os.walk(os.path.join(ENV, "whl", "lmcache")):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(d, f), encoding="utf-8") as fh:
+                    src = fh.read()
+                gated |= set(re.findall(r"has_subscribers\(\s*EventType\.(\w+)", src))
+    assert gated, "found no has_subscribers(EventType.X) in the wheel: the search is broken"
+    assert not gated & set(cbt.lmcache.EXTRA_EVENT_TYPES), gated
+
+
+# ---- buses that do not dispatch --------------------------------------------------------------
+
+def _some_events(lm, n, session="r1"):
+    return [lm.Event(event_type=lm.EventType.MP_STORE_START if i % 2 == 0
+                     else lm.EventType.MP_STORE_END, metadata={"engine_id": 0}, session_id=session)
+            for i in range(n)]
+
+
+def _hand_bus(lm, *, enabled=True, queue=10_000, bridged):
+    bus = lm.event_bus.EventBus(lm.event_bus.EventBusConfig(enabled=enabled,
+                                                            max_queue_size=queue))
+    reg = lm.tracing.get_span_registry() if bridged else lm.SpanRegistry()
+    for n in ("MPServerTracingSubscriber", "BlendTracingSubscriber",
+              "TimeoutTracingSubscriber", "TransferPhaseTracingSubscriber"):
+        cls = getattr(lm.tracing, n) if bridged else getattr(lm, n)
+        bus.register_subscriber(cls(reg))
+    return bus
+
+
+@pytest.mark.parametrize("case", ["full", "stopped", "disabled"])
+def test_bus_states_behave_as_lmcaches(lm, bridge, case):
+    import cbt
+
+    results = {}
+    for side in ("lmcache", "bridge"):
+        if side == "lmcache":
+            bridge.mod.uninstall()
+        else:
+            bridge.mod.install(spans_path=str(bridge.spans), mp_root_end=RULE, otlp_endpoint="",
+                               warn=bridge.warnings.append)
+        lm.exporter.clear()
+        bus = _hand_bus(lm, bridged=side == "bridge", enabled=case != "disabled",
+                        queue=5 if case == "full" else 10_000)
+        seen = Counter()
+        bus.subscribe(lm.EventType.MP_STORE_START, lambda e: seen.update(["start"]))
+        if case == "stopped":
+            bus.start()
+            for e in _some_events(lm, 4):
+                bus.publish(e)
+            bus.stop()
+            before = (seen["start"], bridge.mod.counters().get("events_in", 0))
+            for e in _some_events(lm, 6, "late"):
+                bus.publish(e)  # queued on a stopped bus: nobody drains it
+            import time
+            time.sleep(0.3)
+            after = (seen["start"], bridge.mod.counters().get("events_in", 0))
+            results[side] = (before, after, bus.queue_depth(), bus.dropped_events_count())
+        else:
+            for e in _some_events(lm, 20):  # not started: the queue fills (full case)
+                bus.publish(e)
+            depth, dropped = bus.queue_depth(), bus.dropped_events_count()
+            bus.stop()  # the final drain, then shutdown
+            results[side] = (depth, dropped, seen["start"],
+                             bridge.mod.counters().get("events_in", 0) if side == "bridge"
+                             else None)
+    lmr, brr = results["lmcache"], results["bridge"]
+    if case == "full":
+        assert lmr[:3] == brr[:3] == (5, 15, 3), results
+        assert brr[3] == 5, results  # the bridge got the 5 the bus kept, as LMCache did
+    elif case == "disabled":
+        assert lmr[:3] == brr[:3] == (0, 0, 0), results
+        assert brr[3] == 0, results
+    else:
+        assert lmr[0][0] == brr[0][0] == 2 and lmr[1][0] == brr[1][0] == 2, results
+        assert brr[0][1] == brr[1][1] == 4, results  # nothing after stop reached cbt
+        assert lmr[2:] == brr[2:] == (6, 0), results
+
+
+def test_tracing_off_no_spans(lm, bridge):
+    import cbt
+
+    events = _some_events(lm, 10)
+    bus, calls, want = _run_bus(lm, events, _obs(lm, tracing=False))
+    assert calls == want
+    assert not any("Tracing" in type(s).__name__ for s in bus._registered_subscribers)
+    assert bridge.mod.counters()["events_in"] == 0
+    assert not cbt.enabled(), "cbt started with tracing off"
+    assert not bridge.spans.exists() or not bridge.spans.read_text().strip()
+
+
+def test_init_otel_tracing_maps_the_endpoint(lm, tmp_path):
+    import cbt
+    import cbt.lmcache
+
+    warnings: list[str] = []
+    cbt.lmcache.install(spans_path=str(tmp_path / "s.jsonl"), warn=warnings.append)
+    try:
+        seen = {}
+        real_init = cbt.init
+
+        def fake_init(**cfg):  # what the stand-in asked cbt for, without exporting
+            seen.update(cfg)
+            cfg["otlp_endpoint"] = ""
+            real_init(**cfg)
+        cbt.init = fake_init
+        try:
+            lm.otel_init.init_otel_tracing(otlp_endpoint="localhost:4317",
+                                           resource_attributes={"service.instance.id": "x"})
+        finally:
+            cbt.init = real_init
+        assert cbt.enabled()
+        assert seen["otlp_endpoint"] == "http://localhost:4318/v1/traces", seen
+        assert any("4317" in w and "4318" in w for w in warnings), warnings
+    finally:
+        cbt.lmcache.uninstall()
+    assert not cbt.enabled()
+
+
+@pytest.mark.parametrize("given,want,warns", [
+    (None, None, False), ("", None, False),
+    ("http://localhost:4317", "http://localhost:4318/v1/traces", True),
+    ("localhost:4317", "http://localhost:4318/v1/traces", True),
+    ("grpc://otel:4317", "http://otel:4318/v1/traces", True),
+    ("http://otel:4318", "http://otel:4318/v1/traces", False),
+    ("https://otel.example/", "https://otel.example/v1/traces", False),
+    ("http://otel:4318/v1/traces", "http://otel:4318/v1/traces", False),
+    ("http://otel:9000/otlp", "http://otel:9000/otlp/v1/traces", False),
+    ("[::1]:4317", "http://[::1]:4318/v1/traces", True),
+])
+def test_otlp_endpoint_rule(given, want, warns):
+    from cbt.lmcache import otlp_traces_url
+
+    url, warning = otlp_traces_url(given)
+    assert url == want and bool(warning) == warns, (url, warning)
+
+
+def test_otlp_endpoint_rule_refuses():
+    from cbt.lmcache import otlp_traces_url
+
+    with pytest.raises(ValueError):
+        otlp_traces_url("ftp://x:1")
+
+
+# ---- values, streams ------------------------------------------------------------------------
+
+def test_values_cbt_cannot_hold_are_counted(lm, bridge):
+    bus = _hand_bus(lm, bridged=True)
+    bus.publish(lm.Event(event_type=lm.EventType.MP_STORE_START, session_id="v1", metadata={
+        "engine_id": 1, "keys": [1, 2], "d": {}, "n": None, "b": b"x", "big": 1 << 70,
+        "nan": float("nan"), "ok": True, "x" * 80: 1, "f": 0.5}))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert c["events_in"] == 1 and c["events_out"] == 1, c
+    assert (c["dropped_list"], c["dropped_dict"], c["dropped_none"], c["dropped_bytes"],
+            c["dropped_int_range"], c["dropped_float_nonfinite"], c["dropped_key"]) == \
+        (1, 1, 1, 1, 1, 1, 1), c
+    assert c["dropped"] == 7, c
+    spans = [json.loads(x) for x in bridge.spans.read_text().splitlines()]
+    st = [s for s in spans if s["name"] == "mp.store"]
+    assert st and st[0]["attributes"].get("f") == 0.5 and st[0]["attributes"].get("ok") is True
+
+
+class _StubStream:
+    """As LMCache's CPU StubStream: ptr 0, the host function runs at once."""
+
+    ptr = 0
+    cuda_stream = 0
+
+    def __init__(self):
+        self.launched = 0
+
+    def launch_host_func(self, fn, arg):
+        self.launched += 1
+        fn(arg)
+
+
+def test_stub_stream_keeps_lmcaches_path(lm, bridge):
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    bus.publish_on_stream(s, lm.Event(event_type=lm.EventType.MP_STORE_START, session_id="s1",
+                                      metadata={"engine_id": 0}))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert s.launched == 1 and c["stream_marks"] == 0 and c["events_in"] == 1, c
+
+
+def test_disabled_bus_publish_on_stream_is_a_noop(lm, bridge):
+    bus = _hand_bus(lm, bridged=True, enabled=False)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, lm.Event(event_type=lm.EventType.MP_STORE_START, session_id="s1"))
+    bus.stop()
+    assert s.launched == 0 and bridge.mod.counters()["events_in"] == 0
+
+
+def _has_cuda_device() -> str:
+    """'' when cbt can mark a CUDA stream here, else why not."""
+    import cbt
+
+    try:
+        import ctypes
+        rt = ctypes.CDLL("libcudart.so")
+    except OSError:
+        try:
+            rt = ctypes.CDLL("libcudart.so.13")
+        except OSError:
+            return "no CUDA runtime (libcudart) on this machine"
+    n = ctypes.c_int(0)
+    if rt.cudaGetDeviceCount(ctypes.byref(n)) != 0 or n.value == 0:
+        return "no CUDA device"
+    was = cbt.enabled()
+    try:
+        if not was:
+            cbt.init()
+        h = ctypes.c_void_p()
+        rt.cudaStreamCreate(ctypes.byref(h))
+        cbt.publish_on_stream(h.value, "mp.store.start", "probe")
+    except cbt.Error as x:
+        return f"this cbt cannot mark a CUDA stream: {x}"
+    finally:
+        if not was:
+            cbt.shutdown()
+    return ""
+
+
+def test_cuda_handle_without_cuda_falls_back(lm, bridge):
+    why = _has_cuda_device()
+    if not why:
+        pytest.skip("a CUDA device is here: test_cuda_stream_mark covers the stream path")
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234  # a handle cbt cannot use here: LMCache's host-callback path
+    ev = lm.Event(event_type=lm.EventType.MP_STORE_START, session_id="s2",
+                  metadata={"engine_id": 0})
+    bus.publish_on_stream(s, ev)
+    bus.stop()
+    c = bridge.mod.counters()
+    assert s.launched == 1 and c["stream_fallbacks"] == 1 and c["stream_marks"] == 0, c
+    assert any("falls back" in w for w in bridge.warnings)
+
+
+def test_cuda_stream_mark(lm, bridge):
+    why = _has_cuda_device()
+    if why:
+        _skip(f"the CUDA stream path: {why} (the GPU script covers it on a device)")
+    import ctypes
+
+    rt = ctypes.CDLL("libcudart.so")
+    h = ctypes.c_void_p()
+    assert rt.cudaStreamCreate(ctypes.byref(h)) == 0
+    stream = types.SimpleNamespace(ptr=h.value, launch_host_func=None)  # as cupy's
+    bus = _hand_bus(lm, bridged=True)
+    seen = []
+    bus.subscribe(lm.EventType.MP_STORE_END, seen.append)
+    for t in ("MP_STORE_START", "MP_STORE_END"):
+        bus.publish_on_stream(stream, lm.Event(event_type=lm.EventType[t], session_id="g1",
+                                               metadata={"engine_id": 0}))
+    rt.cudaStreamSynchronize(h)
+    bus.stop()
+    c = bridge.mod.counters()
+    assert c["stream_marks"] == 2 and len(seen) == 1, (c, seen)
+    spans = [json.loads(x) for x in bridge.spans.read_text().splitlines()]
+    assert any(s["name"] == "mp.store" for s in spans), spans
+
+
+# ---- the command ------------------------------------------------------------------------------
+
+def test_main_help():
+    p = subprocess.run([sys.executable, "-m", "cbt.lmcache", "--help"], capture_output=True,
+                       text=True, timeout=60)
+    assert p.returncode == 0 and "python -m cbt.lmcache server" in p.stdout, p
+
+
+def test_main_passes_every_argument(lm, monkeypatch):
+    import cbt.lmcache
+    import cbt.lmcache.__main__ as m
+
+    got = {}
+    cli = types.ModuleType("lmcache.cli.main")
+    cli.main = lambda argv: got.setdefault("argv", list(argv))
+    monkeypatch.setitem(sys.modules, "lmcache.cli", types.ModuleType("lmcache.cli"))
+    monkeypatch.setitem(sys.modules, "lmcache.cli.main", cli)
+    try:
+        argv = ["server", "--enable-tracing", "--otlp-endpoint", "h:4317", "--help"]
+        assert m.main(argv) == 0
+        assert got["argv"] == argv and cbt.lmcache.installed()
+    finally:
+        cbt.lmcache.uninstall()
