@@ -49,6 +49,7 @@ def init(
     *,
     enabled: bool = ...,
     mp_subscriber: bool = ...,
+    cb_subscriber: bool = ...,
     queue_capacity: int = ...,
     lane_capacity: int = ...,
     max_lanes: int = ...,

@@ -829,19 +829,19 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "poll_interval_us", "idle_sleep_ms", "shutdown_timeout_ms",
                              "ring_capacity", "cuda_ring_capacity", "session_idle_ms",
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
-                             "service_name", "mp_root_end", NULL};
+                             "service_name", "mp_root_end", "cb_subscriber", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
-             *root_end = Py_None;
+             *root_end = Py_None, *cbsub = NULL;
     if (PyTuple_GET_SIZE(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOO:init", kwlist, &o[0],
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOO:init", kwlist, &o[0],
                                      &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
                                      &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      PyUnicode_FSConverter, &spans, PyUnicode_FSConverter, &trace,
-                                     &endpoint, &service, &root_end))
+                                     &endpoint, &service, &root_end, &cbsub))
         return NULL;
     PyObject *ret = NULL;
     cbt_config c = cbt_config_default();
@@ -850,8 +850,10 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                          &c.poll_interval_us,  &c.idle_sleep_ms,    &c.shutdown_timeout_ms,
                          &c.ring_capacity,     &c.cuda_ring_capacity, &c.session_idle_ms,
                          &c.late_grace_ms};
+    bool want_cb = true; /* the CacheBlend builder, as cbt replay installs it */
     if (get_bool(o[0], "enabled", &c.enabled) < 0 ||
-        get_bool(o[1], "mp_subscriber", &c.mp_subscriber) < 0)
+        get_bool(o[1], "mp_subscriber", &c.mp_subscriber) < 0 ||
+        get_bool(cbsub, "cb_subscriber", &want_cb) < 0)
         goto out;
     for (int i = 0; i < 13; i++)
         if (get_u32(o[2 + i], kwlist[2 + i], u32[i]) < 0)
@@ -919,6 +921,16 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         ret = Py_None;
         Py_INCREF(ret);
         goto out;
+    }
+    if (want_cb) {
+        cbt_subscriber cb;
+        if ((st = cbt_cb_subscriber_create(c.max_sessions, &cb)) == CBT_OK &&
+            (st = cbt_add_subscriber(&cb)) != CBT_OK && cb.destroy)
+            cb.destroy(cb.ctx); /* not added: the tracer will not free it */
+        if (st != CBT_OK) {
+            raise_status(st, "cbt.init: the CacheBlend (cb.*) span builder");
+            goto fail_tracer;
+        }
     }
     if (trace) {
         cbt_sink sk;
