@@ -8,8 +8,8 @@ build/pyenv has it). Prints one line per figure:
 
     <name> <ns per event> ns/event (best of R runs of N)
 
-Figures (cbt's part; the LMCache EventBus.publish and OpenTelemetry SDK
-start/end span figures are added beside them by the bridge):
+Figures (then, in the same run, LMCache 0.5.6's EventBus.publish and the
+OpenTelemetry SDK's start/end span, from bench_python_peers.py):
   cbt.publish              cbt.publish("mp.store.start", sid, engine_id=0, n=7) into a
                            running tracer (MP subscriber on, no sink), 2 values
   cbt.publish_disabled     the same call with no tracer (the names resolve, nothing queued)
@@ -19,6 +19,7 @@ harvester while the loop runs; a lane large enough for one run is configured
 so that no event is dropped (checked: dropped_full must stay 0).
 """
 import argparse
+import os
 import sys
 import time
 
@@ -53,6 +54,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--lmcache-root", default=None,
+                    help="LMCache 0.5.6's unpacked files (default build/lmcache-env/whl)")
     a = ap.parse_args(argv)
     print(f"# bench_python: python {sys.version.split()[0]}, cbt {cbt.__version__}, "
           f"n={a.n}, best of {a.repeat}")
@@ -72,6 +75,18 @@ def main(argv=None):
     if m.get("dropped_full"):
         print(f"# warning: {m['dropped_full']} events dropped (queue full): figures flatter",
               file=sys.stderr)
+    # the baselines, in the same run (bench_python_peers.py): LMCache 0.5.6's
+    # EventBus.publish and the OpenTelemetry SDK's start/end span
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    try:
+        import bench_python_peers as peers
+        lm = peers.lmcache_publish_ns(a.n, a.repeat, a.lmcache_root)
+        for k, v in lm.items():
+            print(f"{k} {v:.0f} ns/event")
+        for k, v in peers.otel_span_ns(a.n // 4, a.repeat).items():
+            print(f"{k} {v:.0f} ns/span")
+    except ImportError as e:  # LMCache's files or the OTel SDK not installed
+        print(f"# baselines skipped: {e}", file=sys.stderr)
     return 0
 
 

@@ -31,6 +31,10 @@
 #                          /dev/nvidia0 /proc/driver/nvidia/gpus/*; the selftest's hook)
 #   CBT_COMPUTE_SANITIZER, CBT_NCU   the tools' paths (default: found on PATH or
 #                          in /usr/local/cuda); "none" leaves the step out
+#   CBT_GPU_PYTHON         the python3 that builds the cbt package for its CUDA
+#                          stream test (default python3, from the wheels
+#                          gpu-prepare.sh carried in .carry/pywheels); "none"
+#                          leaves the step out (the selftest's fakes)
 #
 # Exit status: 0 when every step passed; 1 when one failed; 2 when it stopped
 # before building (no CMake >= 3.24). The rule, one function (judge, below):
@@ -790,6 +794,36 @@ main() {
   else
     echo "not built: $BUILD/cbt" >>"$TESTLOG"
     record demo "cbt demo --gpu" gpu "$NOT_BUILT"
+  fi
+
+  # the CUDA stream path from Python (issue 12): the cbt package built from this
+  # tree into a venv of the wheels bench/gpu-prepare.sh carried, then its
+  # device test (a raw cudaStream_t and a torch-like .cuda_stream; marks
+  # resolved on the device clock). Its output goes to the end of tests.log.
+  local pyreason="" py=${CBT_GPU_PYTHON:-python3}
+  if [ "$py" = none ]; then
+    record python "pytest CUDA stream path" tool "$TOOL_SKIP" "CBT_GPU_PYTHON=none"
+  elif [ "$HAVE_GPU" -ne 1 ]; then
+    echo "python CUDA stream path: not run, no GPU" >>"$TESTLOG"
+    record python "pytest CUDA stream path" gpu "$NO_DEVICE"
+  elif [ ! -d "$CARRY/pywheels" ] || ! command -v "$py" >/dev/null 2>&1; then
+    pyreason="no carried Python wheels ($CARRY/pywheels) or no $py: run bench/gpu-prepare.sh"
+    echo "python CUDA stream path: $pyreason" >>"$TESTLOG"
+    record python "pytest CUDA stream path" gpu "$NOT_BUILT" "" "$pyreason"
+  else
+    { echo; echo "==== python: the CUDA stream path ===="; } >>"$TESTLOG"
+    run_step "python CUDA stream path" 180 "$TESTLOG" bash -c '
+      set -e; v="$1/pyenv"; "$3" -m venv "$v"
+      "$v/bin/pip" install -q --no-index --find-links "$2" scikit-build-core pytest
+      "$v/bin/pip" install -q --no-build-isolation --no-index .
+      "$v/bin/python" -m pytest -q -rs -p no:cacheprovider tests/python/test_api.py \
+        -k test_cuda_stream_marks_on_device' pystep "$WORK" "$CARRY/pywheels" "$py"
+    local py_rc=$RC
+    # a skip on a GPU machine is a failure (judge): pytest's "SKIPPED" line
+    if [ "$py_rc" -eq 0 ] && step_text "$TESTLOG" | grep -q "SKIPPED"; then
+      pyreason=$(step_text "$TESTLOG" | grep -m1 "SKIPPED" | sed 's/^SKIPPED \[[0-9]*\] //')
+    fi
+    record python "pytest CUDA stream path" gpu "$py_rc" "$pyreason"
   fi
 
   bench bench_publish 90 core publish --quick

@@ -91,6 +91,20 @@ mv "$NEW" "$CARRY/cmocka"
 echo "gpu-prepare: cmocka from $FROM"
 echo "gpu-prepare: $(find "$CARRY/cmocka" -name cmocka.h) and $(find "$CARRY/cmocka" -name 'libcmocka.so.0')"
 
+# ---- the Python package's build and test wheels (the device has no network) -------------
+# gpu-check.sh builds the cbt package from this tree into a venv of these and
+# runs its CUDA stream test (tests/python/test_api.py). Pins as scripts/pytest.sh.
+PYWHEELS="scikit-build-core==1.1.2 pytest==9.2.0"
+rm -rf "$CARRY/pywheels.new"
+if python3 -m pip download -q --only-binary=:all: -d "$CARRY/pywheels.new" $PYWHEELS >/dev/null 2>&1; then
+  rm -rf "$CARRY/pywheels"
+  mv "$CARRY/pywheels.new" "$CARRY/pywheels"
+  echo "gpu-prepare: Python wheels ($PYWHEELS and their dependencies) in $CARRY/pywheels"
+else
+  rm -rf "$CARRY/pywheels.new"
+  echo "gpu-prepare: cannot download the Python wheels ($PYWHEELS): the python step will report it" >&2
+fi
+
 # ---- the commit this tree is (.git does not travel) --------------------------------------
 top=$(git -C "$ROOT" rev-parse --show-toplevel 2>/dev/null || true)
 {

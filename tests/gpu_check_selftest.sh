@@ -256,7 +256,7 @@ fake_run() { # MODE GPU [VAR=VALUE...]: run the fake tree's script, OUT=$T/out-M
   env -u CBT_EXPECT_GPU PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=$mode FAKE_GPU=$gpu OUT="$FOUT" JOBS=1 \
     FAKE_NCU_ARGS="$T/ncu-args" CBT_GPU_DEV_PATHS="$T/no-dev-node" \
     CBT_GPU_BUILD="$F/build" CBT_CMOCKA_DIR="$F/cmocka" CBT_CMAKE="$F/bin/cmake" \
-    CBT_COMPUTE_SANITIZER="$F/bin/compute-sanitizer" CBT_NCU="$F/bin/ncu" CBT_GPU_CHECK_BUDGET=120 \
+    CBT_COMPUTE_SANITIZER="$F/bin/compute-sanitizer" CBT_NCU="$F/bin/ncu" CBT_GPU_PYTHON=none CBT_GPU_CHECK_BUDGET=120 \
     "$@" bash "$F/tree/bench/gpu-check.sh" >"$FTXT" 2>&1
   FRC=$?
 }
@@ -341,7 +341,7 @@ printf '#!/bin/sh\necho chunks 16\nsleep 15\n' >"$F/build/bench/bench_scatter_cp
 FOUT=$T/out-killed
 env -u CBT_EXPECT_GPU PATH="$F/bin:/usr/bin:/bin" FAKE_MODE=pass FAKE_GPU=1 OUT="$FOUT" JOBS=1 CBT_GPU_BUILD="$F/build" \
   CBT_GPU_DEV_PATHS="$T/no-dev-node" \
-  CBT_CMOCKA_DIR="$F/cmocka" CBT_CMAKE="$F/bin/cmake" CBT_COMPUTE_SANITIZER=none CBT_NCU=none \
+  CBT_CMOCKA_DIR="$F/cmocka" CBT_CMAKE="$F/bin/cmake" CBT_COMPUTE_SANITIZER=none CBT_NCU=none CBT_GPU_PYTHON=none \
   bash "$F/tree/bench/gpu-check.sh" >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do

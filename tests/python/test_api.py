@@ -348,6 +348,63 @@ def test_cpu_stream_errors():
         cbt.publish_on_stream(cbt.CpuStream(), "mp.store.start", "r", ts_ns=5)
 
 
+def _cuda_device_or_skip():
+    """The CUDA runtime (ctypes) when this build has CUDA and a device is
+    here; else skip, saying so (bench/gpu-check.sh runs these on a GPU)."""
+    if not cbt._cbt.HAVE_CUDA:
+        pytest.skip("this build has no CUDA: the GPU script runs the CUDA stream path")
+    import ctypes
+    for name in ("libcudart.so.13", "libcudart.so"):
+        try:
+            rt = ctypes.CDLL(name)
+            break
+        except OSError:
+            rt = None
+    if rt is None:
+        pytest.skip("no CUDA runtime library here: the GPU script runs the CUDA stream path")
+    n = ctypes.c_int(0)
+    if rt.cudaGetDeviceCount(ctypes.byref(n)) != 0 or n.value == 0:
+        pytest.skip("no CUDA device here: the GPU script runs the CUDA stream path")
+    return rt
+
+
+def test_cuda_stream_marks_on_device(tracer):
+    """The CUDA stream path from Python, on a device: a raw cudaStream_t and a
+    torch-like object with .cuda_stream both take CUDA-event marks, resolved
+    on the device clock into mp.store spans under their request, inside the
+    host's wall-clock window and in stream order."""
+    import ctypes
+    rt = _cuda_device_or_skip()
+    h = ctypes.c_void_p()
+    assert rt.cudaStreamCreate(ctypes.byref(h)) == 0
+
+    class TorchLikeStream:
+        cuda_stream = h.value
+
+    t0 = time.time_ns()
+    for sid, stream in (("gpu-raw", h.value), ("gpu-torch", TorchLikeStream())):
+        cbt.publish("mp.request.start", sid)
+        cbt.publish("mp.store.submitted", sid, engine_id=0)
+        cbt.publish_on_stream(stream, "mp.store.start", sid, engine_id=0)
+        cbt.publish_on_stream(stream, "mp.store.end", sid, engine_id=0)
+        assert rt.cudaStreamSynchronize(h) == 0
+        cbt.publish("mp.request.end", sid)
+    cbt.flush()
+    t1 = time.time_ns()
+    m = cbt.shutdown()
+    assert m["stream_marks_dropped"] == 0 and m["dropped_full"] == 0
+    rt.cudaStreamDestroy(h)
+    spans = read_spans(tracer)
+    for sid in ("gpu-raw", "gpu-torch"):
+        req = [s for s in spans if s["name"] == "request" and s["attributes"].get("session_id") == sid]
+        assert len(req) == 1, spans
+        store = [s for s in spans if s["name"] == "mp.store" and
+                 s["parent_span_id"] == req[0]["span_id"]]
+        assert len(store) == 1, spans
+        st = store[0]
+        assert t0 <= st["start_ns"] <= st["end_ns"] <= t1, (t0, st, t1)
+
+
 @pytest.mark.skipif(cbt._cbt.HAVE_CUDA, reason="this build has CUDA: the GPU script covers it")
 def test_cuda_handle_without_cuda_is_unsupported():
     with pytest.raises(cbt.Error) as ei:
