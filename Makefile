@@ -65,7 +65,7 @@ test-plain: build
 # pytest suite (tests/python/); scripts/pytest.sh prints a SKIP: line instead
 # when PyPI cannot be reached. The output is kept in $(PY_LOG) for make test's
 # summary.
-test-python: $(if $(filter test,$(MAKECMDGOALS)),,deps)
+test-python: $(if $(filter test,$(MAKECMDGOALS)),test-plain,deps)
 	@mkdir -p $(BUILD)
 	@set -o pipefail; scripts/pytest.sh 2>&1 | tee $(PY_LOG)
 
