@@ -25,11 +25,17 @@ class objects (nothing in LMCache is edited; ``uninstall()`` puts them back):
 3. ``EventBus.publish_on_stream`` (the class, so every bus): on a bus that has
    the stand-ins and a stream with a real CUDA handle (``.cuda_stream`` or
    ``.ptr`` non-zero), the event goes to cbt as a CUDA-event mark
-   (``cbt.publish_on_stream``: stamped when the GPU reaches it), and is queued
-   on LMCache's bus at once through ``EventBus.publish`` (host time, no host
-   callback) for LMCache's other subscribers; the stand-ins skip it there, so
+   (``cbt.publish_on_stream``: stamped when the GPU reaches it), then goes
+   through LMCache's own publish_on_stream (its host callback: LMCache's
+   other subscribers time it as before) marked so the stand-ins skip it, so
    cbt sees it once. A CPU ``StubStream`` (ptr 0), a bus without the
-   stand-ins, or a cbt without CUDA keeps LMCache's own path.
+   stand-ins, or a cbt that cannot mark CUDA streams (ERR_UNSUPPORTED,
+   ERR_NO_DEVICE, ERR_CUDA: off for good) keeps LMCache's own path; any
+   other refusal sends that one event down it, counted.
+
+``install()`` after LMCache's ``init_observability`` warns (that bus keeps
+LMCache's own tracing subscribers); ``uninstall()`` unsubscribes the
+stand-ins from the buses they registered on.
 
 Counters (``counters()``): events in, cbt events out, values dropped by why,
 events cbt refused, stream marks and fallbacks. docs/lmcache-bridge.md.
