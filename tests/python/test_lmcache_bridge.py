@@ -47,8 +47,9 @@ RULE = "transfer_end"  # LMCache's MP root-end rule, so root times agree exactly
 
 
 def _skip(why: str):
-    print(f"SKIP: python: lmcache bridge: {why}")
-    pytest.skip(why)
+    # tests/python/conftest.py prints "SKIP: python: <test>: <reason>" for each
+    # skipped test where make test's log has it; the reason names the suite
+    pytest.skip(f"lmcache bridge: {why}")
 
 
 @pytest.fixture(scope="session")
@@ -496,7 +497,8 @@ def test_cuda_handle_without_cuda_falls_back(lm, bridge):
     bus.stop()
     c = bridge.mod.counters()
     assert s.launched == 1 and c["stream_fallbacks"] == 1 and c["stream_marks"] == 0, c
-    assert any("falls back" in w for w in bridge.warnings)
+    assert any("host callback from now on" in w for w in bridge.warnings), bridge.warnings
+    assert not bridge.mod._bridge.stream_ok
 
 
 def test_cuda_stream_mark(lm, bridge):
@@ -508,7 +510,8 @@ def test_cuda_stream_mark(lm, bridge):
     rt = ctypes.CDLL("libcudart.so")
     h = ctypes.c_void_p()
     assert rt.cudaStreamCreate(ctypes.byref(h)) == 0
-    stream = types.SimpleNamespace(ptr=h.value, launch_host_func=None)  # as cupy's
+    stream = _StubStream()  # LMCache's host callback still runs, for its other subscribers
+    stream.ptr = h.value
     bus = _hand_bus(lm, bridged=True)
     seen = []
     bus.subscribe(lm.EventType.MP_STORE_END, seen.append)
@@ -546,3 +549,253 @@ def test_main_passes_every_argument(lm, monkeypatch):
         assert got["argv"] == argv and cbt.lmcache.installed()
     finally:
         cbt.lmcache.uninstall()
+
+
+# ---- the stream path's failures, counters, install order, uninstall ---------------------------
+
+class _FakeStreamCbt:
+    """cbt.publish_on_stream and cbt.publish stand-ins (no device needed):
+    fail(i) says what the i-th publish_on_stream call raises (None: accepted)."""
+
+    def __init__(self, monkeypatch, fail):
+        import cbt
+
+        self.marks, self.host, self.n, self.fail = [], [], 0, fail
+        real_publish = cbt.publish
+
+        def publish_on_stream(handle, etype, session, pair=None, **vals):
+            x = self.fail(self.n)
+            self.n += 1
+            if x is not None:
+                raise x
+            self.marks.append((etype, session, vals))
+
+        def publish(etype, session, ts_ns, pair=None, **vals):
+            self.host.append((etype, session, vals))
+            return real_publish(etype, session, ts_ns, pair=pair, **vals)
+
+        monkeypatch.setattr(cbt, "publish_on_stream", publish_on_stream)
+        monkeypatch.setattr(cbt, "publish", publish)
+
+
+def _status_error(name):
+    import cbt
+    from cbt import _cbt
+
+    x = cbt.Error(f"planted {name}")
+    x.status = getattr(_cbt, name)
+    return x
+
+
+def _stream_event(lm, t="MP_STORE_START", session="f1", **meta):
+    return lm.Event(event_type=lm.EventType[t], session_id=session,
+                    metadata={"engine_id": 0, **meta})
+
+
+def test_stream_refusal_falls_back_for_that_event_only(lm, bridge, monkeypatch):
+    fake = _FakeStreamCbt(monkeypatch, lambda i: _status_error("ERR_FULL") if i == 0 else None)
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, _stream_event(lm))          # refused: LMCache's path, once
+    bus.publish_on_stream(s, _stream_event(lm, "MP_STORE_END"))  # a mark again
+    bus.stop()
+    c = bridge.mod.counters()
+    assert bridge.mod._bridge.stream_ok, "one refusal turned the stream path off"
+    assert c["stream_refused"] == 1 and c["stream_fallbacks"] == 0 and c["stream_marks"] == 1, c
+    assert [m[0] for m in fake.marks] == ["mp.store.end"], fake.marks
+    assert [h[0] for h in fake.host] == ["mp.store.start"], fake.host
+    assert c["events_in"] == 2 and c["events_out"] == 2, c
+    assert not any("host callback" in w for w in bridge.warnings), bridge.warnings
+
+
+@pytest.mark.parametrize("status", ["ERR_UNSUPPORTED", "ERR_NO_DEVICE", "ERR_CUDA"])
+def test_stream_off_only_on_no_cuda_statuses(lm, bridge, monkeypatch, status):
+    fake = _FakeStreamCbt(monkeypatch, lambda i: _status_error(status))
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    for t in ("MP_STORE_START", "MP_STORE_END"):
+        bus.publish_on_stream(s, _stream_event(lm, t))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert not bridge.mod._bridge.stream_ok
+    assert fake.n == 1 and c["stream_fallbacks"] == 1 and c["stream_refused"] == 0, c
+    assert s.launched == 2 and len(fake.host) == 2 and c["events_in"] == 2, (c, fake.host)
+    assert sum("host callback from now on" in w for w in bridge.warnings) == 1, bridge.warnings
+
+
+@pytest.mark.parametrize("exc", [TypeError, ValueError, OverflowError])
+def test_stream_python_errors_do_not_escape(lm, bridge, monkeypatch, exc):
+    _FakeStreamCbt(monkeypatch, lambda i: exc("planted"))
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, _stream_event(lm))  # must not raise into LMCache's publisher
+    bus.stop()
+    c = bridge.mod.counters()
+    assert bridge.mod._bridge.stream_ok
+    assert c["stream_refused"] == 1 and s.launched == 1 and c["events_in"] == 1, c
+
+
+def test_stream_real_cbt_value_errors_do_not_escape(lm, bridge):
+    """cbt's own refusals of a value (a NUL in a string) on the stream path."""
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, _stream_event(lm, session="nul\x00here", note="a\x00b"))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert s.launched == 1 and c["events_in"] == 1, c
+
+
+def _phase_samples(lm, n):
+    samples = [("d2h", "store", 0, 1.0 + i, 4096, f"k{i}", 1.0, 2.0) for i in range(n)]
+    return lm.Event(event_type=lm.EventType.MP_TRANSFER_PHASE_SAMPLES, session_id="",
+                    metadata={"samples": samples, "ended_transfer_key": "k0"})
+
+
+def test_stream_partial_translation_reaches_cbt_once(lm, bridge, monkeypatch):
+    # 3 samples + the batch end = 4 cbt events; the 2nd stream mark fails
+    fake = _FakeStreamCbt(monkeypatch, lambda i: ValueError("planted") if i == 1 else None)
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, _phase_samples(lm, 3))
+    bus.stop()
+    c = bridge.mod.counters()
+    keys = [v.get("transfer_key", v.get("ended_transfer_key")) for _, _, v in
+            fake.marks + fake.host]
+    assert keys == ["k0", "k1", "k2", "k0"], (fake.marks, fake.host)
+    assert len(fake.marks) == 1 and len(fake.host) == 3, (fake.marks, fake.host)
+    assert c["stream_partial"] == 1 and c["events_in"] == 1 and c["events_out"] == 4, c
+    assert s.launched == 1  # LMCache's other subscribers still get it
+
+
+def test_stream_mark_keeps_lmcaches_host_callback(lm, bridge, monkeypatch):
+    """Marked events still go through LMCache's publish_on_stream (the host
+    callback stamps them for LMCache's metrics subscribers); the stand-ins
+    skip them there."""
+    fake = _FakeStreamCbt(monkeypatch, lambda i: None)
+    bus = _hand_bus(lm, bridged=True)
+    seen = []
+    bus.subscribe(lm.EventType.MP_STORE_END, seen.append)
+    s = _StubStream()
+    s.ptr = 0x1234
+    for t in ("MP_STORE_START", "MP_STORE_END"):
+        bus.publish_on_stream(s, _stream_event(lm, t))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert s.launched == 2, "LMCache's host callback was bypassed"
+    assert len(fake.marks) == 2 and fake.host == [], (fake.marks, fake.host)
+    assert c["stream_marks"] == 2 and c["events_in"] == 2 and len(seen) == 1, c
+
+
+def test_stream_mark_native_recorder_marker(lm, bridge, monkeypatch):
+    """With LMCache's native recorder the Event is rebuilt from its metadata:
+    the fed marker travels there, and forward() skips the rebuilt event."""
+    monkeypatch.setattr(lm.event_bus, "_has_native_recorder", True, raising=False)
+    recorded = []
+
+    class _Ops:
+        @staticmethod
+        def record_event_on_stream(ptr, name, sid, str_meta, int_meta):
+            recorded.append((name, sid, dict(str_meta), dict(int_meta)))
+
+        @staticmethod
+        def drain_recorded_events():
+            out = [(n, sid, 1.0, sm, im) for n, sid, sm, im in recorded]
+            recorded.clear()
+            return out
+
+    monkeypatch.setattr(lm.event_bus, "_device_ops", _Ops, raising=False)
+    fake = _FakeStreamCbt(monkeypatch, lambda i: None)
+    bus = _hand_bus(lm, bridged=True)
+    s = _StubStream()
+    s.ptr = 0x1234
+    bus.publish_on_stream(s, _stream_event(lm))
+    bus.stop()
+    c = bridge.mod.counters()
+    assert len(fake.marks) == 1 and fake.host == [], (fake.marks, fake.host)
+    assert c["events_in"] == 1, c
+
+
+def test_counters_are_thread_safe(lm, bridge, monkeypatch):
+    import threading
+
+    _FakeStreamCbt(monkeypatch, lambda i: None)
+    br = bridge.mod._bridge
+    n, k = 4000, 4
+    ev = _stream_event(lm)
+    orig = bridge.mod._translate.to_cbt
+
+    def slow_to_cbt(event, dropped):  # widen the read-modify-write window
+        import time
+        time.sleep(0)
+        return orig(event, dropped)
+
+    monkeypatch.setattr(bridge.mod._translate, "to_cbt", slow_to_cbt)
+    sys.setswitchinterval(1e-6)
+    try:
+        def fwd():
+            for _ in range(n):
+                br.forward(ev)
+
+        def mark():
+            for _ in range(n):
+                br.on_stream(0x1234, ev)
+        ts = [threading.Thread(target=f) for f in (fwd, mark) * (k // 2)]
+        br.start()  # cbt with the fixture's config
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    finally:
+        sys.setswitchinterval(0.005)
+    c = bridge.mod.counters()
+    assert c["events_in"] == n * k and c["stream_marks"] == n * (k // 2), c
+
+
+def test_install_after_init_observability_warns(lm, tmp_path):
+    import cbt.lmcache
+
+    obs = _obs(lm)
+    saved = lm.otel_init.init_otel_tracing
+    lm.otel_init.init_otel_tracing = lambda **kw: None
+    try:
+        bus = lm.config.init_observability(obs, start_prometheus_http_server=False)
+    finally:
+        lm.otel_init.init_otel_tracing = saved
+    warnings: list[str] = []
+    try:
+        cbt.lmcache.install(spans_path=str(tmp_path / "s.jsonl"), otlp_endpoint="",
+                            warn=warnings.append)
+        assert sum("after LMCache's init_observability" in w for w in warnings) == 1, warnings
+    finally:
+        cbt.lmcache.uninstall()
+        bus.stop()
+        lm.event_bus._global_bus = lm.event_bus.EventBus(
+            lm.event_bus.EventBusConfig(enabled=False))
+
+
+def test_install_first_does_not_warn(lm, bridge):
+    assert not any("init_observability" in w for w in bridge.warnings), bridge.warnings
+
+
+def test_uninstall_unsubscribes_the_standins(lm, bridge):
+    import weakref
+
+    bus = lm.event_bus.EventBus(lm.event_bus.EventBusConfig(enabled=True))
+    bus.subscribe(lm.EventType.MP_STORE_START, lambda e: None)
+    before = {t: bus.has_subscribers(t) for t in lm.EventType}
+    reg = lm.tracing.get_span_registry()
+    for n in bridge.mod.STANDIN_SUBSCRIPTIONS:
+        bus.register_subscriber(getattr(lm.tracing, n)(reg))
+    assert bus.has_subscribers(lm.EventType.MP_RETRIEVE_START)
+    assert bridge.mod._bridge.buses.__class__ is weakref.WeakSet
+    bridge.mod.uninstall()
+    assert {t: bus.has_subscribers(t) for t in lm.EventType} == before
+    assert not any(type(s).__module__ == "cbt.lmcache" for s in bus._registered_subscribers)
+    bus.stop()
+    bridge.mod.install(spans_path=str(bridge.spans), mp_root_end=RULE, otlp_endpoint="",
+                       warn=bridge.warnings.append)

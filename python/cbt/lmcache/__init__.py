@@ -25,11 +25,17 @@ class objects (nothing in LMCache is edited; ``uninstall()`` puts them back):
 3. ``EventBus.publish_on_stream`` (the class, so every bus): on a bus that has
    the stand-ins and a stream with a real CUDA handle (``.cuda_stream`` or
    ``.ptr`` non-zero), the event goes to cbt as a CUDA-event mark
-   (``cbt.publish_on_stream``: stamped when the GPU reaches it), and is queued
-   on LMCache's bus at once through ``EventBus.publish`` (host time, no host
-   callback) for LMCache's other subscribers; the stand-ins skip it there, so
+   (``cbt.publish_on_stream``: stamped when the GPU reaches it), then goes
+   through LMCache's own publish_on_stream (its host callback: LMCache's
+   other subscribers time it as before) marked so the stand-ins skip it, so
    cbt sees it once. A CPU ``StubStream`` (ptr 0), a bus without the
-   stand-ins, or a cbt without CUDA keeps LMCache's own path.
+   stand-ins, or a cbt that cannot mark CUDA streams (ERR_UNSUPPORTED,
+   ERR_NO_DEVICE, ERR_CUDA: off for good) keeps LMCache's own path; any
+   other refusal sends that one event down it, counted.
+
+``install()`` after LMCache's ``init_observability`` warns (that bus keeps
+LMCache's own tracing subscribers); ``uninstall()`` unsubscribes the
+stand-ins from the buses they registered on.
 
 Counters (``counters()``): events in, cbt events out, values dropped by why,
 events cbt refused, stream marks and fallbacks. docs/lmcache-bridge.md.
@@ -41,7 +47,9 @@ import atexit
 import collections
 import sys
 import threading
+import time
 import urllib.parse
+import weakref
 from typing import Any
 
 from . import _translate
@@ -88,7 +96,31 @@ for _cls, _types in STANDIN_SUBSCRIPTIONS.items():
     for _t in _types:
         _OWNER.setdefault(_t, _cls)
 
-_FED = "_cbt_fed"  # set on an Event cbt already got as a stream mark
+# An Event cbt already got as a stream mark carries _FED, as an attribute (the
+# Event object itself reaches the drain thread: LMCache's Python host
+# callback) or, with LMCache's native recorder (which rebuilds the Event from
+# its type, session and metadata), as a metadata key with the int value 1;
+# the stand-ins skip it, LMCache's other subscribers see it as usual.
+_FED = "_cbt_fed"
+
+
+def _is_fed(event: Any) -> bool:
+    if getattr(event, _FED, False):
+        return True
+    meta = getattr(event, "metadata", None)
+    return isinstance(meta, dict) and meta.get(_FED) == 1
+
+
+def _mark_fed(event: Any, native: bool) -> None:
+    if not native:
+        try:
+            setattr(event, _FED, True)
+            return
+        except AttributeError:
+            pass
+    meta = getattr(event, "metadata", None)
+    if isinstance(meta, dict):
+        meta[_FED] = 1
 
 _lock = threading.Lock()
 _bridge: "_Bridge | None" = None
@@ -154,17 +186,26 @@ class _Bridge:
 
     def __init__(self, cbt_config: dict, l2_loads: bool, warn):
         import cbt
+        from cbt import _cbt
 
         self.cbt = cbt
         self.config = dict(cbt_config)
         self.l2_loads = l2_loads
         self.warn = warn
         self.started_cbt = False   # cbt.init was ours: shut it down at the end
-        self.buses: "set[int]" = set()  # id()s of buses a stand-in registered on
+        # buses a stand-in registered on, and the stand-ins on each (weakly:
+        # the bridge keeps no bus alive); uninstall() unsubscribes them
+        self.buses: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.standins: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
         self.live = 0              # stand-ins registered and not shut down
+        # every counter update (drain threads, publishers' threads) under clock
+        self.clock = threading.Lock()
         self.c = collections.Counter()
         self.dropped = collections.Counter({k: 0 for k in _translate.DROP_KEYS})
         self.stream_ok = True
+        # the statuses that mean cbt cannot mark CUDA streams in this process
+        self.stream_off = {getattr(_cbt, n) for n in ("ERR_UNSUPPORTED", "ERR_NO_DEVICE",
+                                                      "ERR_CUDA") if hasattr(_cbt, n)}
         self.saved: list[tuple[Any, str, Any]] = []
 
     # -- cbt's lifetime ---------------------------------------------------
@@ -199,44 +240,87 @@ class _Bridge:
                 self.final_metrics = self.cbt.shutdown()
             self.started_cbt = False
 
-    # -- the feed ---------------------------------------------------------
-    def forward(self, event: Any) -> None:
-        """One LMCache event to cbt (the drain thread)."""
-        if getattr(event, _FED, False):
-            return  # published as a stream mark already
-        c = self.c
-        c["events_in"] += 1
-        for etype, ts_ns, session, pair, vals in _translate.to_cbt(event, self.dropped):
+    # -- counters ---------------------------------------------------------
+    def count(self, c: "collections.Counter", dropped: "collections.Counter | None" = None):
+        with self.clock:
+            self.c.update(c)
+            if dropped:
+                self.dropped.update(dropped)
+
+    def _publish_host(self, outs, c, ts_ns: int | None = None) -> None:
+        """outs to cbt.publish (explicit timestamps); out/refused into c."""
+        for etype, ts, session, pair, vals in outs:
             try:
-                self.cbt.publish(etype, session, ts_ns, pair=pair, **vals)
+                self.cbt.publish(etype, session, ts if ts_ns is None else ts_ns,
+                                 pair=pair, **vals)
                 c["events_out"] += 1
             except self.cbt.Error as x:  # a session too long, cbt stopped, ...
                 c["events_refused"] += 1
                 c[f"refused_status_{getattr(x, 'status', '?')}"] += 1
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):  # a NUL, a bad timestamp
                 c["events_refused"] += 1
 
+    # -- the feed ---------------------------------------------------------
+    def forward(self, event: Any) -> None:
+        """One LMCache event to cbt (the drain thread)."""
+        if _is_fed(event):
+            return  # published as a stream mark already
+        c: collections.Counter = collections.Counter(events_in=1)
+        dropped: collections.Counter = collections.Counter()
+        try:
+            self._publish_host(_translate.to_cbt(event, dropped), c)
+        finally:
+            self.count(c, dropped)
+
     def on_stream(self, handle: int, event: Any) -> bool:
-        """The event as a cbt CUDA-event mark on handle; False: use LMCache's path."""
+        """The event as cbt CUDA-event marks on handle. False: cbt got none of
+        it, use LMCache's path (the stand-ins then feed it as any other).
+        Never raises: a failure is counted, and only a status saying that cbt
+        cannot mark CUDA streams here turns the stream path off."""
         if not self.stream_ok or not self.cbt.enabled():
             return False
-        with _lock:
-            self.c["events_in"] += 1
-        outs = _translate.to_cbt(event, self.dropped)
+        c: collections.Counter = collections.Counter()
+        dropped: collections.Counter = collections.Counter()
         try:
-            for etype, _ts, session, pair, vals in outs:
-                self.cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
-        except self.cbt.Error as x:
-            # no CUDA in this cbt build, or no device: LMCache's path from now on
-            with _lock:
-                self.c["stream_fallbacks"] += 1
-                self.stream_ok = False
-            self.warn(f"cbt.lmcache: publish_on_stream falls back to LMCache's host "
-                      f"callback: {x}")
+            outs = _translate.to_cbt(event, dropped)
+        except Exception:  # noqa: BLE001 - LMCache's path, whose forward() sees it
+            self.count(collections.Counter(stream_untranslatable=1))
             return False
-        with _lock:
-            self.c["stream_marks"] += 1
-            self.c["events_out"] += len(outs)
+        done, err = 0, None
+        for etype, _ts, session, pair, vals in outs:
+            try:
+                self.cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
+            except (self.cbt.Error, TypeError, ValueError, OverflowError) as x:
+                err = x
+                break
+            done += 1
+        off = (isinstance(err, self.cbt.Error)
+               and getattr(err, "status", None) in self.stream_off)
+        if off:
+            with self.clock:
+                was, self.stream_ok = self.stream_ok, False
+            if was:  # once
+                self.warn(f"cbt.lmcache: cbt cannot mark CUDA streams here ({err}): "
+                          "LMCache's host callback from now on")
+        if err is not None and done == 0:
+            # nothing reached cbt: this event takes LMCache's path (counted
+            # there: events_in, and events_refused if cbt refuses it again)
+            c["stream_fallbacks" if off else "stream_refused"] += 1
+            if not off:
+                c[f"stream_refused_{type(err).__name__}_"
+                  f"{getattr(err, 'status', '')}".rstrip("_")] += 1
+            self.count(c)
+            return False
+        c["events_in"] += 1
+        c["events_out"] += done
+        c["stream_marks"] += 1
+        if err is not None:
+            # part of a multi-event translation is on the stream already: the
+            # rest (from the failed one on) goes to cbt.publish at host time
+            # now, and the event is marked fed, so cbt gets each part once
+            c["stream_partial"] += 1
+            self._publish_host(outs[done:], c, time.time_ns())
+        self.count(c, dropped)
         return True
 
 
@@ -275,8 +359,9 @@ def _make_standins(br: _Bridge):
             if name == "MPServerTracingSubscriber" and br.l2_loads:
                 for t in EXTRA_EVENT_TYPES:
                     bus.subscribe(EventType[t], self._forward)
-            br.buses.add(id(bus))
             with _lock:
+                br.buses.add(bus)
+                br.standins.setdefault(bus, []).append(weakref.ref(self))
                 br.live += 1
             self._registered = True
 
@@ -340,19 +425,18 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
         br.start(otlp_endpoint, from_lmcache=True)
 
     EventBus = event_bus.EventBus
+    _warn_if_initialised(tracing, event_bus, br.warn)
     orig_pos = EventBus.__dict__["publish_on_stream"]
 
     def publish_on_stream(self, stream, event):
         if not self._config.enabled:
             return
         handle = _cuda_handle(stream)
-        if handle and id(self) in br.buses and br.on_stream(handle, event):
-            try:
-                setattr(event, _FED, True)
-            except AttributeError:
-                pass
-            self.publish(event)  # LMCache's other subscribers, without a host callback
-            return
+        if handle and self in br.buses and br.on_stream(handle, event):
+            # cbt has it as a CUDA mark; LMCache's own path still runs for
+            # its other subscribers (their timing as without the bridge),
+            # and the stand-ins skip the event there
+            _mark_fed(event, bool(getattr(event_bus, "_has_native_recorder", False)))
         orig_pos(self, stream, event)
 
     publish_on_stream.__doc__ = orig_pos.__doc__
@@ -367,6 +451,44 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
 
 
 _MISSING = object()
+
+
+def _warn_if_initialised(tracing, event_bus, warn) -> bool:
+    """Warn when LMCache's global bus has LMCache's own tracing subscribers
+    registered already (init_observability ran before install()): the bridge
+    cannot take their place there, so that bus keeps building LMCache's spans
+    and cbt gets nothing from it. True when it warned."""
+    bus = getattr(event_bus, "_global_bus", None)
+    originals = tuple(c for c in (getattr(tracing, n, None) for n in STANDIN_SUBSCRIPTIONS)
+                      if isinstance(c, type))
+    subs = list(getattr(bus, "_registered_subscribers", ()) or ())
+    found = sorted({type(x).__name__ for x in subs if originals and isinstance(x, originals)})
+    if found:
+        warn("cbt.lmcache: install() after LMCache's init_observability: the global EventBus "
+             f"has LMCache's own {', '.join(found)} already; that bus keeps LMCache's spans "
+             "and sends cbt nothing. Call install() first (python -m cbt.lmcache does).")
+    return bool(found)
+
+
+def _unsubscribe(br: _Bridge) -> None:
+    """Take the stand-ins' callbacks off every bus they registered on, so
+    has_subscribers answers as before they came."""
+    for bus, refs in list(br.standins.items()):
+        mine = {id(s) for s in (r() for r in refs) if s is not None}
+        for s in (r() for r in refs):
+            if s is not None and s._registered:
+                s._registered = False
+                with _lock:
+                    br.live -= 1
+        lock = getattr(bus, "_lock", None) or threading.Lock()
+        with lock:
+            for t, cbs in list(bus._subscribers.items()):
+                cbs[:] = [cb for cb in cbs if id(getattr(cb, "__self__", None)) not in mine]
+                if not cbs:
+                    del bus._subscribers[t]
+            bus._registered_subscribers[:] = [x for x in bus._registered_subscribers
+                                              if id(x) not in mine]
+    br.standins.clear()
 
 
 def _atexit() -> None:
@@ -385,6 +507,7 @@ def uninstall() -> None:
             delattr(obj, attr)
         else:
             setattr(obj, attr, old)
+    _unsubscribe(br)
     br.stop()
     _bridge = None
 
@@ -402,9 +525,12 @@ def counters() -> dict[str, int]:
     br = _bridge
     if br is None:
         return {}
-    out = {k: br.c.get(k, 0) for k in ("events_in", "events_out", "events_refused",
-                                        "stream_marks", "stream_fallbacks")}
-    out.update({k: v for k, v in br.c.items() if k not in out})
-    out.update({f"dropped_{k}": v for k, v in br.dropped.items()})
-    out["dropped"] = sum(br.dropped.values())
+    with br.clock:
+        c, dropped = dict(br.c), dict(br.dropped)
+    out = {k: c.get(k, 0) for k in ("events_in", "events_out", "events_refused",
+                                     "stream_marks", "stream_fallbacks", "stream_refused",
+                                     "stream_partial")}
+    out.update({k: v for k, v in c.items() if k not in out})
+    out.update({f"dropped_{k}": v for k, v in dropped.items()})
+    out["dropped"] = sum(dropped.values())
     return out
