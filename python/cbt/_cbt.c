@@ -52,6 +52,13 @@ static int g_inherited;          /* ... while a tracer ran: this process has its
 #ifdef CBT_WITH_OTLP
 static cbt_otlp_stats g_otlp_final;
 static int g_otlp_on;            /* the running tracer has an OTLP exporter */
+/* A shutdown is freeing the tracer with the GIL released (py_shutdown, init's
+ * failure path). Set and cleared under the GIL. publish, publish_on_stream,
+ * span begin and span end check it with the GIL held and make their cbt call
+ * without releasing the GIL in between, so while it is up no Python caller
+ * can be inside a call that writes into the tracer (include/cbt.h: shutdown
+ * must not race with publishers); they treat it as "no tracer". */
+static int g_closing;
 #endif
 
 #define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
@@ -395,7 +402,7 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
     int on;
     if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on) < 0)
         return NULL;
-    if (on) {
+    if (on && !g_closing) { /* no Python code runs between this check and the call */
         cbt_status st = cbt_publish(&ev);
         if (st != CBT_OK && st != CBT_ERR_FULL)
             return raise_status(st, "cbt.publish");
@@ -502,6 +509,8 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
     int on;
     if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0)
         return NULL;
+    if (g_closing) /* a shutdown is running: no tracer */
+        Py_RETURN_NONE;
     cbt_status st = cbt_publish_on_stream(s, &ev);
     if (st != CBT_OK && st != CBT_ERR_FULL)
         return raise_status(st, "cbt.publish_on_stream");
@@ -844,6 +853,10 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                                      &endpoint, &service, &root_end, &cbsub))
         return NULL;
     PyObject *ret = NULL;
+    if (g_closing) {
+        raise_status(CBT_ERR_ALREADY, "cbt.init: another thread is shutting the tracer down");
+        goto out;
+    }
     cbt_config c = cbt_config_default();
     uint32_t *u32[13] = {&c.queue_capacity,    &c.lane_capacity,    &c.max_lanes,
                          &c.span_pool,         &c.registry_capacity, &c.max_sessions,
@@ -953,9 +966,11 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 fail_tracer: {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+    g_closing = 1;
     Py_BEGIN_ALLOW_THREADS
     cbt_shutdown();
     Py_END_ALLOW_THREADS
+    g_closing = 0;
     PyErr_Restore(et, ev, tb);
 }
 out:
@@ -971,11 +986,15 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused)
         return raise_status(CBT_ERR_STOPPED,
                             "cbt.shutdown: this process was forked while its parent's tracer "
                             "ran; that tracer belongs to the parent");
+    if (g_closing) /* another thread is shutting the tracer down */
+        return PyDict_New();
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
+    g_closing = 1;
     Py_BEGIN_ALLOW_THREADS
     st = cbt_shutdown_final(&m);
     Py_END_ALLOW_THREADS
+    g_closing = 0;
     if (st == CBT_ERR_NOT_INITIALIZED)
         return PyDict_New(); /* no tracer: nothing was shut down */
     if (st != CBT_OK)
@@ -1015,7 +1034,7 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
     unsigned int timeout = 5000;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:flush", kwlist, &timeout))
         return NULL;
-    if (!cbt_enabled())
+    if (!cbt_enabled() || g_closing)
         Py_RETURN_NONE;
     cbt_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -1367,6 +1386,19 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
     if (!o)
         return NULL;
     o->stream_ref = NULL;
+    if (g_closing) { /* a shutdown is running: no tracer, the context still flows */
+        static const uint8_t zero16[16];
+        memset(&o->ps, 0, sizeof o->ps);
+        if (pp && memcmp(pp->trace_id, zero16, 16) != 0) {
+            memcpy(o->ps.ctx.trace_id, pp->trace_id, 16);
+            o->ps.ctx.trace_flags = pp->trace_flags & CBT_TRACE_FLAGS_KNOWN;
+        } else {
+            cbt_trace_id_from_request(sess, (size_t)sess_len, o->ps.ctx.trace_id);
+            o->ps.ctx.trace_flags = CBT_TRACE_FLAG_SAMPLED;
+        }
+        cbt_pspan_new_id(o->ps.ctx.span_id);
+        return (PyObject *)o; /* not open: its end does nothing */
+    }
     cbt_status rc = st ? cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n)
                        : cbt_pspan_begin(&o->ps, name, (cbt_span_kind)kind, sess, pp, m, n);
     /* without a tracer or with a full queue the context still flows */
@@ -1399,6 +1431,11 @@ static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
     uint32_t n;
     if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span end") < 0)
         return NULL;
+    if (g_closing) { /* a shutdown is running: it ends what is open */
+        self->ps.open = 0;
+        Py_CLEAR(self->stream_ref);
+        Py_RETURN_NONE;
+    }
     cbt_status rc = self->ps.stream ? cbt_pspan_end_on(&self->ps, m, n)
                                     : cbt_pspan_end(&self->ps, m, n);
     self->ps.open = 0;

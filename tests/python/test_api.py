@@ -623,3 +623,43 @@ def test_context_begin_extracts_or_derives(tracer):
     cbt.shutdown()
     (e,) = [s for s in read_spans(tracer) if s["name"] == "cb.execute"]
     assert e["parent_span_id"] == "" and e["trace_id"] == b1.trace_id
+
+
+# ---- review fixes ----------------------------------------------------------------------
+
+
+def test_shutdown_does_not_race_publishers(tmp_path):
+    """shutdown frees the tracer with the GIL released: publishers running on
+    other threads meanwhile must see no tracer (g_closing), not a freed one."""
+    code = f"""
+import threading, cbt
+path = {str(tmp_path / "s.jsonl")!r}
+stop = False
+st = cbt.CpuStream()
+def pub(i):
+    n = 0
+    while not stop:
+        cbt.publish("mp.request.start", f"r{{i}}-{{n}}", k=n)
+        cbt.publish("MP_REQUEST_END", f"r{{i}}-{{n}}")
+        cbt.publish_on_stream(st, "mp.request.start", f"s{{i}}-{{n}}")
+        with cbt.span("cb.schedule", session_id=f"p{{i}}-{{n}}", a=1) as s:
+            s.set(b=2)
+        n += 1
+cbt.init(spans_path=path, otlp_endpoint="")
+ts = [threading.Thread(target=pub, args=(i,)) for i in range(3)]
+for t in ts: t.start()
+for _ in range(200):
+    cbt.shutdown()
+    cbt.init(spans_path=path, otlp_endpoint="")
+stop = True
+for t in ts: t.join()
+st.sync(); st.close()
+cbt.shutdown()
+cbt.publish("mp.request.start", "after")  # no tracer: a no-op
+with cbt.span("cb.after") as s:
+    assert s.context.trace_id != "0" * 32
+assert cbt.shutdown() == {{}}
+print("ok")
+"""
+    r = run_py(code, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
