@@ -535,11 +535,40 @@ static void run_python(void *arg)
     PyGILState_Release(g);
 }
 
+/* An int in [0, UINT32_MAX] (not a bool): TypeError, else ValueError for a
+ * negative one, OverflowError past UINT32_MAX. NULL: keeps *out. */
+static int u32_arg(PyObject *o, const char *what, uint32_t *out)
+{
+    if (!o)
+        return 0;
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &of);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (of < 0 || (!of && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "%s must not be negative, not %R", what, o);
+        return -1;
+    }
+    if (of > 0 || v > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s must be at most %lu, not %R", what,
+                     (unsigned long)UINT32_MAX, o);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
 static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"capacity", NULL};
-    unsigned int cap = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:CpuStream", kwlist, &cap))
+    PyObject *cap_o = NULL;
+    uint32_t cap = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:CpuStream", kwlist, &cap_o) ||
+        u32_arg(cap_o, "cbt.CpuStream: capacity", &cap) < 0)
         return NULL;
     CpuStreamObject *self = (CpuStreamObject *)type->tp_alloc(type, 0);
     if (!self)
@@ -547,7 +576,7 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     cbt_status st = cbt_stream_cpu_create(cap, &self->s);
     if (st != CBT_OK) {
         Py_DECREF(self);
-        return raise_statusf(st, "cbt.CpuStream(capacity=%u)", cap);
+        return raise_statusf(st, "cbt.CpuStream(capacity=%u)", (unsigned)cap);
     }
     return (PyObject *)self;
 }
@@ -730,12 +759,25 @@ static int get_bool(PyObject *o, const char *name, bool *out)
 {
     if (!o || o == Py_None)
         return 0;
-    int b = PyObject_IsTrue(o);
-    if (b < 0)
+    if (PyBool_Check(o)) {
+        *out = o == Py_True;
+        return 0;
+    }
+    if (PyLong_Check(o)) { /* 0 or 1 */
+        int of = 0;
+        long v = PyLong_AsLongAndOverflow(o, &of);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!of && (v == 0 || v == 1)) {
+            *out = v == 1;
+            return 0;
+        }
+        PyErr_Format(PyExc_ValueError, "cbt.init: %s is a bool (or 0 or 1), not %R", name, o);
         return -1;
-    (void)name;
-    *out = b != 0;
-    return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "cbt.init: %s is a bool, not %.100s", name,
+                 Py_TYPE(o)->tp_name);
+    return -1;
 }
 
 #define CBT_METRICS_FIELDS(X)                                                                   \
@@ -876,18 +918,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             const char *r = PyUnicode_AsUTF8(root_end);
             if (!r)
                 goto out;
-            if (!strcmp(r, "request"))
+            if (!strcmp(r, "request_end") || !strcmp(r, "request"))
                 c.mp_root_end = CBT_ROOT_END_REQUEST;
             else if (!strcmp(r, "transfer_end"))
                 c.mp_root_end = CBT_ROOT_END_TRANSFER;
             else {
                 PyErr_Format(PyExc_ValueError,
-                             "cbt.init: mp_root_end is 'request' or 'transfer_end', not '%s'", r);
+                             "cbt.init: mp_root_end is 'request_end' (alias 'request') or "
+                             "'transfer_end', not '%s'",
+                             r);
                 goto out;
             }
         } else {
             PyErr_SetString(PyExc_TypeError,
-                            "cbt.init: mp_root_end is 'request', 'transfer_end' or None");
+                            "cbt.init: mp_root_end is 'request_end' (alias 'request'), "
+                            "'transfer_end' or None");
             goto out;
         }
     }
@@ -1031,8 +1076,10 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"timeout_ms", NULL};
-    unsigned int timeout = 5000;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:flush", kwlist, &timeout))
+    PyObject *t_o = NULL;
+    uint32_t timeout = 5000;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", kwlist, &t_o) ||
+        u32_arg(t_o, "cbt.flush: timeout_ms", &timeout) < 0)
         return NULL;
     if (!cbt_enabled() || g_closing)
         Py_RETURN_NONE;
@@ -1043,7 +1090,7 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
     if (st == CBT_ERR_NOT_INITIALIZED) /* shut down meanwhile */
         Py_RETURN_NONE;
     if (st != CBT_OK)
-        return raise_statusf(st, "cbt.flush(timeout_ms=%u)", timeout);
+        return raise_statusf(st, "cbt.flush(timeout_ms=%u)", (unsigned)timeout);
     Py_RETURN_NONE;
 }
 
@@ -1060,9 +1107,19 @@ static PyObject *py_metrics(PyObject *self, PyObject *unused)
 static PyObject *py_strerror(PyObject *self, PyObject *arg)
 {
     (void)self;
-    long v = PyLong_AsLong(arg);
+    if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "cbt.strerror: a status is an int, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &of);
     if (v == -1 && PyErr_Occurred())
         return NULL;
+    if (of || v < INT32_MIN || v > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "cbt.strerror: status %R is out of range", arg);
+        return NULL;
+    }
     return PyUnicode_FromString(cbt_strerror((cbt_status)v));
 }
 
@@ -1205,13 +1262,14 @@ static PyObject *SpanContext_richcompare(PyObject *a, PyObject *b, int op)
 
 static Py_hash_t SpanContext_hash(SpanContextObject *self)
 {
-    Py_hash_t h = 0;
+    Py_uhash_t h = 0; /* unsigned: wraps, no signed overflow */
     for (size_t i = 0; i < 16; i++)
-        h = h * 31 + self->c.trace_id[i];
+        h = h * 31u + self->c.trace_id[i];
     for (size_t i = 0; i < 8; i++)
-        h = h * 31 + self->c.span_id[i];
-    h = h * 31 + self->c.trace_flags;
-    return h == -1 ? -2 : h;
+        h = h * 31u + self->c.span_id[i];
+    h = h * 31u + self->c.trace_flags;
+    Py_hash_t r = (Py_hash_t)h;
+    return r == -1 ? -2 : r;
 }
 
 static PyGetSetDef SpanContext_getset[] = {

@@ -663,3 +663,50 @@ print("ok")
 """
     r = run_py(code, timeout=120)
     assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+def test_mp_root_end_accepts_the_cli_names():
+    for v in ("request_end", "request", "transfer_end"):
+        cbt.init(enabled=False, mp_root_end=v)
+    with pytest.raises(ValueError, match="request_end"):
+        cbt.init(enabled=False, mp_root_end="sometimes")
+
+
+def test_init_bools_are_bools():
+    for bad in ("false", "", [], 0.0):
+        with pytest.raises(TypeError):
+            cbt.init(enabled=bad)
+        assert not cbt.enabled()
+    with pytest.raises(ValueError):
+        cbt.init(enabled=2)
+    with pytest.raises(TypeError):
+        cbt.init(enabled=False, mp_subscriber="no")
+    cbt.init(enabled=0)
+    cbt.init(enabled=False, mp_subscriber=1, cb_subscriber=False)
+    assert not cbt.enabled()
+
+
+def test_flush_capacity_strerror_are_range_checked():
+    for bad, exc in ((-1, ValueError), (2**32, OverflowError), (2**40, OverflowError)):
+        with pytest.raises(exc):
+            cbt.flush(bad)
+        with pytest.raises(exc):
+            cbt.flush(timeout_ms=bad)
+        with pytest.raises(exc):
+            cbt.CpuStream(bad)
+    with pytest.raises(TypeError):
+        cbt.flush(True)
+    cbt.flush(2**32 - 1)  # no tracer: returns at once
+    with pytest.raises(OverflowError):
+        cbt.strerror(2**40)
+    with pytest.raises(OverflowError):
+        cbt.strerror(-(2**40))
+    assert cbt.strerror(0)
+
+
+def test_span_context_hash_is_stable_and_defined():
+    a = cbt.SpanContext("f" * 32, "f" * 16, True)
+    b = cbt.SpanContext("f" * 32, "f" * 16, True)
+    assert hash(a) == hash(b) and a == b
+    assert hash(a) != -1
+    assert len({a, b, cbt.SpanContext("f" * 32, "e" * 16, True)}) == 2
