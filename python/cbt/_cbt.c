@@ -1503,6 +1503,18 @@ static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
     Py_RETURN_NONE;
 }
 
+/* _check_attrs(attrs): raise what end(attrs) would raise for them (types,
+ * lengths, count), without a span; Span.set calls it. */
+static PyObject *py_check_attrs(PyObject *self, PyObject *attrs)
+{
+    (void)self;
+    cbt_meta m[CBT_EVENT_META_MAX];
+    uint32_t n;
+    if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span set") < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *PSpan_context(PSpanObject *self, void *c)
 {
     (void)c;
@@ -1625,6 +1637,7 @@ static PyMethodDef methods[] = {
     {"context_begin", (PyCFunction)(void (*)(void))py_context_begin, METH_FASTCALL,
      "context_begin(traceparent, request_id) -> SpanContext (extract, else Option B; sampled)."},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
+    {"_check_attrs", py_check_attrs, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 

@@ -710,3 +710,38 @@ def test_span_context_hash_is_stable_and_defined():
     assert hash(a) == hash(b) and a == b
     assert hash(a) != -1
     assert len({a, b, cbt.SpanContext("f" * 32, "e" * 16, True)}) == 2
+
+
+def test_span_set_validates_and_exit_never_masks_the_user_exception(tracer):
+    with cbt.span("cb.schedule", session_id="req-set") as s:
+        with pytest.raises(cbt.Error):
+            s.set(note="x" * 100)  # too long for a span's string attribute
+        with pytest.raises(TypeError):
+            s.set(obj=object())
+        s.set(ok=1)
+    assert not s._ps.open
+
+    class MyError(Exception):
+        pass
+
+    # an invalid attribute slipped in (as before set validated): __exit__
+    # still ends the span and lets the user's exception through
+    with pytest.raises(MyError):
+        with cbt.span("cb.schedule", session_id="req-exit") as s2:
+            s2._end_attrs["note"] = "y" * 100
+            raise MyError()
+    assert not s2._ps.open
+
+    # the error type's name is cut by UTF-8 bytes, not characters
+    E = type("É" * 20, (Exception,), {})
+    with pytest.raises(E):
+        with cbt.span("cb.schedule", session_id="req-utf8") as s3:
+            raise E()
+    assert not s3._ps.open
+    cbt.shutdown()
+    spans = {sp["attributes"].get("request_id"): sp for sp in read_spans(tracer)}
+    a = spans["req-exit"]["attributes"]
+    assert a.get("failed") is True and a.get("error") == "MyError" and "note" not in a
+    assert spans["req-set"]["attributes"].get("ok") == 1
+    err = spans["req-utf8"]["attributes"]["error"]
+    assert err == "É" * 7 and len(err.encode()) <= cbt._cbt.SPAN_STR_MAX
