@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cbt.h"
 
@@ -417,7 +418,44 @@ typedef struct {
     cbt_stream *s;       /* NULL once closed */
     cbt_stream *closing; /* closed while a sync ran: the last sync destroys it */
     int users;           /* syncs running with the GIL released */
+    pid_t pid;           /* the process that created it (its worker lives there) */
 } CpuStreamObject;
+
+/* The stream whose work this thread is running (run_python sets it on the
+ * worker): its sync/close from there would wait on itself. */
+static _Thread_local cbt_stream *t_running_stream;
+
+/* What run_python gets: the callable and the stream it runs on. */
+typedef struct {
+    PyObject *fn;
+    cbt_stream *s;
+} work_item;
+
+/* -1 (cbt.Error ERR_STOPPED) when the stream was made in another process:
+ * a forked child has a copy of it but no worker, so waiting would hang. */
+static int foreign_stream(CpuStreamObject *self, const char *what)
+{
+    if (self->pid == getpid())
+        return 0;
+    raise_statusf(CBT_ERR_STOPPED,
+                  "%s: this CpuStream was created in process %ld, before a fork; its worker "
+                  "thread is not in this process (make streams after the fork)",
+                  what, (long)self->pid);
+    return -1;
+}
+
+/* -1 (cbt.Error ERR_INVAL) when called from work running on this stream. */
+static int own_work(CpuStreamObject *self, const char *what)
+{
+    cbt_stream *s = self->s ? self->s : self->closing;
+    if (!s || t_running_stream != s)
+        return 0;
+    raise_statusf(CBT_ERR_INVAL,
+                  "%s: called from its own work (a callable enqueued on this stream) it would "
+                  "wait on itself",
+                  what);
+    return -1;
+}
 
 static PyTypeObject CpuStreamType;
 
@@ -519,7 +557,8 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
 
 static void run_python(void *arg)
 {
-    PyObject *fn = arg;
+    work_item *w = arg;
+    PyObject *fn = w->fn;
 #if PY_VERSION_HEX >= 0x030D0000
     if (Py_IsFinalizing())
 #else
@@ -527,11 +566,15 @@ static void run_python(void *arg)
 #endif
         return; /* the interpreter is going away: leave fn be */
     PyGILState_STATE g = PyGILState_Ensure();
+    cbt_stream *prev = t_running_stream;
+    t_running_stream = w->s;
+    PyMem_RawFree(w);
     PyObject *r = PyObject_CallNoArgs(fn);
     if (!r)
         PyErr_WriteUnraisable(fn);
     Py_XDECREF(r);
-    Py_DECREF(fn);
+    Py_DECREF(fn); /* may drop the stream's last reference: dealloc sees t_running_stream */
+    t_running_stream = prev;
     PyGILState_Release(g);
 }
 
@@ -573,6 +616,7 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     CpuStreamObject *self = (CpuStreamObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
+    self->pid = getpid();
     cbt_status st = cbt_stream_cpu_create(cap, &self->s);
     if (st != CBT_OK) {
         Py_DECREF(self);
@@ -592,8 +636,27 @@ static void CpuStream_dealloc(CpuStreamObject *self)
 {
     cbt_stream *s = self->s ? self->s : self->closing;
     self->s = self->closing = NULL;
-    if (s)
+    if (s && self->pid != getpid()) {
+        /* a forked child's copy: no worker here to join; leak it */
+    } else if (s && t_running_stream == s) {
+        /* the last reference died in the stream's own work: destroying it
+         * would join the very thread we are on. Leak it (its worker idles),
+         * and say so once. */
+        static int warned;
+        if (!warned) {
+            warned = 1;
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            if (PyErr_WarnEx(PyExc_ResourceWarning,
+                             "cbt.CpuStream: its last reference died in its own work; the "
+                             "stream is leaked (close it from another thread)",
+                             1) < 0)
+                PyErr_WriteUnraisable(NULL);
+            PyErr_Restore(et, ev, tb);
+        }
+    } else if (s) {
         destroy_unlocked(s);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -603,6 +666,8 @@ static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
     cbt_stream *s = self->s;
     if (!s)
         return raise_status(CBT_ERR_STOPPED, "CpuStream.sync: the stream is closed");
+    if (foreign_stream(self, "CpuStream.sync") < 0 || own_work(self, "CpuStream.sync") < 0)
+        return NULL;
     cbt_status st;
     self->users++;
     Py_INCREF(self);
@@ -627,6 +692,8 @@ static PyObject *CpuStream_close(CpuStreamObject *self, PyObject *unused)
     cbt_stream *s = self->s;
     if (!s)
         Py_RETURN_NONE;
+    if (foreign_stream(self, "CpuStream.close") < 0 || own_work(self, "CpuStream.close") < 0)
+        return NULL;
     self->s = NULL;
     if (self->users > 0) {
         self->closing = s; /* the last running sync destroys it */
@@ -640,14 +707,22 @@ static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
 {
     if (!self->s)
         return raise_status(CBT_ERR_STOPPED, "CpuStream.enqueue: the stream is closed");
+    if (foreign_stream(self, "CpuStream.enqueue") < 0)
+        return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "CpuStream.enqueue: fn must be callable");
         return NULL;
     }
+    work_item *w = PyMem_RawMalloc(sizeof *w);
+    if (!w)
+        return PyErr_NoMemory();
     Py_INCREF(fn);
-    cbt_status st = cbt_stream_enqueue(self->s, run_python, fn);
+    w->fn = fn;
+    w->s = self->s;
+    cbt_status st = cbt_stream_enqueue(self->s, run_python, w);
     if (st != CBT_OK) {
         Py_DECREF(fn);
+        PyMem_RawFree(w);
         return raise_status(st, "CpuStream.enqueue");
     }
     Py_RETURN_NONE;

@@ -745,3 +745,64 @@ def test_span_set_validates_and_exit_never_masks_the_user_exception(tracer):
     assert spans["req-set"]["attributes"].get("ok") == 1
     err = spans["req-utf8"]["attributes"]["error"]
     assert err == "É" * 7 and len(err.encode()) <= cbt._cbt.SPAN_STR_MAX
+
+
+def test_cpu_stream_after_fork_raises_instead_of_hanging():
+    code = """
+import os, cbt
+st = cbt.CpuStream()
+st.enqueue(lambda: None); st.sync()
+pid = os.fork()
+if pid == 0:
+    code = 0
+    for call in (st.sync, st.close, lambda: st.enqueue(print)):
+        try:
+            call(); code = 3
+        except cbt.Error as e:
+            if e.status != cbt._cbt.ERR_STOPPED or "fork" not in str(e): code = 4
+    try:
+        with st: pass
+        code = 5
+    except cbt.Error:
+        pass
+    del st  # dealloc leaks the copy instead of joining a worker that is not here
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+st.close()
+print("ok")
+"""
+    r = run_py(code, timeout=30)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+def test_cpu_stream_sync_close_from_own_work_raise():
+    code = """
+import threading, warnings, cbt
+warnings.simplefilter("always")
+st = cbt.CpuStream()
+seen = []
+def work():
+    for call in (st.sync, st.close):
+        try:
+            call(); seen.append("returned")
+        except cbt.Error as e:
+            seen.append((e.status, "own work" in str(e)))
+st.enqueue(work); st.sync()
+assert seen == [(cbt._cbt.ERR_INVAL, True)] * 2, seen
+assert not st.closed
+st.close()
+# the last reference dies on the stream's own worker: leaked, not a deadlock
+s2 = cbt.CpuStream()
+done = threading.Event()
+class Holder:
+    def __init__(self, s): self.s = s
+    def __call__(self): done.set()
+s2.enqueue(Holder(s2))
+del s2
+assert done.wait(10)
+import time; time.sleep(0.5)
+print("ok")
+"""
+    r = run_py(code, timeout=30)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
