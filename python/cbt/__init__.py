@@ -124,10 +124,28 @@ class Span:
             except ValueError:  # left in another context: drop it from this one's stack
                 _current.set(tuple(s for s in _current.get() if s is not self))
             self._token = None
-        if et is not None:
-            self._end_attrs.setdefault("failed", True)
-            self._end_attrs.setdefault("error", et.__name__[:_cbt.SPAN_STR_MAX])
-        self.end()
+        if et is None:
+            self.end()
+            return False
+        # never raise over the user's exception: end the span whatever happens
+        self._end_attrs.setdefault("failed", True)
+        self._end_attrs.setdefault("error", _utf8_cut(et.__name__, _cbt.SPAN_STR_MAX))
+        try:
+            self.end()
+        except Exception:
+            # drop the attributes that fail, then end with the rest
+            ok = {}
+            for k, v in self._end_attrs.items():
+                try:
+                    _cbt._check_attrs({**ok, k: v})
+                except Exception:
+                    continue
+                ok[k] = v
+            self._end_attrs = ok
+            try:
+                self.end()
+            except Exception:
+                pass
         return False
 
     def begin(self) -> "Span":
@@ -148,8 +166,11 @@ class Span:
 
     def set(self, **attrs: Union[int, float, bool, str]) -> "Span":
         """Attributes recorded when the span ends (at most 15 in all, strings
-        at most 15 bytes)."""
-        self._end_attrs.update(attrs)
+        at most 15 bytes). Invalid ones raise here (``TypeError``,
+        ``OverflowError`` or ``cbt.Error``) and are not kept."""
+        merged = {**self._end_attrs, **attrs}
+        _cbt._check_attrs(merged)
+        self._end_attrs = merged
         return self
 
     def end(self) -> None:
@@ -171,6 +192,14 @@ class Span:
     @property
     def name(self) -> str:
         return self._name
+
+
+def _utf8_cut(s: str, max_bytes: int) -> str:
+    """``s`` cut to at most ``max_bytes`` UTF-8 bytes, on a character boundary."""
+    b = s.encode("utf-8", "replace")
+    if len(b) <= max_bytes:
+        return s
+    return b[:max_bytes].decode("utf-8", "ignore")
 
 
 def span(name: str, parent: Any = None, session_id: str = "", kind: str = "internal",

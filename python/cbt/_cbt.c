@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cbt.h"
 
@@ -52,6 +53,13 @@ static int g_inherited;          /* ... while a tracer ran: this process has its
 #ifdef CBT_WITH_OTLP
 static cbt_otlp_stats g_otlp_final;
 static int g_otlp_on;            /* the running tracer has an OTLP exporter */
+/* A shutdown is freeing the tracer with the GIL released (py_shutdown, init's
+ * failure path). Set and cleared under the GIL. publish, publish_on_stream,
+ * span begin and span end check it with the GIL held and make their cbt call
+ * without releasing the GIL in between, so while it is up no Python caller
+ * can be inside a call that writes into the tracer (include/cbt.h: shutdown
+ * must not race with publishers); they treat it as "no tracer". */
+static int g_closing;
 #endif
 
 #define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
@@ -395,7 +403,7 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
     int on;
     if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on) < 0)
         return NULL;
-    if (on) {
+    if (on && !g_closing) { /* no Python code runs between this check and the call */
         cbt_status st = cbt_publish(&ev);
         if (st != CBT_OK && st != CBT_ERR_FULL)
             return raise_status(st, "cbt.publish");
@@ -410,7 +418,44 @@ typedef struct {
     cbt_stream *s;       /* NULL once closed */
     cbt_stream *closing; /* closed while a sync ran: the last sync destroys it */
     int users;           /* syncs running with the GIL released */
+    pid_t pid;           /* the process that created it (its worker lives there) */
 } CpuStreamObject;
+
+/* The stream whose work this thread is running (run_python sets it on the
+ * worker): its sync/close from there would wait on itself. */
+static _Thread_local cbt_stream *t_running_stream;
+
+/* What run_python gets: the callable and the stream it runs on. */
+typedef struct {
+    PyObject *fn;
+    cbt_stream *s;
+} work_item;
+
+/* -1 (cbt.Error ERR_STOPPED) when the stream was made in another process:
+ * a forked child has a copy of it but no worker, so waiting would hang. */
+static int foreign_stream(CpuStreamObject *self, const char *what)
+{
+    if (self->pid == getpid())
+        return 0;
+    raise_statusf(CBT_ERR_STOPPED,
+                  "%s: this CpuStream was created in process %ld, before a fork; its worker "
+                  "thread is not in this process (make streams after the fork)",
+                  what, (long)self->pid);
+    return -1;
+}
+
+/* -1 (cbt.Error ERR_INVAL) when called from work running on this stream. */
+static int own_work(CpuStreamObject *self, const char *what)
+{
+    cbt_stream *s = self->s ? self->s : self->closing;
+    if (!s || t_running_stream != s)
+        return 0;
+    raise_statusf(CBT_ERR_INVAL,
+                  "%s: called from its own work (a callable enqueued on this stream) it would "
+                  "wait on itself",
+                  what);
+    return -1;
+}
 
 static PyTypeObject CpuStreamType;
 
@@ -502,6 +547,8 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
     int on;
     if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0)
         return NULL;
+    if (g_closing) /* a shutdown is running: no tracer */
+        Py_RETURN_NONE;
     cbt_status st = cbt_publish_on_stream(s, &ev);
     if (st != CBT_OK && st != CBT_ERR_FULL)
         return raise_status(st, "cbt.publish_on_stream");
@@ -510,7 +557,8 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
 
 static void run_python(void *arg)
 {
-    PyObject *fn = arg;
+    work_item *w = arg;
+    PyObject *fn = w->fn;
 #if PY_VERSION_HEX >= 0x030D0000
     if (Py_IsFinalizing())
 #else
@@ -518,27 +566,61 @@ static void run_python(void *arg)
 #endif
         return; /* the interpreter is going away: leave fn be */
     PyGILState_STATE g = PyGILState_Ensure();
+    cbt_stream *prev = t_running_stream;
+    t_running_stream = w->s;
+    PyMem_RawFree(w);
     PyObject *r = PyObject_CallNoArgs(fn);
     if (!r)
         PyErr_WriteUnraisable(fn);
     Py_XDECREF(r);
-    Py_DECREF(fn);
+    Py_DECREF(fn); /* may drop the stream's last reference: dealloc sees t_running_stream */
+    t_running_stream = prev;
     PyGILState_Release(g);
+}
+
+/* An int in [0, UINT32_MAX] (not a bool): TypeError, else ValueError for a
+ * negative one, OverflowError past UINT32_MAX. NULL: keeps *out. */
+static int u32_arg(PyObject *o, const char *what, uint32_t *out)
+{
+    if (!o)
+        return 0;
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &of);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    if (of < 0 || (!of && v < 0)) {
+        PyErr_Format(PyExc_ValueError, "%s must not be negative, not %R", what, o);
+        return -1;
+    }
+    if (of > 0 || v > (long long)UINT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "%s must be at most %lu, not %R", what,
+                     (unsigned long)UINT32_MAX, o);
+        return -1;
+    }
+    *out = (uint32_t)v;
+    return 0;
 }
 
 static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"capacity", NULL};
-    unsigned int cap = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:CpuStream", kwlist, &cap))
+    PyObject *cap_o = NULL;
+    uint32_t cap = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:CpuStream", kwlist, &cap_o) ||
+        u32_arg(cap_o, "cbt.CpuStream: capacity", &cap) < 0)
         return NULL;
     CpuStreamObject *self = (CpuStreamObject *)type->tp_alloc(type, 0);
     if (!self)
         return NULL;
+    self->pid = getpid();
     cbt_status st = cbt_stream_cpu_create(cap, &self->s);
     if (st != CBT_OK) {
         Py_DECREF(self);
-        return raise_statusf(st, "cbt.CpuStream(capacity=%u)", cap);
+        return raise_statusf(st, "cbt.CpuStream(capacity=%u)", (unsigned)cap);
     }
     return (PyObject *)self;
 }
@@ -554,8 +636,27 @@ static void CpuStream_dealloc(CpuStreamObject *self)
 {
     cbt_stream *s = self->s ? self->s : self->closing;
     self->s = self->closing = NULL;
-    if (s)
+    if (s && self->pid != getpid()) {
+        /* a forked child's copy: no worker here to join; leak it */
+    } else if (s && t_running_stream == s) {
+        /* the last reference died in the stream's own work: destroying it
+         * would join the very thread we are on. Leak it (its worker idles),
+         * and say so once. */
+        static int warned;
+        if (!warned) {
+            warned = 1;
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            if (PyErr_WarnEx(PyExc_ResourceWarning,
+                             "cbt.CpuStream: its last reference died in its own work; the "
+                             "stream is leaked (close it from another thread)",
+                             1) < 0)
+                PyErr_WriteUnraisable(NULL);
+            PyErr_Restore(et, ev, tb);
+        }
+    } else if (s) {
         destroy_unlocked(s);
+    }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -565,6 +666,8 @@ static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
     cbt_stream *s = self->s;
     if (!s)
         return raise_status(CBT_ERR_STOPPED, "CpuStream.sync: the stream is closed");
+    if (foreign_stream(self, "CpuStream.sync") < 0 || own_work(self, "CpuStream.sync") < 0)
+        return NULL;
     cbt_status st;
     self->users++;
     Py_INCREF(self);
@@ -589,6 +692,8 @@ static PyObject *CpuStream_close(CpuStreamObject *self, PyObject *unused)
     cbt_stream *s = self->s;
     if (!s)
         Py_RETURN_NONE;
+    if (foreign_stream(self, "CpuStream.close") < 0 || own_work(self, "CpuStream.close") < 0)
+        return NULL;
     self->s = NULL;
     if (self->users > 0) {
         self->closing = s; /* the last running sync destroys it */
@@ -602,14 +707,22 @@ static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
 {
     if (!self->s)
         return raise_status(CBT_ERR_STOPPED, "CpuStream.enqueue: the stream is closed");
+    if (foreign_stream(self, "CpuStream.enqueue") < 0)
+        return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "CpuStream.enqueue: fn must be callable");
         return NULL;
     }
+    work_item *w = PyMem_RawMalloc(sizeof *w);
+    if (!w)
+        return PyErr_NoMemory();
     Py_INCREF(fn);
-    cbt_status st = cbt_stream_enqueue(self->s, run_python, fn);
+    w->fn = fn;
+    w->s = self->s;
+    cbt_status st = cbt_stream_enqueue(self->s, run_python, w);
     if (st != CBT_OK) {
         Py_DECREF(fn);
+        PyMem_RawFree(w);
         return raise_status(st, "CpuStream.enqueue");
     }
     Py_RETURN_NONE;
@@ -721,12 +834,25 @@ static int get_bool(PyObject *o, const char *name, bool *out)
 {
     if (!o || o == Py_None)
         return 0;
-    int b = PyObject_IsTrue(o);
-    if (b < 0)
+    if (PyBool_Check(o)) {
+        *out = o == Py_True;
+        return 0;
+    }
+    if (PyLong_Check(o)) { /* 0 or 1 */
+        int of = 0;
+        long v = PyLong_AsLongAndOverflow(o, &of);
+        if (v == -1 && PyErr_Occurred())
+            return -1;
+        if (!of && (v == 0 || v == 1)) {
+            *out = v == 1;
+            return 0;
+        }
+        PyErr_Format(PyExc_ValueError, "cbt.init: %s is a bool (or 0 or 1), not %R", name, o);
         return -1;
-    (void)name;
-    *out = b != 0;
-    return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "cbt.init: %s is a bool, not %.100s", name,
+                 Py_TYPE(o)->tp_name);
+    return -1;
 }
 
 #define CBT_METRICS_FIELDS(X)                                                                   \
@@ -844,6 +970,10 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                                      &endpoint, &service, &root_end, &cbsub))
         return NULL;
     PyObject *ret = NULL;
+    if (g_closing) {
+        raise_status(CBT_ERR_ALREADY, "cbt.init: another thread is shutting the tracer down");
+        goto out;
+    }
     cbt_config c = cbt_config_default();
     uint32_t *u32[13] = {&c.queue_capacity,    &c.lane_capacity,    &c.max_lanes,
                          &c.span_pool,         &c.registry_capacity, &c.max_sessions,
@@ -863,18 +993,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             const char *r = PyUnicode_AsUTF8(root_end);
             if (!r)
                 goto out;
-            if (!strcmp(r, "request"))
+            if (!strcmp(r, "request_end") || !strcmp(r, "request"))
                 c.mp_root_end = CBT_ROOT_END_REQUEST;
             else if (!strcmp(r, "transfer_end"))
                 c.mp_root_end = CBT_ROOT_END_TRANSFER;
             else {
                 PyErr_Format(PyExc_ValueError,
-                             "cbt.init: mp_root_end is 'request' or 'transfer_end', not '%s'", r);
+                             "cbt.init: mp_root_end is 'request_end' (alias 'request') or "
+                             "'transfer_end', not '%s'",
+                             r);
                 goto out;
             }
         } else {
             PyErr_SetString(PyExc_TypeError,
-                            "cbt.init: mp_root_end is 'request', 'transfer_end' or None");
+                            "cbt.init: mp_root_end is 'request_end' (alias 'request'), "
+                            "'transfer_end' or None");
             goto out;
         }
     }
@@ -953,9 +1086,11 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 fail_tracer: {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
+    g_closing = 1;
     Py_BEGIN_ALLOW_THREADS
     cbt_shutdown();
     Py_END_ALLOW_THREADS
+    g_closing = 0;
     PyErr_Restore(et, ev, tb);
 }
 out:
@@ -971,11 +1106,15 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused)
         return raise_status(CBT_ERR_STOPPED,
                             "cbt.shutdown: this process was forked while its parent's tracer "
                             "ran; that tracer belongs to the parent");
+    if (g_closing) /* another thread is shutting the tracer down */
+        return PyDict_New();
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
+    g_closing = 1;
     Py_BEGIN_ALLOW_THREADS
     st = cbt_shutdown_final(&m);
     Py_END_ALLOW_THREADS
+    g_closing = 0;
     if (st == CBT_ERR_NOT_INITIALIZED)
         return PyDict_New(); /* no tracer: nothing was shut down */
     if (st != CBT_OK)
@@ -1012,10 +1151,12 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     static char *kwlist[] = {"timeout_ms", NULL};
-    unsigned int timeout = 5000;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|I:flush", kwlist, &timeout))
+    PyObject *t_o = NULL;
+    uint32_t timeout = 5000;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", kwlist, &t_o) ||
+        u32_arg(t_o, "cbt.flush: timeout_ms", &timeout) < 0)
         return NULL;
-    if (!cbt_enabled())
+    if (!cbt_enabled() || g_closing)
         Py_RETURN_NONE;
     cbt_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -1024,7 +1165,7 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
     if (st == CBT_ERR_NOT_INITIALIZED) /* shut down meanwhile */
         Py_RETURN_NONE;
     if (st != CBT_OK)
-        return raise_statusf(st, "cbt.flush(timeout_ms=%u)", timeout);
+        return raise_statusf(st, "cbt.flush(timeout_ms=%u)", (unsigned)timeout);
     Py_RETURN_NONE;
 }
 
@@ -1041,9 +1182,19 @@ static PyObject *py_metrics(PyObject *self, PyObject *unused)
 static PyObject *py_strerror(PyObject *self, PyObject *arg)
 {
     (void)self;
-    long v = PyLong_AsLong(arg);
+    if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "cbt.strerror: a status is an int, not %.100s",
+                     Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(arg, &of);
     if (v == -1 && PyErr_Occurred())
         return NULL;
+    if (of || v < INT32_MIN || v > INT32_MAX) {
+        PyErr_Format(PyExc_OverflowError, "cbt.strerror: status %R is out of range", arg);
+        return NULL;
+    }
     return PyUnicode_FromString(cbt_strerror((cbt_status)v));
 }
 
@@ -1186,13 +1337,14 @@ static PyObject *SpanContext_richcompare(PyObject *a, PyObject *b, int op)
 
 static Py_hash_t SpanContext_hash(SpanContextObject *self)
 {
-    Py_hash_t h = 0;
+    Py_uhash_t h = 0; /* unsigned: wraps, no signed overflow */
     for (size_t i = 0; i < 16; i++)
-        h = h * 31 + self->c.trace_id[i];
+        h = h * 31u + self->c.trace_id[i];
     for (size_t i = 0; i < 8; i++)
-        h = h * 31 + self->c.span_id[i];
-    h = h * 31 + self->c.trace_flags;
-    return h == -1 ? -2 : h;
+        h = h * 31u + self->c.span_id[i];
+    h = h * 31u + self->c.trace_flags;
+    Py_hash_t r = (Py_hash_t)h;
+    return r == -1 ? -2 : r;
 }
 
 static PyGetSetDef SpanContext_getset[] = {
@@ -1367,6 +1519,19 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
     if (!o)
         return NULL;
     o->stream_ref = NULL;
+    if (g_closing) { /* a shutdown is running: no tracer, the context still flows */
+        static const uint8_t zero16[16];
+        memset(&o->ps, 0, sizeof o->ps);
+        if (pp && memcmp(pp->trace_id, zero16, 16) != 0) {
+            memcpy(o->ps.ctx.trace_id, pp->trace_id, 16);
+            o->ps.ctx.trace_flags = pp->trace_flags & CBT_TRACE_FLAGS_KNOWN;
+        } else {
+            cbt_trace_id_from_request(sess, (size_t)sess_len, o->ps.ctx.trace_id);
+            o->ps.ctx.trace_flags = CBT_TRACE_FLAG_SAMPLED;
+        }
+        cbt_pspan_new_id(o->ps.ctx.span_id);
+        return (PyObject *)o; /* not open: its end does nothing */
+    }
     cbt_status rc = st ? cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n)
                        : cbt_pspan_begin(&o->ps, name, (cbt_span_kind)kind, sess, pp, m, n);
     /* without a tracer or with a full queue the context still flows */
@@ -1399,12 +1564,29 @@ static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
     uint32_t n;
     if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span end") < 0)
         return NULL;
+    if (g_closing) { /* a shutdown is running: it ends what is open */
+        self->ps.open = 0;
+        Py_CLEAR(self->stream_ref);
+        Py_RETURN_NONE;
+    }
     cbt_status rc = self->ps.stream ? cbt_pspan_end_on(&self->ps, m, n)
                                     : cbt_pspan_end(&self->ps, m, n);
     self->ps.open = 0;
     Py_CLEAR(self->stream_ref);
     if (rc != CBT_OK && rc != CBT_ERR_FULL && rc != CBT_ERR_NOT_INITIALIZED)
         return raise_status(rc, "cbt.span end");
+    Py_RETURN_NONE;
+}
+
+/* _check_attrs(attrs): raise what end(attrs) would raise for them (types,
+ * lengths, count), without a span; Span.set calls it. */
+static PyObject *py_check_attrs(PyObject *self, PyObject *attrs)
+{
+    (void)self;
+    cbt_meta m[CBT_EVENT_META_MAX];
+    uint32_t n;
+    if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span set") < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -1530,6 +1712,7 @@ static PyMethodDef methods[] = {
     {"context_begin", (PyCFunction)(void (*)(void))py_context_begin, METH_FASTCALL,
      "context_begin(traceparent, request_id) -> SpanContext (extract, else Option B; sampled)."},
     {"_after_fork_child", py_after_fork_child, METH_NOARGS, NULL},
+    {"_check_attrs", py_check_attrs, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 

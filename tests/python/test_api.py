@@ -623,3 +623,186 @@ def test_context_begin_extracts_or_derives(tracer):
     cbt.shutdown()
     (e,) = [s for s in read_spans(tracer) if s["name"] == "cb.execute"]
     assert e["parent_span_id"] == "" and e["trace_id"] == b1.trace_id
+
+
+# ---- review fixes ----------------------------------------------------------------------
+
+
+def test_shutdown_does_not_race_publishers(tmp_path):
+    """shutdown frees the tracer with the GIL released: publishers running on
+    other threads meanwhile must see no tracer (g_closing), not a freed one."""
+    code = f"""
+import threading, cbt
+path = {str(tmp_path / "s.jsonl")!r}
+stop = False
+st = cbt.CpuStream()
+def pub(i):
+    n = 0
+    while not stop:
+        cbt.publish("mp.request.start", f"r{{i}}-{{n}}", k=n)
+        cbt.publish("MP_REQUEST_END", f"r{{i}}-{{n}}")
+        cbt.publish_on_stream(st, "mp.request.start", f"s{{i}}-{{n}}")
+        with cbt.span("cb.schedule", session_id=f"p{{i}}-{{n}}", a=1) as s:
+            s.set(b=2)
+        n += 1
+cbt.init(spans_path=path, otlp_endpoint="")
+ts = [threading.Thread(target=pub, args=(i,)) for i in range(3)]
+for t in ts: t.start()
+for _ in range(200):
+    cbt.shutdown()
+    cbt.init(spans_path=path, otlp_endpoint="")
+stop = True
+for t in ts: t.join()
+st.sync(); st.close()
+cbt.shutdown()
+cbt.publish("mp.request.start", "after")  # no tracer: a no-op
+with cbt.span("cb.after") as s:
+    assert s.context.trace_id != "0" * 32
+assert cbt.shutdown() == {{}}
+print("ok")
+"""
+    r = run_py(code, timeout=120)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+def test_mp_root_end_accepts_the_cli_names():
+    for v in ("request_end", "request", "transfer_end"):
+        cbt.init(enabled=False, mp_root_end=v)
+    with pytest.raises(ValueError, match="request_end"):
+        cbt.init(enabled=False, mp_root_end="sometimes")
+
+
+def test_init_bools_are_bools():
+    for bad in ("false", "", [], 0.0):
+        with pytest.raises(TypeError):
+            cbt.init(enabled=bad)
+        assert not cbt.enabled()
+    with pytest.raises(ValueError):
+        cbt.init(enabled=2)
+    with pytest.raises(TypeError):
+        cbt.init(enabled=False, mp_subscriber="no")
+    cbt.init(enabled=0)
+    cbt.init(enabled=False, mp_subscriber=1, cb_subscriber=False)
+    assert not cbt.enabled()
+
+
+def test_flush_capacity_strerror_are_range_checked():
+    for bad, exc in ((-1, ValueError), (2**32, OverflowError), (2**40, OverflowError)):
+        with pytest.raises(exc):
+            cbt.flush(bad)
+        with pytest.raises(exc):
+            cbt.flush(timeout_ms=bad)
+        with pytest.raises(exc):
+            cbt.CpuStream(bad)
+    with pytest.raises(TypeError):
+        cbt.flush(True)
+    cbt.flush(2**32 - 1)  # no tracer: returns at once
+    with pytest.raises(OverflowError):
+        cbt.strerror(2**40)
+    with pytest.raises(OverflowError):
+        cbt.strerror(-(2**40))
+    assert cbt.strerror(0)
+
+
+def test_span_context_hash_is_stable_and_defined():
+    a = cbt.SpanContext("f" * 32, "f" * 16, True)
+    b = cbt.SpanContext("f" * 32, "f" * 16, True)
+    assert hash(a) == hash(b) and a == b
+    assert hash(a) != -1
+    assert len({a, b, cbt.SpanContext("f" * 32, "e" * 16, True)}) == 2
+
+
+def test_span_set_validates_and_exit_never_masks_the_user_exception(tracer):
+    with cbt.span("cb.schedule", session_id="req-set") as s:
+        with pytest.raises(cbt.Error):
+            s.set(note="x" * 100)  # too long for a span's string attribute
+        with pytest.raises(TypeError):
+            s.set(obj=object())
+        s.set(ok=1)
+    assert not s._ps.open
+
+    class MyError(Exception):
+        pass
+
+    # an invalid attribute slipped in (as before set validated): __exit__
+    # still ends the span and lets the user's exception through
+    with pytest.raises(MyError):
+        with cbt.span("cb.schedule", session_id="req-exit") as s2:
+            s2._end_attrs["note"] = "y" * 100
+            raise MyError()
+    assert not s2._ps.open
+
+    # the error type's name is cut by UTF-8 bytes, not characters
+    E = type("É" * 20, (Exception,), {})
+    with pytest.raises(E):
+        with cbt.span("cb.schedule", session_id="req-utf8") as s3:
+            raise E()
+    assert not s3._ps.open
+    cbt.shutdown()
+    spans = {sp["attributes"].get("request_id"): sp for sp in read_spans(tracer)}
+    a = spans["req-exit"]["attributes"]
+    assert a.get("failed") is True and a.get("error") == "MyError" and "note" not in a
+    assert spans["req-set"]["attributes"].get("ok") == 1
+    err = spans["req-utf8"]["attributes"]["error"]
+    assert err == "É" * 7 and len(err.encode()) <= cbt._cbt.SPAN_STR_MAX
+
+
+def test_cpu_stream_after_fork_raises_instead_of_hanging():
+    code = """
+import os, cbt
+st = cbt.CpuStream()
+st.enqueue(lambda: None); st.sync()
+pid = os.fork()
+if pid == 0:
+    code = 0
+    for call in (st.sync, st.close, lambda: st.enqueue(print)):
+        try:
+            call(); code = 3
+        except cbt.Error as e:
+            if e.status != cbt._cbt.ERR_STOPPED or "fork" not in str(e): code = 4
+    try:
+        with st: pass
+        code = 5
+    except cbt.Error:
+        pass
+    del st  # dealloc leaks the copy instead of joining a worker that is not here
+    os._exit(code)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+st.close()
+print("ok")
+"""
+    r = run_py(code, timeout=30)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+def test_cpu_stream_sync_close_from_own_work_raise():
+    code = """
+import threading, warnings, cbt
+warnings.simplefilter("always")
+st = cbt.CpuStream()
+seen = []
+def work():
+    for call in (st.sync, st.close):
+        try:
+            call(); seen.append("returned")
+        except cbt.Error as e:
+            seen.append((e.status, "own work" in str(e)))
+st.enqueue(work); st.sync()
+assert seen == [(cbt._cbt.ERR_INVAL, True)] * 2, seen
+assert not st.closed
+st.close()
+# the last reference dies on the stream's own worker: leaked, not a deadlock
+s2 = cbt.CpuStream()
+done = threading.Event()
+class Holder:
+    def __init__(self, s): self.s = s
+    def __call__(self): done.set()
+s2.enqueue(Holder(s2))
+del s2
+assert done.wait(10)
+import time; time.sleep(0.5)
+print("ok")
+"""
+    r = run_py(code, timeout=30)
+    assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
