@@ -96,7 +96,14 @@ echo "gpu-prepare: $(find "$CARRY/cmocka" -name cmocka.h) and $(find "$CARRY/cmo
 # runs its CUDA stream test (tests/python/test_api.py). Pins as scripts/pytest.sh.
 PYWHEELS="scikit-build-core==1.1.2 pytest==9.2.0"
 rm -rf "$CARRY/pywheels.new"
-if python3 -m pip download -q --only-binary=:all: -d "$CARRY/pywheels.new" $PYWHEELS >/dev/null 2>&1; then
+# all pure-Python wheels: fetched for each python3 minor the device might run
+# (older ones need tomli and exceptiongroup too), so its pip finds its own set
+pyok=1
+for pv in 3.10 3.11 3.12 3.13; do # pytest 9 needs >= 3.10
+  python3 -m pip download -q --only-binary=:all: --python-version "$pv" \
+    -d "$CARRY/pywheels.new" $PYWHEELS >/dev/null 2>&1 || pyok=0
+done
+if [ "$pyok" -eq 1 ]; then
   rm -rf "$CARRY/pywheels"
   mv "$CARRY/pywheels.new" "$CARRY/pywheels"
   echo "gpu-prepare: Python wheels ($PYWHEELS and their dependencies) in $CARRY/pywheels"
