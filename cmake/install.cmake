@@ -12,8 +12,9 @@ include(CMakePackageConfigHelpers)
 set(CBT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cbt)
 
 install(FILES include/cbt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# cbt/lmct.h stays out until its codec is part of libcbt (CMakeLists.txt: cbt_lmct)
 install(DIRECTORY include/cbt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h")
+        FILES_MATCHING PATTERN "*.h" PATTERN "lmct.h" EXCLUDE)
 install(FILES ${PROJECT_BINARY_DIR}/include/cbt/build_config.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cbt)
 

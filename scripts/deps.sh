@@ -5,7 +5,8 @@
 #
 #   lib    the library and the cbt command (make demo, make bench): a C
 #          compiler, make, cmake, pkg-config, protoc-c, and the pkg-config
-#          modules libprotobuf-c, libcurl, zlib
+#          modules libprotobuf-c, libcurl, zlib, and msgpack-c (msgpack.h,
+#          libmsgpackc: the LMCT trace-file codec)
 #   test   lib + cmocka + python3 with venv/ensurepip + fuzz (make test)
 #   fuzz   clang that links -fsanitize=fuzzer,address,undefined (make fuzz)
 #
@@ -137,6 +138,8 @@ check() {
       || need "pkg-config libprotobuf-c" libprotobuf-c-dev
     pc_module libcurl '#include <curl/curl.h>' -lcurl || need "pkg-config libcurl" libcurl4-openssl-dev
     pc_module zlib '#include <zlib.h>' -lz || need "pkg-config zlib" zlib1g-dev
+    # CMake finds msgpack-c by its header and library (CBT_WITH_MSGPACK)
+    probe_c '#include <msgpack.h>' -lmsgpackc || need "msgpack.h + libmsgpackc" libmsgpack-dev
   fi
   if [ $want_test = 1 ]; then
     # CMake finds cmocka by its header and library (find_path/find_library)

@@ -27,6 +27,13 @@ const char *cbt_strerror(cbt_status st)
     case CBT_ERR_BAD_TRACEPARENT: return "malformed W3C traceparent; rejected, a fresh trace starts";
     case CBT_ERR_VERSION: return "versioned struct from a newer cbt (size or version unknown here), or size not set";
     case CBT_ERR_BAD_TRACESTATE: return "W3C tracestate too long or not printable ASCII; dropped";
+    case CBT_ERR_LMCT_TRUNCATED: return "LMCT file ends inside a frame; the complete frames before it were read";
+    case CBT_ERR_LMCT_BEYOND_FILE: return "LMCT header frame length runs past the end of the file";
+    case CBT_ERR_LMCT_BAD_MAGIC: return "not an LMCT file: the header's magic is not \"LMCT\"";
+    case CBT_ERR_LMCT_FORMAT: return "unknown LMCT format_version";
+    case CBT_ERR_LMCT_SCHEMA: return "unknown LMCT trace_schema_version";
+    case CBT_ERR_LMCT_TYPE: return "LMCT frame is not msgpack or a field has the wrong msgpack type";
+    case CBT_ERR_LMCT_LIMIT: return "LMCT frame, map, array, string or nesting beyond the codec's bounds";
     case CBT_STATUS_COUNT_: break;
     }
     return "unknown cbt status code";

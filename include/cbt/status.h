@@ -40,6 +40,13 @@ typedef enum cbt_status {
     CBT_ERR_BAD_TRACEPARENT,  /* a W3C traceparent was malformed: rejected, start a fresh trace */
     CBT_ERR_BAD_TRACESTATE,   /* a W3C tracestate was too long or not printable ASCII: dropped */
     CBT_ERR_VERSION,          /* a versioned struct's size/version is unknown to this libcbt (cbt.h) */
+    CBT_ERR_LMCT_TRUNCATED,   /* an LMCT file ends inside a frame: a warning, the complete frames were read (cbt/lmct.h) */
+    CBT_ERR_LMCT_BEYOND_FILE, /* an LMCT header frame's length runs past the end of the file */
+    CBT_ERR_LMCT_BAD_MAGIC,   /* an LMCT header without the magic "LMCT" */
+    CBT_ERR_LMCT_FORMAT,      /* an LMCT format_version other than CBT_LMCT_FORMAT_VERSION */
+    CBT_ERR_LMCT_SCHEMA,      /* an LMCT trace_schema_version other than CBT_LMCT_SCHEMA_VERSION */
+    CBT_ERR_LMCT_TYPE,        /* an LMCT frame is not msgpack, or a field has the wrong msgpack type */
+    CBT_ERR_LMCT_LIMIT,       /* an LMCT frame, map, array, string or nesting beyond the codec's bounds */
     CBT_STATUS_COUNT_         /* not a status: number of codes */
 } cbt_status;
 
