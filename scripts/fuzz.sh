@@ -2,7 +2,8 @@
 # scripts/fuzz.sh — build and run the libFuzzer targets, with ASan + UBSan, each
 # for a bounded time: tests/fuzz_traceparent.c (W3C trace-context extraction,
 # host/trace/context.c) and tests/fuzz_jsonl_in.c (the JSON-lines reader of
-# `cbt replay`, host/cli/jsonl_in.c). Exits non-zero when a fuzzer finds a crash
+# `cbt replay`, host/cli/jsonl_in.c) and tests/fuzz_lmct_reader.c (the LMCT
+# reader, host/trace/lmct.c; skipped, saying so, without msgpack-c). Exits non-zero when a fuzzer finds a crash
 # or an invariant violation; prints "SKIP: ..." and exits 0 when clang or
 # libFuzzer is missing (scripts/deps.sh installs both; make test repeats the
 # SKIP line at its end).
@@ -83,3 +84,14 @@ seed nested '{"a": [[{"b": {}}], [], null, true, false]}'
 seed bad '{"a": 1,}'
 seed empty ''
 run_target fuzz_jsonl_in 4096 host/cli/jsonl_in.c
+
+if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c - -lmsgpackc -o "$work/mp" >/dev/null 2>&1; then
+  corpus="$work/fuzz_lmct_reader-corpus"
+  mkdir -p "$corpus"
+  if [ -n "${CBT_LMCT_SEED:-}" ] && [ -f "$CBT_LMCT_SEED" ]; then cp "$CBT_LMCT_SEED" "$corpus/sample"; fi
+  seed empty ''
+  seed hdr $'\x00\x00\x00\x05\x81\xa1\x61\xc4\x00'
+  run_target fuzz_lmct_reader 4096 host/trace/lmct.c host/core/status.c -lmsgpackc
+else
+  echo "SKIP: fuzz: fuzz_lmct_reader: msgpack-c not found (msgpack.h, -lmsgpackc: libmsgpack-dev)"
+fi

@@ -258,6 +258,8 @@ static void wrong_types(void **state)
     /* an int map key in args */
     static const unsigned char key[] = "\x84\xa6t_mono\x01\xa6t_wall\x01\xa8qualname\xa1q\xa4\x61rgs\x81\x01\x01";
     assert_int_equal(one_frame(key, sizeof key - 1), CBT_ERR_LMCT_TYPE);
+    /* an empty frame (found by fuzz_lmct_reader) */
+    assert_int_equal(one_frame((const unsigned char *)"", 0), CBT_ERR_LMCT_TYPE);
     /* not a map; trailing bytes; a "type" of "header" */
     assert_int_equal(one_frame((const unsigned char *)"\x01", 1), CBT_ERR_LMCT_TYPE);
     assert_int_equal(one_frame((const unsigned char *)"\x80\x01", 2), CBT_ERR_LMCT_TYPE);

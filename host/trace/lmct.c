@@ -566,6 +566,10 @@ static bool grow(void **p, size_t *cap, size_t need_bytes)
  * root must be a map. what: "header" / "record" for messages. */
 static cbt_status unpack_frame(cbt_lmct_reader *r, size_t len, const char *what, const msgpack_object_map **root)
 {
+    if (len == 0) { /* (and r->frame may still be NULL: no pointer arithmetic on it) */
+        say(r, "the %s frame at offset %llu is empty", what, (unsigned long long)r->offset);
+        return CBT_ERR_LMCT_TYPE;
+    }
     scan_state s = {.p = r->frame, .end = r->frame + len, .why = "is malformed"};
     cbt_status st = scan(&s, 0);
     if (!st && s.p != s.end) {
