@@ -59,13 +59,13 @@
 #include <string.h>
 #include <time.h>
 #if defined(__linux__)
-#include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
 
 #include "internal/counter.h"
+#include "internal/futex.h"
 #include "internal/tracer.h"
 
 #define IDLE_AFTER_US 1000u   /* empty rounds for this long, nothing pending: sleep
@@ -151,33 +151,16 @@ static int membarrier_all(void)
     return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
 
-/* Sleep while *word is 1, at most ms. */
-static void futex_wait_ms(_Atomic uint32_t *word, uint32_t ms)
-{
-    struct timespec d = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT_PRIVATE, 1u, &d, NULL, 0);
-}
-
-static void futex_wake_one(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 #else
 static int membarrier_register(void) { return 0; }
 static int membarrier_all(void) { return 0; }
-static void futex_wait_ms(_Atomic uint32_t *word, uint32_t ms)
-{
-    (void)word;
-    sleep_us(ms * 1000u);
-}
-static void futex_wake_one(_Atomic uint32_t *word) { (void)word; }
 #endif
 
 void cbt_harvester_wake_(cbt_tracer *t)
 {
     /* one winner: the caller that turns 1 into 0 wakes and counts */
     if (atomic_exchange_explicit(&t->hv_sleeping, 0, memory_order_relaxed) == 1) {
-        futex_wake_one(&t->hv_sleeping);
+        cbt_futex_wake_(&t->hv_sleeping, 1);
         atomic_fetch_add_explicit(&t->hv_wakeups, 1, memory_order_relaxed);
     }
 }
@@ -222,7 +205,7 @@ static void idle_sleep(cbt_tracer *t, uint32_t bound_ms)
             ms = IDLE_RING_POLL_MS;
         if (bound_ms && ms > bound_ms)
             ms = bound_ms;
-        futex_wait_ms(&t->hv_sleeping, ms);
+        cbt_futex_wait_(&t->hv_sleeping, 1u, ms); /* while the word is 1 */
     }
     if (work || !t->hv_armed ||
         atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) == 0) {

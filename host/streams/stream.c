@@ -66,14 +66,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__linux__)
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
 
 #include "cbt/kernel_span.h"
 #include "internal/abi.h"
+#include "internal/futex.h"
 #include "internal/stream.h"
 
 _Static_assert(offsetof(cbt_event, pair) + sizeof(uint64_t) <= CBT_REC_EV_HEAD,
@@ -93,30 +89,6 @@ void cbt_stream_mark_lost_(cbt_stream *s, cbt_tracer *t)
     atomic_fetch_add_explicit(&s->marks_dropped, 1, memory_order_relaxed);
     if (t)
         atomic_fetch_add_explicit(&t->stream_marks_dropped, 1, memory_order_relaxed);
-}
-
-/* ---- futex: sleep while *w == v; wake sleepers of w ------------------------ */
-static void futex_wait_(_Atomic uint32_t *w, uint32_t v)
-{
-#if defined(__linux__)
-    /* returns at once when *w != v (EAGAIN), when woken or on a signal: the
-     * callers re-check their condition either way */
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, NULL, NULL, 0);
-#else
-    /* no futex: a bounded sleep, so a wake is at most 200 us late */
-    (void)w, (void)v;
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-#endif
-}
-
-static void futex_wake_(_Atomic uint32_t *w, int n)
-{
-#if defined(__linux__)
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
-#else
-    (void)w, (void)n;
-#endif
 }
 
 /* ---- the worker ------------------------------------------------------------ */
@@ -186,7 +158,7 @@ static uint64_t run_item(cbt_stream *s, uint64_t head)
     atomic_store_explicit(&s->done, head, memory_order_seq_cst);
     if (atomic_load_explicit(&s->sync_waiters, memory_order_seq_cst)) {
         atomic_fetch_add_explicit(&s->idle_seq, 1, memory_order_seq_cst);
-        futex_wake_(&s->idle_seq, INT_MAX);
+        cbt_futex_wake_(&s->idle_seq, INT_MAX);
     }
     return head;
 }
@@ -207,7 +179,7 @@ static int worker_wait(cbt_stream *s, uint64_t head)
             atomic_store_explicit(&s->sleeping, 0, memory_order_relaxed);
             return 1;
         }
-        futex_wait_(&s->wake_seq, w);
+        cbt_futex_wait_(&s->wake_seq, w, 0);
     }
     atomic_store_explicit(&s->sleeping, 0, memory_order_relaxed);
     return 0;
@@ -372,7 +344,7 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, u
         atomic_exchange_explicit(&s->sleeping, 0, memory_order_seq_cst)) {
         /* the worker said it sleeps, and no other producer took the wake */
         atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
-        futex_wake_(&s->wake_seq, 1);
+        cbt_futex_wake_(&s->wake_seq, 1);
     }
     return CBT_OK;
 }
@@ -452,7 +424,7 @@ cbt_status cbt_stream_sync(cbt_stream *s)
         uint32_t i = atomic_load_explicit(&s->idle_seq, memory_order_seq_cst);
         if (atomic_load_explicit(&s->done, memory_order_seq_cst) >= target)
             break;
-        futex_wait_(&s->idle_seq, i);
+        cbt_futex_wait_(&s->idle_seq, i, 0);
     }
     atomic_fetch_sub_explicit(&s->sync_waiters, 1, memory_order_relaxed);
     return CBT_OK;
@@ -499,7 +471,7 @@ void cbt_stream_destroy(cbt_stream *s)
      * and found stop clear returns from its futex_wait at once */
     atomic_store_explicit(&s->stop, 1, memory_order_seq_cst);
     atomic_fetch_add_explicit(&s->wake_seq, 1, memory_order_seq_cst);
-    futex_wake_(&s->wake_seq, 1);
+    cbt_futex_wake_(&s->wake_seq, 1);
     pthread_join(s->worker, NULL);
     free(s->room_raw);
     free(s->slots);
