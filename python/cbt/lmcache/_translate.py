@@ -40,20 +40,30 @@ DROP_KEYS = ("none", "list", "dict", "bytes", "int_range", "float_nonfinite", "o
              "key", "too_many", "bad_sample")
 
 
-def _why(v: Any) -> str:
-    if v is None:
-        return "none"
-    if isinstance(v, (list, tuple)):
-        return "list"
-    if isinstance(v, dict):
-        return "dict"
-    if isinstance(v, (bytes, bytearray)):
-        return "bytes"
-    if isinstance(v, int):
-        return "int_range"
+def classify(v: Any) -> tuple[bool, Any, str]:
+    """(kept, the value cbt holds, why not kept) for one metadata value; the
+    reason is one of DROP_KEYS' value reasons ("none", "list", "dict",
+    "bytes", "int_range", "float_nonfinite", "object"). The one place the
+    bridge and the conformance test (tests/lmcache/translate.py) decide it."""
+    if isinstance(v, bool):
+        return True, v, ""
+    if isinstance(v, int):  # IntEnum included: its value
+        if _I64_MIN <= v <= _I64_MAX:
+            return True, int(v), ""
+        return False, None, "int_range"
     if isinstance(v, float):
-        return "float_nonfinite"
-    return "object"
+        return (True, v, "") if math.isfinite(v) else (False, None, "float_nonfinite")
+    if isinstance(v, str):
+        return True, v, ""
+    if v is None:
+        return False, None, "none"
+    if isinstance(v, (list, tuple)):
+        return False, None, "list"
+    if isinstance(v, dict):
+        return False, None, "dict"
+    if isinstance(v, (bytes, bytearray)):
+        return False, None, "bytes"
+    return False, None, "object"
 
 
 def values(meta: dict, dropped: dict) -> dict:
@@ -62,16 +72,9 @@ def values(meta: dict, dropped: dict) -> dict:
     out = {}
     n = 0
     for k, v in meta.items():
-        if isinstance(v, bool):
-            cv = v
-        elif isinstance(v, int) and _I64_MIN <= v <= _I64_MAX:
-            cv = int(v)  # IntEnum: its value
-        elif isinstance(v, float) and math.isfinite(v):
-            cv = v
-        elif isinstance(v, str):
-            cv = v
-        else:
-            dropped[_why(v)] += 1
+        ok, cv, why = classify(v)
+        if not ok:
+            dropped[why] += 1
             continue
         if (not isinstance(k, str) or not k or len(k.encode()) > KEY_LEN_MAX
                 or k == "pair"):  # cbt.publish's keyword for the pairing key
@@ -93,24 +96,37 @@ def pair_of(meta: dict) -> int | None:
     return None
 
 
-def to_cbt(event: Any, dropped: dict) -> list[tuple[str, int, str, int | None, dict]]:
-    """(type, ts_ns, session, pair, values) for each cbt event ``event`` becomes."""
+def event_parts(event: Any, on_drop) -> list[tuple[str, int, str, int | None, dict]]:
+    """(type, ts_ns, session, pair, metadata as sent) for each cbt event
+    ``event`` becomes, the metadata not yet filtered; ``on_drop(key, why)``
+    hears of what the split leaves out: a sample that is not an 8-tuple
+    ("samples[i]", "bad_sample") and any other key of a phase-samples batch
+    (key, "batch_extra")."""
     et = event.event_type
     etype = et if isinstance(et, str) else et.value
     ts_ns = int(event.timestamp * 1e9)  # exactly as LMCache's subscribers do
     session = event.session_id or ""
     meta = event.metadata or {}
     if etype != PHASE_SAMPLES:
-        return [(etype, ts_ns, session, pair_of(meta), values(meta, dropped))]
+        return [(etype, ts_ns, session, pair_of(meta), meta)]
     out = []
-    for sample in meta.get("samples", ()) or ():
+    for i, sample in enumerate(meta.get("samples", ()) or ()):
         if not isinstance(sample, (list, tuple)) or len(sample) != len(SAMPLE_FIELDS):
-            dropped["bad_sample"] += 1
+            on_drop(f"samples[{i}]", "bad_sample")
             continue
-        out.append((etype, ts_ns, session, None, values(dict(zip(SAMPLE_FIELDS, sample)), dropped)))
+        out.append((etype, ts_ns, session, None, dict(zip(SAMPLE_FIELDS, sample))))
     end = {"ended_transfer_key": meta["ended_transfer_key"]} if "ended_transfer_key" in meta else {}
     for k in meta:
         if k not in ("samples", "ended_transfer_key"):
-            dropped["object"] += 1  # nothing else is sent today
-    out.append((etype, ts_ns, session, None, values(end, dropped)))
+            on_drop(k, "batch_extra")  # nothing else is sent today
+    out.append((etype, ts_ns, session, None, end))
     return out
+
+
+def to_cbt(event: Any, dropped: dict) -> list[tuple[str, int, str, int | None, dict]]:
+    """(type, ts_ns, session, pair, values) for each cbt event ``event`` becomes."""
+    def split_drop(key, why):
+        dropped["bad_sample" if why == "bad_sample" else "object"] += 1
+
+    return [(t, ts, sid, pair, values(meta, dropped))
+            for t, ts, sid, pair, meta in event_parts(event, split_drop)]
