@@ -12,9 +12,14 @@ include(CMakePackageConfigHelpers)
 set(CBT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/cbt)
 
 install(FILES include/cbt.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# cbt/lmct.h stays out until its codec is part of libcbt (CMakeLists.txt: cbt_lmct)
-install(DIRECTORY include/cbt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        FILES_MATCHING PATTERN "*.h" PATTERN "lmct.h" EXCLUDE)
+# cbt/lmct.h only with its codec in libcbt (msgpack-c: CBT_WITH_MSGPACK)
+if(CBT_WITH_MSGPACK_ON)
+  install(DIRECTORY include/cbt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h")
+else()
+  install(DIRECTORY include/cbt DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+          FILES_MATCHING PATTERN "*.h" PATTERN "lmct.h" EXCLUDE)
+endif()
 install(FILES ${PROJECT_BINARY_DIR}/include/cbt/build_config.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/cbt)
 
@@ -72,6 +77,15 @@ if(CBT_WITH_OTLP_ON)
     string(APPEND CBT_PC_LIBS_PRIVATE " -L${d}")
   endforeach()
   string(APPEND CBT_PC_LIBS_PRIVATE " -lcurl -lprotobuf-c -lz")
+endif()
+if(CBT_WITH_MSGPACK_ON)
+  get_filename_component(_msgpack_dir "${MSGPACK_LIBRARY}" DIRECTORY)
+  if(NOT _msgpack_dir IN_LIST CMAKE_C_IMPLICIT_LINK_DIRECTORIES)
+    string(APPEND CBT_PC_LIBS_PRIVATE " -L${_msgpack_dir}")
+  endif()
+  get_filename_component(_msgpack_name "${MSGPACK_LIBRARY}" NAME_WE)
+  string(REGEX REPLACE "^lib" "" _msgpack_name "${_msgpack_name}")
+  string(APPEND CBT_PC_LIBS_PRIVATE " -l${_msgpack_name}") # trace recording (cbt/replay.h)
 endif()
 if(CBT_WITH_NVTX_ON AND CMAKE_DL_LIBS)
   string(APPEND CBT_PC_LIBS_PRIVATE " -l${CMAKE_DL_LIBS}") # NVTX loads its tool with dlopen

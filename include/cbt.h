@@ -8,7 +8,8 @@
  * It includes every public header a host program needs: events, names,
  * spans and sinks, streams, the MP and CacheBlend builders, kernel launches,
  * trace context and pspans, CUPTI, the blend metrics, and the exporters
- * (cbt/otlp.h, cbt/nvtx.h, cbt/trace_file.h, cbt/tree.h). Kernel sources add
+ * (cbt/otlp.h, cbt/nvtx.h, cbt/trace_file.h, cbt/tree.h) and recording and
+ * replay (cbt/replay.h). Kernel sources add
  * cbt/kernel_span.h (the CBT_KERNEL_SPAN macros); users of cbt's own KV
  * kernels add cbt/kv_kernels.h (libcbt_kernels).
  *
@@ -186,9 +187,27 @@ typedef struct cbt_config {
                                     how late it reads ring records no publish
                                     announced */
     uint32_t reserved3;          /* must be zero */
+    /* version 4: trace recording (docs/recording.md; cbt/replay.h). With
+     * trace_level NULL (and CBT_TRACE_LEVEL unset or empty) nothing is
+     * recorded and the harvester pays one predicted branch per event. */
+    const char *trace_level;     /* "gpu" records what the span builders consume
+                                    into an LMCT file; NULL: CBT_TRACE_LEVEL, else off.
+                                    Another value is CBT_ERR_INVAL (named on stderr);
+                                    CBT_ERR_UNSUPPORTED in a build without msgpack-c */
+    const char *trace_output;    /* the file; NULL: CBT_TRACE_OUTPUT, else
+                                    $TMPDIR/cbt-trace-<pid>-<UTC stamp>.lct, named in
+                                    an INFO line on stderr */
+    uint32_t trace_buffer_kib;   /* the recorder's buffer between the harvester and
+                                    its writer thread; 0 = 16384 (16 MiB), at most
+                                    1048576. Full: records are dropped and counted
+                                    (cbt_metrics.trace_records_dropped) */
+    bool replay;                 /* a replay tracer (cbt/replay.h): no harvester
+                                    thread, no live publishing (cbt_enabled() stays
+                                    false); cbt_replay_run() feeds it a recorded file */
+    uint8_t reserved4[3];        /* must be zero */
 } cbt_config;
-#define CBT_CONFIG_VERSION 3u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved3);
+#define CBT_CONFIG_VERSION 4u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved4);
 
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {
@@ -226,10 +245,16 @@ typedef struct cbt_metrics {
     uint64_t harvester_wakeups; /* times a publisher (or cbt_flush, cbt_shutdown) woke
                                    a sleeping harvester, or found it between
                                    two timed sleeps */
+    /* version 4: trace recording (cbt_config.trace_level) */
+    uint64_t trace_records;     /* records written to the trace file */
+    uint64_t trace_records_dropped; /* records the recorder dropped: its buffer was
+                                   full (the disk could not keep up) or a write failed */
+    uint64_t trace_bytes;       /* bytes written to the trace file, header included */
+    uint64_t trace_write_errors; /* failed writes of the trace file */
 } cbt_metrics;
-#define CBT_METRICS_VERSION 3u
+#define CBT_METRICS_VERSION 4u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, harvester_wakeups);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, trace_write_errors);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -434,6 +459,7 @@ static inline cbt_config cbt_config_default(void)
 #include "cbt/pspan.h"
 #include "cbt/nvtx.h"
 #include "cbt/otlp.h"
+#include "cbt/replay.h"
 #include "cbt/trace_file.h"
 #include "cbt/tree.h"
 

@@ -26,7 +26,7 @@ expect_exit(2 "--otlp-endpoint needs an http" demo --enable-tracing --otlp-endpo
 expect_exit(2 "without --enable-tracing" demo --otlp-endpoint http://127.0.0.1:9)
 expect_exit(2 "--slowest: 'x' is not an integer" demo --slowest x)
 expect_exit(0 "usage" --help)
-expect_exit(2 "--events FILE is required" replay)
+expect_exit(2 "which recording\\? \\(cbt replay FILE.lct\\)" replay)
 expect_exit(2 "unknown option '--nope'" replay --events x --nope)
 expect_exit(0 "cbt [0-9]+\\.[0-9]+\\.[0-9]+" version)
 expect_exit(1 "cannot write the trace file" demo --output /nonexistent-dir/x.json)

@@ -138,7 +138,7 @@ if(NOT rc EQUAL 0 OR NOT n EQUAL 8 OR NOT err MATCHES "<stdin>: 21 lines")
 endif()
 
 # ---- flags ---------------------------------------------------------------------------
-replay(2 "--events FILE is required")
+replay(2 "which recording\\? \\(cbt replay FILE.lct\\)")
 replay(2 "unknown option '--bogus'" --events good.jsonl --bogus)
 replay(2 "--events needs a file name" --events)
 replay(2 "--spans needs a file name" --events good.jsonl --spans)

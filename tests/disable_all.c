@@ -181,6 +181,21 @@ static void test_cbt_h(void)
     CHECK(fin.version == CBT_METRICS_VERSION && fin.size == sizeof fin);
     CHECK(fin.sink_spans_lost == 0 && fin.spans_ended == 0);
     CHECK(cbt_shutdown_final(NULL) == CBT_OK);
+
+    /* cbt/replay.h: nothing is opened, out-structs zeroed, "" messages */
+    cbt_replay_options ro = cbt_replay_options_default();
+    CHECK(ro.version == CBT_REPLAY_OPTIONS_VERSION && ro.speed == 0.0 && !ro.force);
+    CHECK(cbt_replay_options_default_into(&ro) == CBT_OK);
+    cbt_replay *rp = (cbt_replay *)&ro;
+    CHECK(cbt_replay_open("run.lct", &ro, &rp) == CBT_OK && rp == NULL);
+    cbt_config rc = cbt_config_default();
+    CHECK(cbt_replay_config(rp, &rc) == CBT_OK && !rc.replay);
+    CHECK(cbt_replay_add_builders(rp) == CBT_OK);
+    cbt_replay_stats rst = CBT_STRUCT_INIT(cbt_replay_stats);
+    rst.records = 9;
+    CHECK(cbt_replay_run(rp, &rst) == CBT_OK && rst.records == 0 && rst.size == sizeof rst);
+    CHECK(strcmp(cbt_replay_message(rp), "") == 0 && strcmp(cbt_replay_header_json(rp), "") == 0);
+    cbt_replay_close(rp);
 }
 
 /* ---- cbt/status.h, cbt/names.h ---------------------------------------------------- */

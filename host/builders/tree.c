@@ -768,7 +768,8 @@ static void advance_clock(cbt_tree *e, uint64_t ts)
     if (ts <= e->now)
         return;
     if (!e->wall_seen || ts > e->wall_seen + FUTURE_NS) {
-        uint64_t wall = cbt_clock_unix_now();
+        /* the harvester's round time (a replay's is the recorded one) */
+        uint64_t wall = e->t && e->t->hv_now ? e->t->hv_now : cbt_clock_unix_now();
         if (wall)
             e->wall_seen = wall;
         if (wall && ts > wall + FUTURE_NS)
@@ -1034,4 +1035,12 @@ const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t 
         INC(late_children);
     }
     return &s->anchor;
+}
+
+int cbt_tree_sub_opts_(const cbt_subscriber *s, cbt_tree_opts *out)
+{
+    if (!s || s->on_event != tree_on_event || !s->ctx)
+        return 0;
+    *out = ((const cbt_tree *)s->ctx)->o;
+    return 1;
 }

@@ -5,6 +5,7 @@
  * named on stderr.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@ static void usage(FILE *f)
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
             "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
             "                [--enable-tracing --otlp-endpoint URL]\n"
+            "                [--trace-level gpu [--trace-output FILE.lct]]\n"
+            "       cbt replay FILE.lct [--spans OUT.jsonl] [--output trace.json]\n"
+            "                  [--otlp-endpoint URL] [--speed N | --asap] [--force]\n"
             "       cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
             "                  [--mp-root-end request_end|transfer_end]\n"
             "       cbt version\n"
@@ -41,9 +45,14 @@ static void usage(FILE *f)
             "  --enable-tracing   also export spans over OTLP/HTTP; needs --otlp-endpoint\n"
             "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318\n"
             "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n"
+            "  --trace-level gpu  record what the span builders consume into an LMCT file\n"
+            "                     (CBT_TRACE_LEVEL); replay it anywhere with cbt replay FILE\n"
+            "  --trace-output F   the recording (CBT_TRACE_OUTPUT; default: a timestamped\n"
+            "                     file under $TMPDIR, named on stderr)\n"
             "\n"
-            "  replay   publish a file of events (JSON lines) through cbt's MP and\n"
-            "           CacheBlend span builders and write the spans (cbt replay --help)\n");
+            "  replay   replay a recording (FILE.lct) into the spans of its live run, or\n"
+            "           publish a file of events (--events, JSON lines) through cbt's MP\n"
+            "           and CacheBlend span builders (cbt replay --help)\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -62,6 +71,12 @@ static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, 
     }
     *out = v;
     return 0;
+}
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    cbt_demo_stop_ = 1;
 }
 
 static int cmd_demo(int argc, char **argv)
@@ -122,6 +137,21 @@ static int cmd_demo(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--enable-tracing")) {
             tracing = 1;
+        } else if (!strcmp(a, "--trace-level")) {
+            if (!val || strcmp(val, "gpu") != 0) {
+                fprintf(stderr, "cbt: --trace-level: cbt records level \"gpu\" only%s%s\n",
+                        val ? ", not " : " (a value is needed)", val ? val : "");
+                return 2;
+            }
+            o.trace_level = val;
+            i++;
+        } else if (!strcmp(a, "--trace-output")) {
+            if (!val || !*val || val[0] == '-') {
+                fprintf(stderr, "cbt: --trace-output needs a file name\n");
+                return 2;
+            }
+            o.trace_output = val;
+            i++;
         } else if (!strcmp(a, "--cacheblend")) {
             o.cacheblend = 1;
         } else if (!strcmp(a, "--cpu")) {
@@ -153,8 +183,20 @@ static int cmd_demo(int argc, char **argv)
         fprintf(stderr, "cbt: --cacheblend runs on the CPU backend; drop --gpu\n");
         return 2;
     }
+    if (o.trace_output && !o.trace_level) {
+        fprintf(stderr, "cbt: --trace-output is given without --trace-level gpu\n");
+        return 2;
+    }
     if (o.concurrency > o.requests)
         o.concurrency = o.requests;
+    /* SIGTERM/SIGINT: stop issuing requests and shut down as usual, so the
+     * trace and span files are closed cleanly */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     o.progress = isatty(STDERR_FILENO) && o.requests >= 200;
     return cbt_demo_run(&o, stdout);
 }
@@ -167,8 +209,13 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc - 2, argv + 2);
-    if (!strcmp(argv[1], "replay"))
-        return cbt_replay_main(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "replay")) {
+        /* --events FILE: a file of events (JSON lines); else a recording */
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "--events"))
+                return cbt_replay_main(argc - 2, argv + 2);
+        return cbt_replay_lmct_main(argc - 2, argv + 2);
+    }
     if (!strcmp(argv[1], "version")) {
         printf("cbt %s\n", CBT_VERSION_STRING);
         return 0;

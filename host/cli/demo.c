@@ -17,7 +17,7 @@
 #include "cbt/kv_kernels.h"
 #include "demo_cb.h"
 #include "demo_gpu.h"
-#include "sink_watch.h"
+#include "cli_sinks.h"
 #include "cbt/nvtx.h"
 #include "cbt/otlp.h"
 #include "cbt/trace_file.h"
@@ -277,10 +277,12 @@ static void worker_free(worker *w)
 
 static _Atomic uint32_t g_done; /* requests finished, for the progress bar */
 
+volatile int cbt_demo_stop_;
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    for (uint32_t r = w->id; r < w->o->requests; r += w->o->concurrency) {
+    for (uint32_t r = w->id; r < w->o->requests && !cbt_demo_stop_; r += w->o->concurrency) {
         run_request(w, r);
         atomic_fetch_add_explicit(&g_done, 1, memory_order_relaxed);
     }
@@ -297,8 +299,6 @@ static void progress(uint32_t done, uint32_t total)
     fflush(stderr);
 }
 
-/* Sinks besides the in-memory one: the trace file, the span file, and with
- * --enable-tracing the OTLP exporter configured from the environment. */
 /* A copy of the spans the demo's in-memory sink holds (*n of them; NULL when
  * the copy cannot be allocated), saying on stderr when the sink had to drop
  * some (the printed trees are then incomplete; the files are not). */
@@ -313,136 +313,6 @@ static cbt_span *memsink_copy(cbt_memsink *mem, uint32_t *n)
     for (uint32_t i = 0; spans && i < *n; i++)
         cbt_memsink_get(mem, i, &spans[i]);
     return spans;
-}
-
-/* The demo's sinks besides the in-memory one, and what they lost: the
- * trace file and the span file through a sink_watch each (their final
- * spans_lost outlives them), the OTLP exporter's final_stats. Owned by the
- * run function, alive until after cbt_shutdown. */
-typedef struct demo_sinks {
-    sink_watch trace, spans;
-    int has_trace, has_spans;
-    cbt_otlp_exporter *otlp;
-#ifdef CBT_WITH_OTLP
-    cbt_otlp_stats otlp_final; /* filled when cbt_shutdown destroys the exporter */
-#endif
-} demo_sinks;
-
-_Static_assert(CBT_DEMO_ENDPOINT_MAX + sizeof "/v1/metrics" <=
-                   sizeof(((cbt_otlp_config *)0)->endpoint) &&
-               CBT_DEMO_ENDPOINT_MAX + sizeof "/v1/metrics" <=
-                   sizeof(((cbt_otlp_config *)0)->metrics_endpoint),
-               "cli.c's --otlp-endpoint bound must leave room for the suffixes");
-
-/* Add *sk through the watch *w; on failure the sink is destroyed. */
-static cbt_status add_watched(sink_watch *w, const cbt_sink *sk)
-{
-    cbt_sink wrapped;
-    sink_watch_wrap(w, sk, &wrapped);
-    cbt_status st = cbt_add_sink(&wrapped);
-    if (st != CBT_OK && sk->destroy)
-        sk->destroy(sk->ctx);
-    return st;
-}
-
-static int add_sinks(const cbt_demo_opts *o, demo_sinks *ds)
-{
-    cbt_sink sk;
-    cbt_status st = CBT_OK;
-    memset(ds, 0, sizeof *ds);
-    if (o->output && (st = cbt_trace_file_sink_create(o->output, &sk)) == CBT_OK)
-        st = add_watched(&ds->trace, &sk);
-    else if (o->output)
-        fprintf(stderr, "cbt demo: cannot write the trace file '%s': %s\n", o->output,
-                cbt_strerror(st));
-    if (o->output && st != CBT_OK)
-        return -1;
-    ds->has_trace = o->output != NULL;
-    if (o->spans && (st = cbt_jsonl_sink_create(o->spans, &sk)) == CBT_OK)
-        st = add_watched(&ds->spans, &sk);
-    else if (o->spans)
-        fprintf(stderr, "cbt demo: cannot write the span file '%s': %s\n", o->spans,
-                cbt_strerror(st));
-    if (o->spans && st != CBT_OK)
-        return -1;
-    ds->has_spans = o->spans != NULL;
-    if (o->otlp_endpoint) {
-#ifdef CBT_WITH_OTLP
-        cbt_otlp_config c;
-        cbt_otlp_config_default(&c);
-        if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK)
-            return -1;
-        size_t l = strlen(o->otlp_endpoint);
-        int traces_url = l >= 10 && strcmp(o->otlp_endpoint + l - 10, "/v1/traces") == 0;
-        const char *suffix = traces_url
-                                 ? ""
-                                 : (o->otlp_endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
-        /* the metrics URL: the same base with /v1/metrics (a traces URL's
-         * /v1/traces replaced) */
-        int base_len = traces_url ? (int)(l - 10) : (int)l;
-        const char *msuffix = !traces_url && o->otlp_endpoint[l - 1] == '/' ? "v1/metrics"
-                                                                             : "/v1/metrics";
-        if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", o->otlp_endpoint, suffix) >=
-                sizeof c.endpoint ||
-            (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
-                             o->otlp_endpoint, msuffix) >= sizeof c.metrics_endpoint) {
-            /* cli.c refuses such a value (exit 2, CBT_DEMO_ENDPOINT_MAX) */
-            fprintf(stderr, "cbt demo: --otlp-endpoint is too long\n");
-            return -1;
-        }
-        c.blend = cbt_blend_metrics_current(); /* lmcache_blend.* to /v1/metrics */
-        ds->otlp_final = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
-        c.final_stats = &ds->otlp_final; /* the figures after its last export */
-        cbt_otlp_exporter *e = NULL;
-        if ((st = cbt_otlp_exporter_create(&c, &e, &sk)) != CBT_OK ||
-            (st = cbt_add_sink(&sk)) != CBT_OK) {
-            fprintf(stderr, "cbt demo: cannot start the OTLP exporter: %s\n", cbt_strerror(st));
-            return -1;
-        }
-        ds->otlp = e;
-#else
-        fprintf(stderr, "cbt demo: this build has no OTLP exporter (protobuf-c/libcurl missing)\n");
-        return -1;
-#endif
-    }
-    return 0;
-}
-
-/* After cbt_shutdown: where the spans went, from the final figures. A file
- * that lost spans is named on stderr with the count (and not announced as
- * written); so are the OTLP exporter's drops. Either fails the run (1). */
-static int report_sinks(const cbt_demo_opts *o, const demo_sinks *ds, FILE *out)
-{
-    int rc = 0;
-    if (ds->has_trace && ds->trace.lost) {
-        fprintf(stderr, "cbt demo: the trace file '%s' lost %llu spans (writes failed)\n",
-                o->output, (unsigned long long)ds->trace.lost);
-        rc = 1;
-    } else if (ds->has_trace) {
-        fprintf(out, "trace file: %s (open it at https://ui.perfetto.dev or chrome://tracing)\n",
-                o->output);
-    }
-    if (ds->has_spans && ds->spans.lost) {
-        fprintf(stderr, "cbt demo: the span file '%s' lost %llu spans (writes failed)\n",
-                o->spans, (unsigned long long)ds->spans.lost);
-        rc = 1;
-    } else if (ds->has_spans) {
-        fprintf(out, "span file:  %s (one JSON object per span)\n", o->spans);
-    }
-#ifdef CBT_WITH_OTLP
-    if (ds->otlp) {
-        const cbt_otlp_stats *os = &ds->otlp_final;
-        fprintf(out, "OTLP: %llu spans exported to %s, %llu dropped, %llu retries\n",
-                (unsigned long long)os->spans_exported, o->otlp_endpoint,
-                (unsigned long long)os->spans_dropped, (unsigned long long)os->retries);
-        if (os->spans_dropped) {
-            fprintf(stderr, "cbt demo: the OTLP exporter dropped %llu spans\n",
-                    (unsigned long long)os->spans_dropped);
-            rc = 1;
-        }
-    }
-#endif
-    return rc;
 }
 
 /* Bytes moved by kernel spans and the time they took: the demo's GB/s. */
@@ -519,6 +389,8 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     if (cbt_sampler_from_env(&smp, stderr) != CBT_OK)
         fprintf(stderr, "cbt demo: using the sampler %s\n", cbt_sampler_name(smp.kind));
     cbt_config cfg = cbt_config_default();
+    cfg.trace_level = o->trace_level;
+    cfg.trace_output = o->trace_output;
     cbt_status st = cbt_init(&cfg);
     if (st) {
         fprintf(stderr, "cbt demo: cannot start the tracer: %s\n", cbt_strerror(st));
@@ -527,7 +399,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     cbt_memsink *mem = NULL;
     cbt_sink msink;
     cbt_subscriber cb;
-    demo_sinks ds;
+    cli_sinks ds;
     if ((st = cbt_memsink_create(o->requests * 24 + 16, &mem, &msink)) ||
         (st = cbt_add_sink(&msink)) || (st = cbt_cb_subscriber_create(0, &cb)) ||
         (st = cbt_add_subscriber(&cb))) {
@@ -536,7 +408,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
         cbt_memsink_release(mem);
         return 1;
     }
-    if (add_sinks(o, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -595,7 +467,8 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
     cbt_cb_stats_get(NULL, &cs);
     cbt_pspan_stats_get(&ps);
     cbt_blend_snapshot_take(cbt_blend_metrics_current(), &bs);
-    cbt_shutdown(); /* the sinks' final figures land in ds */
+    cbt_metrics fin = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_shutdown_final(&fin); /* the sinks' final figures land in ds */
 
     uint32_t n;
     cbt_span *spans = memsink_copy(mem, &n);
@@ -631,7 +504,9 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
             (unsigned long long)(cs.incomplete_at_shutdown + ps.incomplete_at_shutdown));
     fprintf(out, "(the work is simulated: sleeps stand in for the lookup, L2 load, scatter and "
                  "forward phases; spans, parents and context propagation are real)\n");
-    if (report_sinks(o, &ds, out))
+    if (cli_trace_report("cbt demo", &fin, o->trace_level, o->trace_output, out))
+        rc = 1;
+    if (cli_sinks_report("cbt demo", &ds, out))
         rc = 1;
     free(spans);
     cbt_memsink_release(mem);
@@ -649,6 +524,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         return 1;
     }
     cbt_config cfg = cbt_config_default();
+    cfg.trace_level = o->trace_level;
+    cfg.trace_output = o->trace_output;
     cbt_status st = cbt_init(&cfg);
     if (st) {
         fprintf(stderr, "cbt demo: cannot start the tracer: %s\n", cbt_strerror(st));
@@ -656,14 +533,14 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     }
     cbt_memsink *mem = NULL;
     cbt_sink msink;
-    demo_sinks ds;
+    cli_sinks ds;
     uint32_t cap = o->requests * 8 + 16;
     if ((st = cbt_memsink_create(cap, &mem, &msink)) || (st = cbt_add_sink(&msink))) {
         fprintf(stderr, "cbt demo: %s\n", cbt_strerror(st));
         cbt_shutdown();
         return 1;
     }
-    if (add_sinks(o, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -693,7 +570,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     }
     if (o->progress) {
         uint32_t d;
-        while ((d = atomic_load(&g_done)) < o->requests && started == o->concurrency) {
+        while ((d = atomic_load(&g_done)) < o->requests && started == o->concurrency &&
+               !cbt_demo_stop_) {
             progress(d, o->requests);
             struct timespec ts = {0, 100000000};
             nanosleep(&ts, NULL);
@@ -736,7 +614,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     cbt_ring_stats_get(&rs);
     /* ends anything still open, flushes and closes the files; the sinks'
      * final figures land in ds */
-    cbt_shutdown();
+    cbt_metrics fin = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_shutdown_final(&fin);
 
     uint32_t n;
     cbt_span *spans = memsink_copy(mem, &n);
@@ -761,7 +640,9 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
             (unsigned long long)m.published,
             (unsigned long long)m.dropped_full, (unsigned long long)m.rejected,
             (unsigned long long)rs.lost, (unsigned long long)ms.incomplete_at_shutdown);
-    if (report_sinks(o, &ds, out))
+    if (cli_trace_report("cbt demo", &fin, o->trace_level, o->trace_output, out))
+        rc = 1;
+    if (cli_sinks_report("cbt demo", &ds, out))
         rc = 1;
     free(spans);
     cbt_memsink_release(mem);

@@ -36,7 +36,13 @@ typedef struct cbt_demo_opts {
                                   CBT_DEMO_ENDPOINT_MAX bytes */
     int progress;         /* draw a progress bar on stderr */
     int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
+    const char *trace_level;  /* --trace-level: "gpu" records an LMCT file (cbt/replay.h) */
+    const char *trace_output; /* --trace-output: its path (NULL: the library's default) */
 } cbt_demo_opts;
+
+/* Set once SIGTERM (or SIGINT) arrived: the demo stops issuing requests and
+ * shuts down as usual, which closes the trace and span files cleanly. */
+extern volatile int cbt_demo_stop_;
 
 cbt_demo_opts cbt_demo_defaults(void);
 

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "cbt.h"
+#include "cli_sinks.h"
 #include "jsonl_in.h"
 
 #define FLUSH_EVERY 1024u    /* events published between waits for the harvester */
@@ -303,31 +304,6 @@ static int build_event(replay_state *rs, uint64_t line, cbt_event *ev)
     return 0;
 }
 
-/* Spans to stdout: a sink of our own (the JSON-lines sink opens a path). */
-static cbt_status stdout_on_span(void *ctx, const cbt_span *s)
-{
-    char buf[8192];
-    size_t n = cbt_span_to_json(s, buf, sizeof buf);
-    (void)ctx;
-    if (n < sizeof buf)
-        return fwrite(buf, 1, n, stdout) == n ? CBT_OK : CBT_ERR_IO;
-    /* a span with long strings: the length it needs is bounded (32
-     * attributes, a 2 KiB arena), so take it once from the heap */
-    char *big = malloc(n + 1);
-    if (!big)
-        return CBT_ERR_NOMEM;
-    size_t m = cbt_span_to_json(s, big, n + 1);
-    cbt_status st = m <= n && fwrite(big, 1, m, stdout) == m ? CBT_OK : CBT_ERR_IO;
-    free(big);
-    return st;
-}
-
-static cbt_status stdout_flush(void *ctx)
-{
-    (void)ctx;
-    return fflush(stdout) == 0 ? CBT_OK : CBT_ERR_IO;
-}
-
 static int parse_flags(int argc, char **argv, replay_opts *o)
 {
     for (int i = 0; i < argc; i++) {
@@ -494,12 +470,7 @@ int cbt_replay_main(int argc, char **argv)
             goto out_tracer;
         }
     } else {
-        memset(&sk, 0, sizeof sk);
-        sk.version = CBT_SINK_VERSION;
-        sk.size = (uint32_t)sizeof sk;
-        sk.name = "stdout";
-        sk.on_span = stdout_on_span;
-        sk.flush = stdout_flush;
+        cli_stdout_sink(&sk);
     }
     if ((st = cbt_add_sink(&sk)) != CBT_OK ||
         (st = cbt_cb_subscriber_create(0, &cb)) != CBT_OK ||

@@ -12,4 +12,12 @@
  * and 2 is returned when any was). */
 int cbt_replay_main(int argc, char **argv);
 
+/* `cbt replay FILE.lct [...]` (replay_lmct.c): a recording (cbt/replay.h)
+ * replayed into the spans of its live run. Exit: 0 replayed whole; 1 a
+ * runtime failure or lost spans; 2 usage error or a file cbt refuses (bad
+ * frames, a version or configuration mismatch without --force); 3 the file
+ * ends inside a frame (its complete records were replayed) or records were
+ * skipped. */
+int cbt_replay_lmct_main(int argc, char **argv);
+
 #endif /* CBT_HOST_REPLAY_H */

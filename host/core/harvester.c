@@ -66,6 +66,7 @@
 
 #include "internal/counter.h"
 #include "internal/futex.h"
+#include "internal/recorder.h"
 #include "internal/tracer.h"
 
 #define IDLE_AFTER_US 1000u   /* empty rounds for this long, nothing pending: sleep
@@ -99,6 +100,8 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
         if (lag > atomic_load_explicit(&t->lag_max_ns, memory_order_relaxed))
             atomic_store_explicit(&t->lag_max_ns, lag, memory_order_relaxed);
     }
+    if (__builtin_expect(t->rec != NULL, 0)) /* recording (cbt/replay.h): off by default */
+        cbt_rec_event_(t, ev);
     for (uint32_t i = 0; i < t->n_subs; i++) {
         cbt_subscriber *s = &t->subs[i];
         if (!cbt_subscriber_wants(s, ev->type))
@@ -276,6 +279,7 @@ void *cbt_harvester_main_(void *arg)
         int drained = 0, flush_waiting = 0;
         pthread_mutex_lock(&t->lock);
         uint64_t round_ticks = cbt_clock_ticks_before_loads();
+        t->hv_now = cbt_clock_to_unix(&t->clock, round_ticks);
         uint32_t n = drain_round(t, round_ticks, &drained);
         if (n) {
             uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - round_ticks) *
@@ -341,11 +345,15 @@ void *cbt_harvester_main_(void *arg)
                  * refit came with every wake from an idle sleep) */
                 pthread_mutex_lock(&t->lock);
                 cbt_clock_map_refresh(&t->clock);
+                if (t->rec)
+                    cbt_rec_clock_(t); /* ring records after it convert by the new map */
                 pthread_mutex_unlock(&t->lock);
                 next_refresh = now_t + refresh_ticks;
             }
         }
         cbt_cupti_periodic_();
+        if (t->rec)
+            cbt_rec_round_end_(t);
         if (n) {
             idle_rounds = 0;
         } else if (stopping) {
@@ -365,14 +373,32 @@ void *cbt_harvester_main_(void *arg)
 
     (void)cbt_cupti_flush(); /* completed kernel records, for the last poll */
     pthread_mutex_lock(&t->lock);
-    cbt_kspans_shutdown_(t);
-    uint64_t now = cbt_clock_unix_now();
-    for (uint32_t i = 0; i < t->n_subs; i++)
-        if (t->subs[i].on_shutdown)
-            t->subs[i].on_shutdown(t->subs[i].ctx, t, now);
-    flush_sinks(t);
+    cbt_harvester_finish_(t);
     t->flush_done = t->flush_req;
     pthread_cond_broadcast(&t->flush_cv);
     pthread_mutex_unlock(&t->lock);
+    if (t->rec)
+        cbt_rec_round_end_(t);
     return NULL;
+}
+
+/* The stop path (under t->lock), once. Live: the last ring poll, then the
+ * shutdown record; a replay has read both from the file. Then what is
+ * still open ends at the harvester's time, and the sinks flush. */
+void cbt_harvester_finish_(cbt_tracer *t)
+{
+    if (t->finished)
+        return;
+    t->finished = 1;
+    if (!t->cfg.replay) {
+        t->hv_now = cbt_clock_unix_now();
+        cbt_kspans_poll_(t);
+        if (t->rec)
+            cbt_rec_shutdown_(t);
+    }
+    cbt_kspans_shutdown_(t);
+    for (uint32_t i = 0; i < t->n_subs; i++)
+        if (t->subs[i].on_shutdown)
+            t->subs[i].on_shutdown(t->subs[i].ctx, t, t->hv_now);
+    flush_sinks(t);
 }

@@ -34,6 +34,7 @@ const char *cbt_strerror(cbt_status st)
     case CBT_ERR_LMCT_SCHEMA: return "unknown LMCT trace_schema_version";
     case CBT_ERR_LMCT_TYPE: return "LMCT frame is not msgpack or a field has the wrong msgpack type";
     case CBT_ERR_LMCT_LIMIT: return "LMCT frame, map, array, string or nesting beyond the codec's bounds";
+    case CBT_ERR_REPLAY_MISMATCH: return "recorded trace's cbt version, level or config digest differs from this build's";
     case CBT_STATUS_COUNT_: break;
     }
     return "unknown cbt status code";

@@ -3,7 +3,10 @@
  *
  * The only process-wide state of cbt besides the name tables is
  * cbt_active_tracer_, written by cbt_init/cbt_shutdown and read (acquire) by
- * every publish.
+ * every publish. A replay tracer (cbt_config.replay, cbt/replay.h) is the
+ * same one tracer, but not active: publishes do not see it; the calls that
+ * administer a tracer (subscribers, sinks, flush, metrics, stats) find it
+ * through admin_tracer().
  */
 #include <errno.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 
 #include "cbt/blend_metrics.h"
 #include "internal/abi.h"
+#include "internal/recorder.h"
 #include "internal/tracer.h"
 #include "internal/ring.h"
 
@@ -22,6 +26,19 @@ _Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
 static pthread_mutex_t g_life_lock = PTHREAD_MUTEX_INITIALIZER;
 static cbt_tracer *g_owned; /* the tracer cbt_init created (== active when enabled) */
 static uint64_t g_next_gen = 1; /* tracer generations, under g_life_lock */
+/* g_owned while it is a replay tracer (read without the lock, as the active
+ * pointer is: the caller does not race cbt_shutdown with its own calls) */
+static _Atomic(cbt_tracer *) g_replay;
+
+/* The tracer the administrative calls act on: the active one, else a replay
+ * tracer. */
+static cbt_tracer *admin_tracer(void)
+{
+    cbt_tracer *t = cbt_tracer_get();
+    return t ? t : atomic_load_explicit(&g_replay, memory_order_acquire);
+}
+
+cbt_tracer *cbt_tracer_admin_(void) { return admin_tracer(); }
 
 /* The fields cbt.h's inline cbt_config_default() asks for: at most the
  * caller's size (internal/abi.h). */
@@ -111,6 +128,10 @@ static cbt_status check_config(const cbt_config *c)
                 c->poll_interval_us);
         return CBT_ERR_INVAL;
     }
+    if (c->replay && c->trace_level) {
+        fprintf(stderr, "cbt: config: a replay tracer does not record (trace_level is set)\n");
+        return CBT_ERR_INVAL;
+    }
     return CBT_OK;
 }
 
@@ -126,6 +147,8 @@ static void tracer_free(cbt_tracer *t)
             t->sinks[i].destroy(t->sinks[i].ctx);
     cbt_lanes_free_(t);
     cbt_kspans_free_(t);
+    cbt_recorder_close_(t->rec, t->rec_final); /* an init that failed after opening it */
+    t->rec = NULL;
     cbt_ring_destroy(t->host_ring);
     /* after a shutdown that gave up on pending marks, the device may be busy
      * for long: the CUDA ring's frees must not wait for it (ring.h) */
@@ -220,7 +243,16 @@ cbt_status cbt_init(const cbt_config *cfg)
         pthread_mutex_unlock(&g_life_lock);
         return st;
     }
-    if (c.cuda_ring_capacity) {
+    if (c.cuda_ring_capacity && c.replay) {
+        /* a replay's device ring: only its clock line, set from the file */
+        if (!(t->cuda_ring = calloc(1, sizeof *t->cuda_ring))) {
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return CBT_ERR_NOMEM;
+        }
+        t->cuda_ring->placement = CBT_RING_PLACE_HOST;
+        cbt_devclock_init(&t->cuda_ring->clock, t->clock.ns_per_tick);
+    } else if (c.cuda_ring_capacity) {
         st = cbt_ring_create_cuda(c.cuda_ring_capacity, (cbt_ring_placement)c.ring_placement,
                                   t->clock.ns_per_tick, &t->cuda_ring);
         if (st != CBT_OK && st != CBT_ERR_NO_DEVICE && st != CBT_ERR_UNSUPPORTED)
@@ -257,6 +289,18 @@ cbt_status cbt_init(const cbt_config *cfg)
         }
         add_sink_locked(t, &js);
     }
+    if (c.replay) {
+        /* no harvester: cbt_replay_run is it, on the caller's thread */
+        g_owned = t;
+        atomic_store_explicit(&g_replay, t, memory_order_release);
+        pthread_mutex_unlock(&g_life_lock);
+        return CBT_OK;
+    }
+    if ((st = cbt_recorder_open_(&c, &t->rec))) {
+        tracer_free(t);
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
+    }
     if (pthread_create(&t->harvester, NULL, cbt_harvester_main_, t) != 0) {
         tracer_free(t);
         pthread_mutex_unlock(&g_life_lock);
@@ -290,6 +334,14 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     cbt_harvester_nudge_(t); /* it may sleep (harvester.c, "Idle") */
     if (t->started)
         pthread_join(t->harvester, NULL);
+    if (t->cfg.replay) { /* the stop path a harvester would run, unless the file's shutdown did */
+        pthread_mutex_lock(&t->lock);
+        cbt_harvester_finish_(t);
+        pthread_mutex_unlock(&t->lock);
+        atomic_store_explicit(&g_replay, NULL, memory_order_release);
+    }
+    cbt_recorder_close_(t->rec, t->rec_final); /* everything the harvester recorded, written */
+    t->rec = NULL;
     if (final)
         metrics_fill(t, final);
     g_owned = NULL;
@@ -334,7 +386,7 @@ cbt_status cbt_publish_hook_install_(cbt_tracer *t, cbt_publish_hook fn, void *c
 
 cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
 {
-    cbt_tracer *t = cbt_tracer_get();
+    cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     pthread_mutex_lock(&t->lock);
@@ -345,7 +397,7 @@ cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
 
 cbt_status cbt_add_sink(const cbt_sink *sink)
 {
-    cbt_tracer *t = cbt_tracer_get();
+    cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     pthread_mutex_lock(&t->lock);
@@ -356,9 +408,21 @@ cbt_status cbt_add_sink(const cbt_sink *sink)
 
 cbt_status cbt_flush(uint32_t timeout_ms)
 {
-    cbt_tracer *t = cbt_tracer_get();
+    cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
+    if (t->cfg.replay) { /* no harvester: everything replayed is dispatched already */
+        pthread_mutex_lock(&t->lock);
+        cbt_status fst = CBT_OK;
+        for (uint32_t i = 0; i < t->n_sinks; i++)
+            if (t->sinks[i].flush && t->sinks[i].flush(t->sinks[i].ctx) != CBT_OK) {
+                atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+                fst = CBT_ERR_IO;
+            }
+        pthread_mutex_unlock(&t->lock);
+        (void)fst;
+        return CBT_OK;
+    }
     struct timespec dl;
     clock_gettime(CLOCK_REALTIME, &dl);
     dl.tv_sec += timeout_ms / 1000;
@@ -465,6 +529,12 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
     out->registry_full = R(t->registry_full);
     out->harvester_busy_ns = R(t->busy_ns);
     out->harvester_wakeups = R(t->hv_wakeups);
+    if (t->rec)
+        cbt_recorder_counts_(t->rec, &out->trace_records, &out->trace_records_dropped,
+                             &out->trace_bytes, &out->trace_write_errors);
+    else
+        out->trace_records = t->rec_final[0], out->trace_records_dropped = t->rec_final[1],
+        out->trace_bytes = t->rec_final[2], out->trace_write_errors = t->rec_final[3];
 #undef R
 }
 
@@ -473,7 +543,7 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     cbt_status st = cbt_abi_out_check_(caller);
     if (st)
         return st;
-    cbt_tracer *t = cbt_tracer_get();
+    cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     cbt_metrics full;
@@ -541,7 +611,7 @@ cbt_status cbt_find_subscriber_named_(const cbt_subscriber *sub,
         *ctx_out = sub->ctx;
         return CBT_OK;
     }
-    cbt_tracer *t = cbt_tracer_get();
+    cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     void *found = NULL;

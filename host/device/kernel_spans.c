@@ -27,6 +27,7 @@
 #include "cbt/context.h"
 #include "cbt/kernel_span.h"
 #include "internal/abi.h"
+#include "internal/recorder.h"
 #include "internal/tracer.h"
 #include "internal/ring.h"
 #include "internal/stream.h"
@@ -384,7 +385,7 @@ void cbt_kspans_poll_(cbt_tracer *t)
     if (!k)
         return;
     cbt_ring *rings[2] = {t->host_ring, t->cuda_ring};
-    uint64_t now = cbt_clock_unix_now();
+    uint64_t now = t->hv_now; /* the round's time: a replay sees the same */
     for (int i = 0; i < 2; i++) {
         cbt_ring *r = rings[i];
         if (!r)
@@ -395,20 +396,43 @@ void cbt_kspans_poll_(cbt_tracer *t)
             uint32_t n = cbt_ring_poll(r, k->buf, 1024);
             if (n)
                 k->last_active = cbt_clock_ticks();
-            for (uint32_t j = 0; j < n; j++)
+            for (uint32_t j = 0; j < n; j++) {
+                if (t->rec)
+                    cbt_rec_ring_(t, r, &k->buf[j]);
                 if (!apply(t, k, r, &k->buf[j]))
                     park(k, r, &k->buf[j], now);
+            }
             if (n < 1024)
                 break;
         }
-        if (now >= k->next_calibrate)
+        if (now >= k->next_calibrate) {
             cbt_ring_calibrate(r, 32);
+            if (t->rec)
+                cbt_rec_devclock_(t, r); /* the records after it convert by the new line */
+        }
     }
     if (now >= k->next_calibrate)
         k->next_calibrate = now + CALIBRATE_NS;
-    if (k->n_park)
+    if (k->n_park) {
+        if (t->rec)
+            cbt_rec_kpoll_(t);
         retry_parked(t, k, now);
+    }
     cbt_cupti_poll_(t);
+}
+
+void cbt_kspans_replay_ring_(cbt_tracer *t, const cbt_ring *ring, const cbt_ring_rec *rec)
+{
+    struct cbt_kspans *k = t->kspans;
+    if (k && !apply(t, k, ring, rec))
+        park(k, ring, rec, t->hv_now);
+}
+
+void cbt_kspans_replay_retry_(cbt_tracer *t)
+{
+    struct cbt_kspans *k = t->kspans;
+    if (k && k->n_park)
+        retry_parked(t, k, t->hv_now);
 }
 
 int cbt_kspans_waiting_(cbt_tracer *t)
@@ -440,7 +464,6 @@ void cbt_kspans_shutdown_(cbt_tracer *t)
     struct cbt_kspans *k = t->kspans;
     if (!k)
         return;
-    cbt_kspans_poll_(t);
     for (uint32_t i = 0; i < KL_SLOTS; i++) {
         kl_entry *e = &k->launches[i];
         if (e->used && e->ctas_seen)

@@ -172,6 +172,20 @@ struct cbt_tracer {
      * read by exporters; freed after the sinks */
     struct cbt_blend_metrics *blend;
     _Atomic uint32_t next_launch_id;
+
+    /* The harvester's time (unix ns) for the round it is in: set at each
+     * round's start (from the round's clock read, no syscall), and in a
+     * replay from the recorded rounds. The builders use it wherever they
+     * need "now" rather than an event's time (the request tree's future
+     * bound, pspan eviction, parked ring records, shutdown), so a replay
+     * sees the times the live run saw. Harvester. */
+    uint64_t hv_now;
+    int finished; /* the stop path ran (cbt_harvester_finish_) */
+    /* Trace recording (host/trace/recorder.c): NULL when off (the one
+     * branch cbt_dispatch_ pays). Written by cbt_init, closed by
+     * cbt_shutdown after the harvester stopped; rec_final keeps its counts. */
+    struct cbt_recorder *rec;
+    uint64_t rec_final[4]; /* records, dropped, bytes, write errors */
 };
 
 /* A session id with its string hash computed once (strtab.h). */
@@ -211,7 +225,7 @@ void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
 
 /* Kernel spans (kernel_spans.c): set up (registers the KERNEL_LAUNCH
  * subscriber), poll the rings (harvester, under lock, each round), end what
- * is left (shutdown), free. */
+ * is left (the stop path, after its last poll), free. */
 cbt_status cbt_kspans_init_(cbt_tracer *t);
 void cbt_kspans_poll_(cbt_tracer *t);
 void cbt_kspans_shutdown_(cbt_tracer *t);
@@ -238,6 +252,10 @@ void cbt_cupti_periodic_(void);
 int cbt_cupti_enabled_(void);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
+
+/* The tracer the administrative calls act on: the active one, else a
+ * replay tracer (tracer.c). NULL when none. */
+cbt_tracer *cbt_tracer_admin_(void);
 
 /* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);

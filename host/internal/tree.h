@@ -138,6 +138,10 @@ typedef struct cbt_tree_opts {
  * CBT_ERR_INVAL, with a message on stderr naming it. */
 cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, bool root_end, cbt_tree_opts *out);
 
+/* When `s` is a request-tree subscriber (its path's name is s->name): its
+ * resolved options into *out, and 1; else 0. For the trace recorder. */
+int cbt_tree_sub_opts_(const cbt_subscriber *s, cbt_tree_opts *out);
+
 /* Make an engine for `path` and fill *out as a subscriber that wants the
  * path's event types (plus `extra` types for on_custom, n_extra of them).
  * `pctx` is the path's own state, reachable with cbt_tree_pctx(). */

@@ -26,7 +26,10 @@
 struct cbt_lmct_writer {
     int fd;
     bool failed;         /* a write failed: the file's tail is unknown, refuse more */
-    msgpack_sbuffer buf; /* one frame: 4 bytes of length, then the msgpack */
+    msgpack_sbuffer buf; /* complete frames not yet written, then the one being encoded */
+    size_t frame_off;    /* where the frame being encoded starts in buf */
+    size_t batch;        /* write when buf holds this much (0: every frame) */
+    uint64_t written;    /* bytes in the file */
 };
 
 static cbt_status pack_str(msgpack_packer *pk, const char *s, size_t n)
@@ -109,27 +112,17 @@ static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n
     return CBT_OK;
 }
 
-/* Start a frame in w->buf: four placeholder bytes for the length. */
+/* Start a frame at the end of w->buf: four placeholder bytes for the length. */
 static void frame_begin(cbt_lmct_writer *w)
 {
     static const char zero[4];
-    w->buf.size = 0;
+    w->frame_off = w->buf.size;
     msgpack_sbuffer_write(&w->buf, zero, 4);
 }
 
-/* Patch the length in and write the frame whole. */
-static cbt_status frame_end(cbt_lmct_writer *w)
+/* Write the complete frames held in w->buf, whole. */
+static cbt_status write_pending(cbt_lmct_writer *w)
 {
-    if (!w->buf.data)
-        return CBT_ERR_NOMEM;
-    size_t n = w->buf.size - 4;
-    if (n > CBT_LMCT_FRAME_MAX)
-        return CBT_ERR_LMCT_LIMIT;
-    unsigned char *p = (unsigned char *)w->buf.data;
-    p[0] = (unsigned char)(n >> 24);
-    p[1] = (unsigned char)(n >> 16);
-    p[2] = (unsigned char)(n >> 8);
-    p[3] = (unsigned char)n;
     size_t off = 0;
     while (off < w->buf.size) {
         ssize_t k = write(w->fd, w->buf.data + off, w->buf.size - off);
@@ -137,18 +130,43 @@ static cbt_status frame_end(cbt_lmct_writer *w)
             continue;
         if (k <= 0) {
             w->failed = true;
+            w->buf.size = 0;
             return CBT_ERR_IO;
         }
         off += (size_t)k;
+        w->written += (uint64_t)k;
     }
+    w->buf.size = 0;
     return CBT_OK;
 }
 
-static cbt_status write_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
+/* Patch the length in; write the frame (with the batch it completes). An
+ * encoding error (`st`) takes the frame back out. */
+static cbt_status frame_end(cbt_lmct_writer *w, cbt_status st)
+{
+    if (!st && !w->buf.data)
+        st = CBT_ERR_NOMEM;
+    size_t n = w->buf.size - w->frame_off - 4;
+    if (!st && n > CBT_LMCT_FRAME_MAX)
+        st = CBT_ERR_LMCT_LIMIT;
+    if (st) {
+        w->buf.size = w->frame_off;
+        return st;
+    }
+    unsigned char *p = (unsigned char *)w->buf.data + w->frame_off;
+    p[0] = (unsigned char)(n >> 24);
+    p[1] = (unsigned char)(n >> 16);
+    p[2] = (unsigned char)(n >> 8);
+    p[3] = (unsigned char)n;
+    if (w->batch && w->buf.size < w->batch)
+        return CBT_OK;
+    return write_pending(w);
+}
+
+static cbt_status encode_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
 {
     msgpack_packer pk;
     msgpack_packer_init(&pk, &w->buf, msgpack_sbuffer_write);
-    frame_begin(w);
     /* msgspec's order: the tag, then the fields as format.py declares them */
     bool meta = h->level_meta_count > 0;
     msgpack_pack_map(&pk, meta ? 10 : 9);
@@ -183,7 +201,13 @@ static cbt_status write_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
         if ((st = pack_map(&pk, h->level_meta, h->level_meta_count, 1)))
             return st;
     }
-    return frame_end(w);
+    return CBT_OK;
+}
+
+static cbt_status write_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
+{
+    frame_begin(w);
+    return frame_end(w, encode_header(w, h));
 }
 
 /* In-struct check (cbt.h): not smaller than the two header words, version
@@ -199,32 +223,24 @@ static cbt_status check_in(uint32_t version, uint32_t size, uint32_t known, size
     return CBT_OK;
 }
 
-cbt_status cbt_lmct_writer_open(const char *path, const cbt_lmct_header *h, cbt_lmct_writer **out)
+static cbt_status check_header_in(const cbt_lmct_header *h)
 {
-    if (!out)
-        return CBT_ERR_INVAL;
-    *out = NULL;
-    if (!path || !h)
-        return CBT_ERR_INVAL;
     cbt_status st = check_in(h->version, h->size, CBT_LMCT_HEADER_VERSION, sizeof *h, "cbt_lmct_header");
     if (st)
         return st;
     /* every field of version 1 is needed: a smaller size is refused */
-    if (h->size < sizeof *h)
-        return CBT_ERR_VERSION;
+    return h->size < sizeof *h ? CBT_ERR_VERSION : CBT_OK;
+}
+
+static cbt_status open_on(int fd, const cbt_lmct_header *h, cbt_lmct_writer **out)
+{
     cbt_lmct_writer *w = calloc(1, sizeof *w);
     if (!w)
         return CBT_ERR_NOMEM;
     msgpack_sbuffer_init(&w->buf);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        free(w);
-        return CBT_ERR_IO;
-    }
-    st = write_header(w, h);
+    w->fd = fd;
+    cbt_status st = write_header(w, h);
     if (st) {
-        close(w->fd);
-        unlink(path);
         msgpack_sbuffer_destroy(&w->buf);
         free(w);
         return st;
@@ -232,6 +248,56 @@ cbt_status cbt_lmct_writer_open(const char *path, const cbt_lmct_header *h, cbt_
     *out = w;
     return CBT_OK;
 }
+
+cbt_status cbt_lmct_writer_open(const char *path, const cbt_lmct_header *h, cbt_lmct_writer **out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    *out = NULL;
+    if (!path || !h)
+        return CBT_ERR_INVAL;
+    cbt_status st = check_header_in(h);
+    if (st)
+        return st;
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return CBT_ERR_IO;
+    if ((st = open_on(fd, h, out))) {
+        close(fd);
+        unlink(path);
+    }
+    return st;
+}
+
+cbt_status cbt_lmct_writer_open_fd(int fd, const cbt_lmct_header *h, cbt_lmct_writer **out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    *out = NULL;
+    if (fd < 0 || !h)
+        return CBT_ERR_INVAL;
+    cbt_status st = check_header_in(h);
+    return st ? st : open_on(fd, h, out);
+}
+
+cbt_status cbt_lmct_writer_set_batch(cbt_lmct_writer *w, size_t bytes)
+{
+    if (!w || bytes > CBT_LMCT_BATCH_MAX)
+        return CBT_ERR_INVAL;
+    w->batch = bytes;
+    return w->buf.size ? write_pending(w) : CBT_OK;
+}
+
+cbt_status cbt_lmct_writer_drain(cbt_lmct_writer *w)
+{
+    if (!w)
+        return CBT_ERR_INVAL;
+    if (w->failed)
+        return CBT_ERR_IO;
+    return w->buf.size ? write_pending(w) : CBT_OK;
+}
+
+uint64_t cbt_lmct_writer_bytes(const cbt_lmct_writer *w) { return w ? w->written : 0; }
 
 cbt_status cbt_lmct_writer_append(cbt_lmct_writer *w, const cbt_lmct_record *rec)
 {
@@ -255,12 +321,12 @@ cbt_status cbt_lmct_writer_append(cbt_lmct_writer *w, const cbt_lmct_record *rec
     pack_cstr(&pk, "t_wall");
     msgpack_pack_double(&pk, rec->t_wall);
     pack_cstr(&pk, "qualname");
-    if ((st = pack_cstr(&pk, rec->qualname)))
-        return st;
-    pack_cstr(&pk, "args");
-    if ((st = pack_map(&pk, rec->args, rec->arg_count, 1)))
-        return st;
-    return frame_end(w);
+    st = pack_cstr(&pk, rec->qualname);
+    if (!st) {
+        pack_cstr(&pk, "args");
+        st = pack_map(&pk, rec->args, rec->arg_count, 1);
+    }
+    return frame_end(w, st);
 }
 
 cbt_status cbt_lmct_writer_flush(cbt_lmct_writer *w)
@@ -274,7 +340,9 @@ cbt_status cbt_lmct_writer_close(cbt_lmct_writer *w)
 {
     if (!w)
         return CBT_OK;
-    cbt_status st = w->failed ? CBT_ERR_IO : cbt_lmct_writer_flush(w);
+    cbt_status st = w->failed ? CBT_ERR_IO : cbt_lmct_writer_drain(w);
+    if (!st)
+        st = cbt_lmct_writer_flush(w);
     if (close(w->fd) != 0 && !st)
         st = CBT_ERR_IO;
     msgpack_sbuffer_destroy(&w->buf);
@@ -873,6 +941,8 @@ const char *cbt_lmct_reader_message(const cbt_lmct_reader *r)
 {
     return r ? r->msg : "";
 }
+
+uint64_t cbt_lmct_reader_offset(const cbt_lmct_reader *r) { return r ? r->offset : 0; }
 
 const char *cbt_lmct_last_open_message(void)
 {

@@ -294,7 +294,7 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
     if (!slot) {
         /* full: an open pspan a minute old most likely lost its END (a
          * dropped publish); end it incomplete and take its place */
-        evict_stale(st, t, cbt_clock_unix_now()); /* the harvester's clock, not the event's */
+        evict_stale(st, t, t->hv_now); /* the harvester's round time, not the event's */
         slot = cbt_strtab_upsert(&st->open, key, 8, 0, NULL);
     }
     if (!slot) {

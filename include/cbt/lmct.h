@@ -12,14 +12,13 @@
  *            "t_wall": f64 (unix seconds), "qualname": str, "args": map}
  *
  * in that key order, as msgspec writes LMCache's tagged structs, so LMCache's
- * own TraceReader reads what this writer writes (tests/lmct_reader_check.py).
- * docs/recording.md has the format; nothing in cbt records to it yet.
+ * own TraceReader reads what this writer writes (tests/lmcache/lmct_reader_check.py).
+ * docs/recording.md has the format and what cbt records in it (cbt/replay.h).
  *
- * The codec lives in libcbt_lmct (host/trace/lmct.c), built when msgpack-c
- * is found (CBT_WITH_MSGPACK). It is not part of libcbt yet and not
- * installed; the harvester's recorder will bring it in (issue 13). It is a
- * file format, not a hot path: nothing here has a CBT_DISABLE stub
- * (tests/disable_coverage.py lists it in NOT_DISABLED).
+ * The codec is part of libcbt (host/trace/lmct.c) when msgpack-c is found
+ * (CBT_WITH_MSGPACK; CBT_HAVE_MSGPACK in cbt/build_config.h); this header is
+ * installed then. It is a file format, not a hot path: nothing here has a
+ * CBT_DISABLE stub (tests/disable_coverage.py lists it in NOT_DISABLED).
  *
  * Errors are cbt_status codes (cbt/status.h); cbt_lmct_reader_message() adds
  * where and why. Every allocation is bounded by the CBT_LMCT_*_MAX limits.
@@ -49,6 +48,7 @@ extern "C" {
 #define CBT_LMCT_MAP_MAX 1024u         /* entries in one map (args, level_meta, nested) */
 #define CBT_LMCT_ARRAY_MAX 65536u      /* items in one array */
 #define CBT_LMCT_DEPTH_MAX 4u          /* maps/arrays inside a record's args or level_meta */
+#define CBT_LMCT_BATCH_MAX (64u << 20) /* bytes of frames a writer may hold (set_batch) */
 
 /* ---- values: what an argument (or a level_meta entry) holds ----------------- */
 typedef enum cbt_lmct_type {
@@ -153,6 +153,23 @@ typedef struct cbt_lmct_writer cbt_lmct_writer;
 CBT_API cbt_status cbt_lmct_writer_open(const char *path, const cbt_lmct_header *h,
                                         cbt_lmct_writer **out);
 
+/* The same on an open file descriptor, which the writer then owns (closed
+ * by cbt_lmct_writer_close, and not on an error here). */
+CBT_API cbt_status cbt_lmct_writer_open_fd(int fd, const cbt_lmct_header *h,
+                                           cbt_lmct_writer **out);
+
+/* Batch frames: hold complete frames in memory until they reach `bytes`,
+ * then hand them to one write(2) (0, the default: every frame at once).
+ * A crash then loses at most the frames of the batch, never a part of one.
+ * Writes what is held first. CBT_ERR_INVAL past CBT_LMCT_BATCH_MAX. */
+CBT_API cbt_status cbt_lmct_writer_set_batch(cbt_lmct_writer *w, size_t bytes);
+
+/* Write the frames a batch holds (no fsync). */
+CBT_API cbt_status cbt_lmct_writer_drain(cbt_lmct_writer *w);
+
+/* Bytes written to the file so far (held frames not included). */
+CBT_API uint64_t cbt_lmct_writer_bytes(const cbt_lmct_writer *w);
+
 /* Encode `rec` and append it as one frame. A value nested deeper than
  * CBT_LMCT_DEPTH_MAX, a map/array/string past its bound, or a frame past
  * CBT_LMCT_FRAME_MAX is refused (CBT_ERR_LMCT_LIMIT) and nothing is written;
@@ -164,7 +181,7 @@ CBT_API cbt_status cbt_lmct_writer_append(cbt_lmct_writer *w, const cbt_lmct_rec
  * disk (one fsync(2)). */
 CBT_API cbt_status cbt_lmct_writer_flush(cbt_lmct_writer *w);
 
-/* Flush, close and free. NULL is a no-op (CBT_OK). */
+/* Write what a batch holds, fsync, close and free. NULL is a no-op (CBT_OK). */
 CBT_API cbt_status cbt_lmct_writer_close(cbt_lmct_writer *w);
 
 /* ---- reader ------------------------------------------------------------------ */
@@ -197,6 +214,9 @@ CBT_API const cbt_lmct_header *cbt_lmct_reader_header(const cbt_lmct_reader *r);
  *   CBT_ERR_LMCT_TYPE       the frame is not msgpack, or not a Record
  * After any of these the reader stops: later calls return the same status. */
 CBT_API cbt_status cbt_lmct_reader_next(cbt_lmct_reader *r, const cbt_lmct_record **rec);
+
+/* The byte offset of the next frame (the bytes read so far). */
+CBT_API uint64_t cbt_lmct_reader_offset(const cbt_lmct_reader *r);
 
 /* A sentence on the last error or warning, with the frame's byte offset
  * ("" when there was none); valid until the next call or close. */

@@ -47,6 +47,7 @@ typedef enum cbt_status {
     CBT_ERR_LMCT_SCHEMA,      /* an LMCT trace_schema_version other than CBT_LMCT_SCHEMA_VERSION */
     CBT_ERR_LMCT_TYPE,        /* an LMCT frame is not msgpack, or a field has the wrong msgpack type */
     CBT_ERR_LMCT_LIMIT,       /* an LMCT frame, map, array, string or nesting beyond the codec's bounds */
+    CBT_ERR_REPLAY_MISMATCH,  /* a recorded trace's cbt version, level or config digest is not this build's (cbt/replay.h: force) */
     CBT_STATUS_COUNT_         /* not a status: number of codes */
 } cbt_status;
 

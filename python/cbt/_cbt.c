@@ -1784,6 +1784,7 @@ PyMODINIT_FUNC PyInit__cbt(void)
         {"ERR_LMCT_BAD_MAGIC", CBT_ERR_LMCT_BAD_MAGIC}, {"ERR_LMCT_FORMAT", CBT_ERR_LMCT_FORMAT},
         {"ERR_LMCT_SCHEMA", CBT_ERR_LMCT_SCHEMA}, {"ERR_LMCT_TYPE", CBT_ERR_LMCT_TYPE},
         {"ERR_LMCT_LIMIT", CBT_ERR_LMCT_LIMIT},
+        {"ERR_REPLAY_MISMATCH", CBT_ERR_REPLAY_MISMATCH},
     };
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (PyModule_AddIntConstant(m, codes[i].n, codes[i].v) < 0)

@@ -17,11 +17,15 @@
 #include "cbt/kernel.h"
 #include "cbt/kernel_span.h"
 #include "cbt/kv_kernels.h"
+#if __has_include("cbt/lmct.h") /* installed with msgpack-c only */
+#include "cbt/lmct.h"
+#endif
 #include "cbt/mp.h"
 #include "cbt/names.h"
 #include "cbt/nvtx.h"
 #include "cbt/otlp.h"
 #include "cbt/pspan.h"
+#include "cbt/replay.h"
 #include "cbt/request_tree.h"
 #include "cbt/ring.h"
 #include "cbt/span.h"

@@ -1,0 +1,97 @@
+/* host/internal/recorder.h — the harvester's side of trace recording
+ * (host/trace/recorder.c; cbt/replay.h, docs/recording.md), and the
+ * replay-side entry points the builders expose (host/trace/replay.c).
+ *
+ * Threads. The harvester is the recorder's only producer: it copies each
+ * record into a single-producer ring of 64-byte cells (the event records
+ * in record.h's layout, the rest as small fixed payloads) and never waits;
+ * a record that does not fit is dropped and counted. The recorder's writer
+ * thread is the only consumer: it turns entries into LMCT frames
+ * (cbt/lmct.h), batches them and writes whole frames, and stops when
+ * cbt_recorder_close_ asks it to, after draining.
+ *
+ * What goes in, in the order the builders consume it (qualnames in
+ * docs/recording.md): the header (lazily, before the first record, so the
+ * builders added right after cbt_init are in its configuration), the clock
+ * maps at the start, then events as dispatched, ring records as applied,
+ * clock refits as they happen, the harvester's round time before the first
+ * record of each round, a retry of parked ring records, the shutdown.
+ */
+#ifndef CBT_HOST_INTERNAL_RECORDER_H
+#define CBT_HOST_INTERNAL_RECORDER_H
+
+#include <stdint.h>
+
+#include "cbt.h"
+#include "cbt/ring.h"
+
+struct cbt_tracer;
+struct cbt_ring;
+typedef struct cbt_recorder cbt_recorder;
+
+/* Entry kinds (the first byte of an entry). */
+enum {
+    CBT_RK_HEADER = 1, /* once, first */
+    CBT_RK_EVENT,      /* a dispatched event (record.h layout) */
+    CBT_RK_RING,       /* a ring record, as applied */
+    CBT_RK_CLOCK,      /* the host clock map */
+    CBT_RK_DEVCLOCK,   /* a ring's device clock line */
+    CBT_RK_ROUND,      /* the harvester's time for what follows */
+    CBT_RK_KPOLL,      /* parked ring records retried */
+    CBT_RK_SHUTDOWN,   /* the stop path ends what is open */
+    CBT_RK_GAP,        /* entries were dropped here (the buffer was full) */
+};
+
+/* Which of the tracer's rings a ring record or device clock is of. */
+enum { CBT_RREC_HOST = 0, CBT_RREC_CUDA = 1 };
+
+/* Resolve cfg's trace level and output (environment, default path) and, when
+ * recording, open the file's writer and start the writer thread: *out NULL
+ * when recording is off. CBT_ERR_INVAL (a bad level, named on stderr),
+ * CBT_ERR_IO (the file), CBT_ERR_UNSUPPORTED (no msgpack-c), CBT_ERR_NOMEM,
+ * CBT_ERR_THREAD. cbt_init, before the harvester starts. */
+cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out);
+
+/* Harvester. Each call copies one record (or drops and counts it). */
+void cbt_rec_event_(struct cbt_tracer *t, const cbt_event *ev);
+void cbt_rec_ring_(struct cbt_tracer *t, const struct cbt_ring *ring, const cbt_ring_rec *rec);
+void cbt_rec_clock_(struct cbt_tracer *t);
+void cbt_rec_devclock_(struct cbt_tracer *t, const struct cbt_ring *ring);
+void cbt_rec_kpoll_(struct cbt_tracer *t);
+void cbt_rec_shutdown_(struct cbt_tracer *t);
+/* Harvester, once per round that recorded something: wake the writer if it
+ * sleeps. */
+void cbt_rec_round_end_(struct cbt_tracer *t);
+
+/* Stop the writer thread once it has written everything, close the file and
+ * free, leaving its final counts in counts[4] (records, dropped, bytes,
+ * write errors). NULL is a no-op. cbt_shutdown, after the harvester stopped. */
+void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4]);
+
+/* The file being written ("" for NULL). */
+const char *cbt_recorder_path_(const cbt_recorder *r);
+
+/* The counters for cbt_metrics (any thread; zeros for NULL). */
+void cbt_recorder_counts_(const cbt_recorder *r, uint64_t *records, uint64_t *dropped,
+                          uint64_t *bytes, uint64_t *write_errors);
+
+/* ---- the configuration that shapes spans (host/trace/recorder.c) ----------- */
+/* Its JSON (docs/recording.md, "The configuration") into buf (NUL-terminated;
+ * returns the length, or 0 when it did not fit). Under t->lock or on the
+ * harvester (the subscriber list). */
+size_t cbt_rec_config_json_(const struct cbt_tracer *t, char *buf, size_t cap);
+
+/* SHA-256 of n bytes as 64 lowercase hex digits and a NUL (host/trace/sha256.c). */
+void cbt_sha256_hex_(const void *data, size_t n, char out[65]);
+
+/* ---- replay entry points of the builders ------------------------------------ */
+/* A ring record read from a file: applied to its launch, or parked (kernel_spans.c). */
+void cbt_kspans_replay_ring_(struct cbt_tracer *t, const struct cbt_ring *ring,
+                             const cbt_ring_rec *rec);
+/* Retry the parked records at the harvester's current time (kernel_spans.c). */
+void cbt_kspans_replay_retry_(struct cbt_tracer *t);
+/* The stop path, once (harvester.c): end the open kernel launches, call every
+ * subscriber's on_shutdown at t->hv_now, flush the sinks. */
+void cbt_harvester_finish_(struct cbt_tracer *t);
+
+#endif /* CBT_HOST_INTERNAL_RECORDER_H */

@@ -1,0 +1,714 @@
+/* host/trace/recorder.c — owns trace recording (internal/recorder.h,
+ * cbt/replay.h): the harvester's copies into a bounded single-producer ring,
+ * and the writer thread that turns them into LMCT frames (cbt/lmct.h).
+ *
+ * The ring. N 64-byte cells (N a power of two) and a slack of
+ * ENTRY_CELLS_MAX cells past the end, so an entry is always contiguous (as
+ * the lanes, internal/bus.h). Positions count cells and only grow. The
+ * harvester claims k cells while pos + k - head <= N (reading the writer's
+ * `head` only when its cached copy says full), writes the entry and
+ * publishes `tail` (release); the writer reads up to the `tail` it loaded
+ * (acquire) and publishes `head` (release) once per batch. An entry that
+ * does not fit is dropped and counted; the next entry that fits is preceded
+ * by a gap entry with the count, so a replay knows it is not exact.
+ *
+ * An entry: bytes 0..7 its kind (CBT_RK_*), byte 8 its cells, then its
+ * payload; an event entry is record.h's record with the kind in its stamp
+ * word, so it costs what a publish costs: the parts the event uses.
+ *
+ * Waking the writer (Dekker, both sides fenced): the writer stores
+ * `sleeping` = 1, then loads `tail`, and sleeps on the futex only if
+ * nothing came; the harvester, once per round that pushed, fences and
+ * loads `sleeping`, and wakes it when set. The writer's sleep is bounded at
+ * WRITER_SLEEP_MS all the same.
+ *
+ * Times. An event's record carries its own time (t_wall = ts, exact in
+ * args.ts_ns); every other record the harvester's round time (t->hv_now).
+ * t_mono is seconds since the recording's start on the same clock (cbt's
+ * timeline is the TSC mapped to unix ns, monotonic between refits).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cbt/context.h"
+#include "cbt/lmct.h"
+#include "internal/counter.h"
+#include "internal/futex.h"
+#include "internal/record.h"
+#include "internal/recorder.h"
+#include "internal/ring.h"
+#include "internal/tracer.h"
+#include "internal/tree.h"
+
+#define ENTRY_CELLS_MAX 255u      /* k is a byte */
+#define ENTRY_HEAD 16u            /* kind word, cells byte, padding */
+#define JSON_MAX 8192u            /* the configuration's JSON, NUL included */
+#define WRITER_SLEEP_MS 100u
+#define BATCH_BYTES (256u << 10)  /* frames per write(2) */
+#define DEFAULT_BUFFER_KIB 16384u
+#define MAX_BUFFER_KIB 1048576u
+
+_Static_assert(ENTRY_HEAD + 40 + JSON_MAX <= ENTRY_CELLS_MAX * CBT_REC_CELL, "the header entry fits");
+
+struct cbt_recorder {
+    /* producer (the harvester) */
+    _Alignas(64) _Atomic uint64_t tail;
+    uint64_t cached_head;
+    uint64_t pending_gap;   /* entries dropped since the last one that fit */
+    uint64_t round_written; /* the round time of the last ROUND entry */
+    int started;            /* the header and the clocks are in */
+    int pushed;             /* something was committed this round */
+    /* consumer (the writer thread) */
+    _Alignas(64) _Atomic uint64_t head;
+    _Alignas(64) _Atomic uint32_t sleeping;
+    _Atomic int stop;
+    /* shared, fixed */
+    unsigned char *raw, *cells;
+    uint64_t n_cells;
+    int fd;
+    char path[PATH_MAX];
+    pthread_t thread;
+    int thread_started;
+    /* the writer thread's */
+    cbt_lmct_writer *w;
+    uint64_t wall_start; /* unix ns, from the header entry */
+    cbt_event scratch;
+    /* counters (the writer thread writes them; any thread reads) */
+    _Atomic uint64_t records, dropped, write_errors, bytes;
+};
+
+/* ---- configuration ------------------------------------------------------------ */
+
+static const char *root_end_name(uint32_t r)
+{
+    return r == CBT_ROOT_END_TRANSFER ? "transfer_end" : "request_end";
+}
+
+static uint64_t ms_of(uint64_t ns, int grace)
+{
+    if (ns == UINT64_MAX || (grace && ns == 0))
+        return CBT_TREE_OFF;
+    return ns / 1000000ull;
+}
+
+size_t cbt_rec_config_json_(const cbt_tracer *t, char *buf, size_t cap)
+{
+    size_t n = 0;
+#define PUT(...)                                                                   \
+    do {                                                                           \
+        int k_ = snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__);            \
+        if (k_ < 0 || (size_t)k_ >= (n < cap ? cap - n : 0))                       \
+            return 0;                                                              \
+        n += (size_t)k_;                                                           \
+    } while (0)
+    PUT("{\"producer\":\"cbt\",\"level\":\"gpu\",\"span_pool\":%u,\"registry_capacity\":%u,",
+        t->cfg.span_pool, t->cfg.registry_capacity);
+    PUT("\"rings\":{\"host\":%s,\"cuda\":%s},\"builders\":[", t->host_ring ? "true" : "false",
+        t->cuda_ring ? "true" : "false");
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < t->n_subs; i++) {
+        const cbt_subscriber *s = &t->subs[i];
+        cbt_tree_opts o;
+        const char *name = s->name ? s->name : "";
+        int tree = cbt_tree_sub_opts_(s, &o);
+        /* cbt's own builders only: a program's subscribers are not rebuilt */
+        if (!tree && strcmp(name, "kernel-spans") != 0 && strcmp(name, "pspan") != 0)
+            continue;
+        PUT("%s{\"name\":\"%s\"", k++ ? "," : "", name);
+        if (tree)
+            PUT(",\"max_sessions\":%u,\"root_end\":\"%s\",\"idle_ms\":%" PRIu64
+                ",\"grace_ms\":%" PRIu64,
+                o.max_sessions, root_end_name(o.root_end), ms_of(o.idle_ns, 0),
+                ms_of(o.grace_ns, 1));
+        PUT("}");
+    }
+    PUT("]}");
+#undef PUT
+    return n;
+}
+
+/* ---- open --------------------------------------------------------------------- */
+
+static void default_path(char *out, size_t cap)
+{
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir)
+        dir = "/tmp";
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char stamp[32];
+    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+    snprintf(out, cap, "%s/cbt-trace-%ld-%s.lct", dir, (long)getpid(), stamp);
+}
+
+static void *writer_main(void *arg);
+
+cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
+{
+    *out = NULL;
+    const char *level = cfg->trace_level;
+    if (!level) {
+        level = getenv("CBT_TRACE_LEVEL");
+        if (level && !*level)
+            level = NULL;
+    }
+    if (!level || !*level)
+        return CBT_OK;
+    if (strcmp(level, CBT_LMCT_LEVEL_GPU) != 0) {
+        fprintf(stderr, "cbt: trace level \"%s\": cbt records level \"gpu\" only (%s)\n", level,
+                cfg->trace_level ? "cbt_config.trace_level" : "CBT_TRACE_LEVEL");
+        return CBT_ERR_INVAL;
+    }
+    uint32_t kib = cfg->trace_buffer_kib ? cfg->trace_buffer_kib : DEFAULT_BUFFER_KIB;
+    if (kib < 64 || kib > MAX_BUFFER_KIB) {
+        fprintf(stderr, "cbt: trace_buffer_kib %u: want 0 (16384) or [64, %u]\n", kib,
+                MAX_BUFFER_KIB);
+        return CBT_ERR_INVAL;
+    }
+    cbt_recorder *r = calloc(1, sizeof *r);
+    if (!r)
+        return CBT_ERR_NOMEM;
+    const char *path = cfg->trace_output;
+    if (!path || !*path) {
+        path = getenv("CBT_TRACE_OUTPUT");
+        if (path && !*path)
+            path = NULL;
+    }
+    if (path) {
+        if (strlen(path) >= sizeof r->path) {
+            fprintf(stderr, "cbt: trace output path is longer than %zu bytes\n", sizeof r->path - 1);
+            free(r);
+            return CBT_ERR_INVAL;
+        }
+        snprintf(r->path, sizeof r->path, "%s", path);
+    } else {
+        default_path(r->path, sizeof r->path);
+        fprintf(stderr, "cbt: INFO: trace recording enabled (level=gpu); no trace output given, "
+                        "writing to %s\n", r->path);
+    }
+    /* the cells: a power of two of the buffer's size, at least 1024 */
+    uint64_t want = (uint64_t)kib * 1024u / CBT_REC_CELL, n = 1024;
+    while (n < want)
+        n <<= 1;
+    r->n_cells = n;
+    r->raw = malloc((size_t)(n + ENTRY_CELLS_MAX + 1) * CBT_REC_CELL);
+    r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (!r->raw || r->fd < 0) {
+        cbt_status st = r->raw ? CBT_ERR_IO : CBT_ERR_NOMEM;
+        if (r->fd < 0)
+            fprintf(stderr, "cbt: cannot write the trace file '%s': %s\n", r->path,
+                    strerror(errno));
+        else
+            close(r->fd);
+        free(r->raw);
+        free(r);
+        return st;
+    }
+    r->cells = (unsigned char *)(((uintptr_t)r->raw + CBT_REC_CELL - 1) &
+                                 ~(uintptr_t)(CBT_REC_CELL - 1));
+    if (pthread_create(&r->thread, NULL, writer_main, r) != 0) {
+        close(r->fd);
+        free(r->raw);
+        free(r);
+        return CBT_ERR_THREAD;
+    }
+    r->thread_started = 1;
+    *out = r;
+    return CBT_OK;
+}
+
+/* ---- producer (the harvester) ------------------------------------------------- */
+
+static unsigned char *claim_raw(cbt_recorder *r, uint32_t cells)
+{
+    uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    if (pos + cells - r->cached_head > r->n_cells) {
+        r->cached_head = atomic_load_explicit(&r->head, memory_order_acquire);
+        if (pos + cells - r->cached_head > r->n_cells)
+            return NULL;
+    }
+    return r->cells + (pos & (r->n_cells - 1)) * CBT_REC_CELL;
+}
+
+static void commit(cbt_recorder *r, uint32_t cells)
+{
+    uint64_t pos = atomic_load_explicit(&r->tail, memory_order_relaxed);
+    atomic_store_explicit(&r->tail, pos + cells, memory_order_release);
+    r->pushed = 1;
+}
+
+static void put_head(unsigned char *p, uint32_t kind, uint32_t cells)
+{
+    uint64_t k = kind;
+    memcpy(p, &k, 8);
+    memset(p + 8, 0, 8);
+    p[8] = (unsigned char)cells;
+}
+
+static uint32_t cells_for(size_t payload)
+{
+    return (uint32_t)((ENTRY_HEAD + payload + CBT_REC_CELL - 1) / CBT_REC_CELL);
+}
+
+/* Claim room for an entry of `cells`, after a gap entry if entries were
+ * dropped; NULL (dropped, counted) when it does not fit. */
+static unsigned char *claim(cbt_recorder *r, uint32_t cells)
+{
+    if (r->pending_gap) {
+        unsigned char *g = claim_raw(r, 1);
+        if (!g || !claim_raw(r, 1 + cells)) {
+            r->pending_gap++;
+            atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+            return NULL;
+        }
+        put_head(g, CBT_RK_GAP, 1);
+        memcpy(g + ENTRY_HEAD, &r->pending_gap, 8);
+        commit(r, 1);
+        r->pending_gap = 0;
+    }
+    unsigned char *p = claim_raw(r, cells);
+    if (!p) {
+        r->pending_gap++;
+        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+    }
+    return p;
+}
+
+typedef struct hdr_payload {
+    uint64_t seed[4];
+    uint64_t wall_start, mono_start_ns;
+    uint32_t json_len, reserved;
+} hdr_payload;
+
+typedef struct clock_payload {
+    uint64_t base_ticks, base_unix;
+    double ns_per_tick;
+} clock_payload;
+
+typedef struct devclock_payload {
+    uint32_t ring, fitted;
+    uint64_t dev0, tick0;
+    double ticks_per_ns;
+} devclock_payload;
+
+typedef struct ring_payload {
+    uint32_t ring, reserved;
+    cbt_ring_rec rec;
+} ring_payload;
+
+static void put_fixed(cbt_recorder *r, uint32_t kind, const void *payload, size_t len)
+{
+    uint32_t cells = cells_for(len);
+    unsigned char *p = claim(r, cells);
+    if (!p)
+        return;
+    put_head(p, kind, cells);
+    if (len)
+        memcpy(p + ENTRY_HEAD, payload, len);
+    commit(r, cells);
+}
+
+static uint32_t ring_id(const cbt_tracer *t, const cbt_ring *ring)
+{
+    return ring && ring == t->cuda_ring ? CBT_RREC_CUDA : CBT_RREC_HOST;
+}
+
+void cbt_rec_clock_(cbt_tracer *t)
+{
+    cbt_recorder *r = t->rec;
+    if (!r || !r->started)
+        return; /* the start puts the clocks in */
+    clock_payload c = {t->clock.base_ticks, t->clock.base_unix, t->clock.ns_per_tick};
+    put_fixed(r, CBT_RK_CLOCK, &c, sizeof c);
+}
+
+void cbt_rec_devclock_(cbt_tracer *t, const cbt_ring *ring)
+{
+    cbt_recorder *r = t->rec;
+    if (!r || !r->started || !ring)
+        return;
+    devclock_payload d = {ring_id(t, ring), (uint32_t)ring->clock.fitted, ring->clock.dev0,
+                          ring->clock.tick0, ring->clock.ticks_per_ns};
+    put_fixed(r, CBT_RK_DEVCLOCK, &d, sizeof d);
+}
+
+/* Before the first record: the header (configuration, id seed, start
+ * times), then the clock maps; before each record: the round time when it
+ * moved. */
+static void before(cbt_tracer *t, cbt_recorder *r)
+{
+    if (!r->started) {
+        char json[JSON_MAX];
+        size_t jl = cbt_rec_config_json_(t, json, sizeof json);
+        hdr_payload h;
+        memset(&h, 0, sizeof h);
+        memcpy(h.seed, t->ids.s, sizeof h.seed);
+        h.wall_start = t->hv_now ? t->hv_now : cbt_clock_unix_now();
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        h.mono_start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        h.json_len = (uint32_t)jl;
+        uint32_t cells = cells_for(sizeof h + jl);
+        unsigned char *p = claim_raw(r, cells); /* the first entry: always room */
+        if (!p)
+            return;
+        put_head(p, CBT_RK_HEADER, cells);
+        memcpy(p + ENTRY_HEAD, &h, sizeof h);
+        memcpy(p + ENTRY_HEAD + sizeof h, json, jl);
+        commit(r, cells);
+        r->started = 1;
+        cbt_rec_clock_(t);
+        cbt_rec_devclock_(t, t->host_ring);
+        cbt_rec_devclock_(t, t->cuda_ring);
+    }
+    if (t->hv_now != r->round_written) {
+        put_fixed(r, CBT_RK_ROUND, &t->hv_now, sizeof t->hv_now);
+        r->round_written = t->hv_now;
+    }
+}
+
+void cbt_rec_event_(cbt_tracer *t, const cbt_event *ev)
+{
+    cbt_recorder *r = t->rec;
+    before(t, r);
+    cbt_rec_size z = cbt_rec_size_of(ev, 0);
+    unsigned char *p = claim(r, z.cells);
+    if (!p)
+        return;
+    cbt_rec_write(p, z, ev, CBT_RK_EVENT, NULL, NULL);
+    commit(r, z.cells);
+}
+
+void cbt_rec_ring_(cbt_tracer *t, const cbt_ring *ring, const cbt_ring_rec *rec)
+{
+    cbt_recorder *r = t->rec;
+    before(t, r);
+    ring_payload rp = {ring_id(t, ring), 0, *rec};
+    put_fixed(r, CBT_RK_RING, &rp, sizeof rp);
+}
+
+void cbt_rec_kpoll_(cbt_tracer *t)
+{
+    cbt_recorder *r = t->rec;
+    before(t, r);
+    put_fixed(r, CBT_RK_KPOLL, NULL, 0);
+}
+
+void cbt_rec_shutdown_(cbt_tracer *t)
+{
+    cbt_recorder *r = t->rec;
+    before(t, r);
+    put_fixed(r, CBT_RK_SHUTDOWN, &t->hv_now, sizeof t->hv_now);
+}
+
+void cbt_rec_round_end_(cbt_tracer *t)
+{
+    cbt_recorder *r = t->rec;
+    if (!r->pushed)
+        return;
+    r->pushed = 0;
+    atomic_thread_fence(memory_order_seq_cst); /* the tail store before the flag load */
+    if (atomic_load_explicit(&r->sleeping, memory_order_relaxed) &&
+        atomic_exchange_explicit(&r->sleeping, 0, memory_order_relaxed))
+        cbt_futex_wake_(&r->sleeping, 1);
+}
+
+/* ---- the writer thread -------------------------------------------------------- */
+
+static double secs(uint64_t ns) { return (double)ns / 1e9; }
+
+static cbt_status append(cbt_recorder *r, const char *qualname, uint64_t wall_ns,
+                         const cbt_lmct_kv *args, uint32_t n)
+{
+    cbt_lmct_record rec = CBT_LMCT_RECORD_INIT;
+    rec.t_wall = secs(wall_ns);
+    rec.t_mono = wall_ns > r->wall_start ? secs(wall_ns - r->wall_start) : 0.0;
+    rec.qualname = qualname;
+    rec.args = args;
+    rec.arg_count = n;
+    cbt_status st = cbt_lmct_writer_append(r->w, &rec);
+    if (st == CBT_OK) {
+        atomic_fetch_add_explicit(&r->records, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        if (st == CBT_ERR_IO)
+            atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+    }
+    return st;
+}
+
+static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json, size_t jl)
+{
+    char js[JSON_MAX], digest[65];
+    memcpy(js, json, jl);
+    js[jl] = '\0';
+    cbt_sha256_hex_(js, jl, digest);
+    cbt_sampler smp;
+    (void)cbt_sampler_from_env(&smp, NULL);
+    const char *sname = cbt_sampler_name(smp.kind);
+    cbt_lmct_value seed[4];
+    for (int i = 0; i < 4; i++)
+        seed[i] = CBT_LMCT_U(h->seed[i]);
+    cbt_lmct_kv meta[] = {
+        CBT_LMCT_KV("producer", CBT_LMCT_S("cbt", 3)),
+        CBT_LMCT_KV("cbt_version", CBT_LMCT_S(CBT_VERSION_STRING, sizeof CBT_VERSION_STRING - 1)),
+        CBT_LMCT_KV("id_seed", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY, .v.array = {seed, 4}})),
+        CBT_LMCT_KV("t_wall_start_ns", CBT_LMCT_U(h->wall_start)),
+        CBT_LMCT_KV("pid", CBT_LMCT_I((int64_t)getpid())),
+        /* informational: the sampling decisions are in the recorded events */
+        CBT_LMCT_KV("sampler", CBT_LMCT_S(sname, (uint32_t)strlen(sname))),
+    };
+    cbt_lmct_header hd = CBT_LMCT_HEADER_INIT;
+    hd.level = CBT_LMCT_LEVEL_GPU;
+    hd.t_mono_start = secs(h->mono_start_ns);
+    hd.t_wall_start = secs(h->wall_start);
+    hd.sm_config_json = js;
+    hd.sm_config_digest = digest;
+    hd.level_meta = meta;
+    hd.level_meta_count = sizeof meta / sizeof meta[0];
+    r->wall_start = h->wall_start;
+    cbt_status st = cbt_lmct_writer_open_fd(r->fd, &hd, &r->w);
+    if (st) {
+        fprintf(stderr, "cbt: cannot write the trace file '%s': %s\n", r->path, cbt_strerror(st));
+        atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+        return;
+    }
+    r->fd = -1; /* the writer's now */
+    (void)cbt_lmct_writer_set_batch(r->w, BATCH_BYTES);
+}
+
+static const char *ring_name(uint32_t id) { return id == CBT_RREC_CUDA ? "cuda" : "host"; }
+
+/* One event as a record (docs/recording.md, "cbt.event"). */
+static void write_event(cbt_recorder *r, const unsigned char *src)
+{
+    cbt_event *ev = &r->scratch;
+    uint64_t kind;
+    struct cbt_stream *s;
+    void *m;
+    cbt_rec_read(src, ev, &kind, &s, &m);
+    cbt_lmct_kv vals[CBT_EVENT_META_MAX];
+    uint32_t nv = 0;
+    for (uint32_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++) {
+        const cbt_meta *mt = &ev->meta[i];
+        cbt_lmct_value v = {.type = CBT_LMCT_NIL};
+        switch (mt->type) {
+        case CBT_META_I64: v = CBT_LMCT_I(mt->v.i64); break;
+        case CBT_META_F64: v = CBT_LMCT_F(mt->v.f64); break;
+        case CBT_META_BOOL: v = CBT_LMCT_B(mt->v.b); break;
+        case CBT_META_STR: {
+            size_t len = 0;
+            const char *p = cbt_event_meta_str(ev, mt, &len);
+            v = CBT_LMCT_S(p, (uint32_t)len);
+            break;
+        }
+        default: break;
+        }
+        vals[nv++] = CBT_LMCT_KV(cbt_name_str(mt->key), v);
+    }
+    cbt_lmct_kv tr[6];
+    uint32_t nt = 0;
+    if (ev->flags & CBT_EVF_TRACE) {
+        const cbt_event_trace *x = &ev->trace;
+        tr[nt++] = CBT_LMCT_KV("trace_id", CBT_LMCT_BIN((const char *)x->parent.trace_id, 16));
+        tr[nt++] = CBT_LMCT_KV("parent_span_id", CBT_LMCT_BIN((const char *)x->parent.span_id, 8));
+        tr[nt++] = CBT_LMCT_KV("trace_flags", CBT_LMCT_U(x->parent.trace_flags));
+        tr[nt++] = CBT_LMCT_KV("span_id", CBT_LMCT_BIN((const char *)x->span_id, 8));
+        tr[nt++] = CBT_LMCT_KV("name", CBT_LMCT_S(cbt_name_str(x->name), cbt_name_len(x->name)));
+        tr[nt++] = CBT_LMCT_KV("kind", CBT_LMCT_U(x->kind));
+    }
+    const char *tn = cbt_event_type_name(ev->type);
+    cbt_lmct_kv args[] = {
+        CBT_LMCT_KV("type", CBT_LMCT_S(tn, (uint32_t)strlen(tn))),
+        CBT_LMCT_KV("session", CBT_LMCT_S(ev->session, ev->session_len)),
+        CBT_LMCT_KV("ts_ns", CBT_LMCT_U(ev->ts)),
+        CBT_LMCT_KV("flags", CBT_LMCT_U(ev->flags)),
+        CBT_LMCT_KV("pair", CBT_LMCT_U(ev->pair)),
+        CBT_LMCT_KV("values", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {vals, nv}})),
+        CBT_LMCT_KV("trace", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {tr, nt}})),
+    };
+    (void)append(r, "cbt.event", ev->ts, args, nt ? 7 : 6);
+}
+
+static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
+{
+    const unsigned char *pl = p + ENTRY_HEAD;
+    switch (p[0]) {
+    case CBT_RK_HEADER: {
+        hdr_payload h;
+        memcpy(&h, pl, sizeof h);
+        write_header(r, &h, (const char *)pl + sizeof h, h.json_len < JSON_MAX ? h.json_len : 0);
+        *now = h.wall_start;
+        return;
+    }
+    case CBT_RK_EVENT:
+        if (r->w)
+            write_event(r, p);
+        return;
+    default: break;
+    }
+    if (!r->w) {
+        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        return;
+    }
+    switch (p[0]) {
+    case CBT_RK_ROUND: {
+        memcpy(now, pl, 8);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
+        append(r, "cbt.round", *now, a, 1);
+        break;
+    }
+    case CBT_RK_CLOCK: {
+        clock_payload c;
+        memcpy(&c, pl, sizeof c);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("base_ticks", CBT_LMCT_U(c.base_ticks)),
+                           CBT_LMCT_KV("base_unix_ns", CBT_LMCT_U(c.base_unix)),
+                           CBT_LMCT_KV("ns_per_tick", CBT_LMCT_F(c.ns_per_tick))};
+        append(r, "cbt.clock", *now, a, 3);
+        break;
+    }
+    case CBT_RK_DEVCLOCK: {
+        devclock_payload d;
+        memcpy(&d, pl, sizeof d);
+        const char *rn = ring_name(d.ring);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("ring", CBT_LMCT_S(rn, 4)),
+                           CBT_LMCT_KV("dev0", CBT_LMCT_U(d.dev0)),
+                           CBT_LMCT_KV("tick0", CBT_LMCT_U(d.tick0)),
+                           CBT_LMCT_KV("ticks_per_ns", CBT_LMCT_F(d.ticks_per_ns)),
+                           CBT_LMCT_KV("fitted", CBT_LMCT_B(d.fitted != 0))};
+        append(r, "cbt.devclock", *now, a, 5);
+        break;
+    }
+    case CBT_RK_RING: {
+        ring_payload rp;
+        memcpy(&rp, pl, sizeof rp);
+        const cbt_ring_rec *x = &rp.rec;
+        const char *rn = ring_name(rp.ring);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("ring", CBT_LMCT_S(rn, 4)),
+                           CBT_LMCT_KV("launch_id", CBT_LMCT_U(x->launch_id)),
+                           CBT_LMCT_KV("kind", CBT_LMCT_U(x->kind)),
+                           CBT_LMCT_KV("op", CBT_LMCT_U(x->op)),
+                           CBT_LMCT_KV("cta", CBT_LMCT_U(x->cta)),
+                           CBT_LMCT_KV("sm", CBT_LMCT_U(x->sm)),
+                           CBT_LMCT_KV("tokens", CBT_LMCT_U(x->tokens)),
+                           CBT_LMCT_KV("user", CBT_LMCT_U(x->user)),
+                           CBT_LMCT_KV("t_begin", CBT_LMCT_U(x->t_begin)),
+                           CBT_LMCT_KV("t_end", CBT_LMCT_U(x->t_end))};
+        append(r, "cbt.ring", *now, a, 10);
+        break;
+    }
+    case CBT_RK_KPOLL:
+        append(r, "cbt.kpoll", *now, NULL, 0);
+        break;
+    case CBT_RK_SHUTDOWN: {
+        memcpy(now, pl, 8);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
+        append(r, "cbt.shutdown", *now, a, 1);
+        break;
+    }
+    case CBT_RK_GAP: {
+        uint64_t n;
+        memcpy(&n, pl, 8);
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("dropped", CBT_LMCT_U(n))};
+        append(r, "cbt.gap", *now, a, 1);
+        break;
+    }
+    default: break;
+    }
+}
+
+static void drain_writer(cbt_recorder *r)
+{
+    if (r->w && cbt_lmct_writer_drain(r->w) == CBT_ERR_IO)
+        atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+    if (r->w)
+        atomic_store_explicit(&r->bytes, cbt_lmct_writer_bytes(r->w), memory_order_relaxed);
+}
+
+static void *writer_main(void *arg)
+{
+    cbt_recorder *r = arg;
+    uint64_t head = 0, now = 0;
+    for (;;) {
+        uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+        if (head == tail) {
+            drain_writer(r);
+            if (atomic_load_explicit(&r->stop, memory_order_acquire)) {
+                if (head == atomic_load_explicit(&r->tail, memory_order_acquire))
+                    break;
+                continue;
+            }
+            atomic_store_explicit(&r->sleeping, 1, memory_order_seq_cst);
+            if (head == atomic_load_explicit(&r->tail, memory_order_seq_cst) &&
+                !atomic_load_explicit(&r->stop, memory_order_seq_cst))
+                cbt_futex_wait_(&r->sleeping, 1u, WRITER_SLEEP_MS);
+            atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
+            continue;
+        }
+        while (head < tail) {
+            const unsigned char *p = r->cells + (head & (r->n_cells - 1)) * CBT_REC_CELL;
+            uint32_t k = p[8] ? p[8] : 1;
+            write_entry(r, p, &now);
+            head += k;
+        }
+        atomic_store_explicit(&r->head, head, memory_order_release);
+    }
+    if (!r->w && r->fd >= 0) {
+        /* nothing was recorded: still a valid file, with an empty configuration */
+        hdr_payload h;
+        memset(&h, 0, sizeof h);
+        h.wall_start = cbt_clock_unix_now();
+        write_header(r, &h, "", 0);
+        drain_writer(r);
+    }
+    return NULL;
+}
+
+void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4])
+{
+    if (!r)
+        return;
+    atomic_store_explicit(&r->stop, 1, memory_order_seq_cst);
+    atomic_store_explicit(&r->sleeping, 0, memory_order_seq_cst);
+    cbt_futex_wake_(&r->sleeping, 1);
+    if (r->thread_started)
+        pthread_join(r->thread, NULL);
+    if (r->w) {
+        cbt_status st = cbt_lmct_writer_close(r->w);
+        if (st) {
+            atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+            fprintf(stderr, "cbt: the trace file '%s' could not be completed: %s\n", r->path,
+                    cbt_strerror(st));
+        }
+    } else if (r->fd >= 0) {
+        close(r->fd);
+    }
+    uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    if (dropped)
+        fprintf(stderr, "cbt: the trace file '%s' misses %" PRIu64
+                        " records (its buffer was full or writes failed)\n",
+                r->path, dropped);
+    cbt_recorder_counts_(r, &counts[0], &counts[1], &counts[2], &counts[3]);
+    free(r->raw);
+    free(r);
+}
+
+void cbt_recorder_counts_(const cbt_recorder *r, uint64_t *records, uint64_t *dropped,
+                          uint64_t *bytes, uint64_t *write_errors)
+{
+    *records = r ? atomic_load_explicit(&r->records, memory_order_relaxed) : 0;
+    *dropped = r ? atomic_load_explicit(&r->dropped, memory_order_relaxed) : 0;
+    *bytes = r ? atomic_load_explicit(&r->bytes, memory_order_relaxed) : 0;
+    *write_errors = r ? atomic_load_explicit(&r->write_errors, memory_order_relaxed) : 0;
+}
+
+const char *cbt_recorder_path_(const cbt_recorder *r) { return r ? r->path : ""; }
