@@ -785,11 +785,29 @@ main() {
   elif [ -x "$BUILD/cbt" ]; then
     { echo; echo "==== cbt demo --gpu ===="; } >>"$TESTLOG"
     run_step "cbt demo --gpu" 90 "$TESTLOG" "$BUILD/cbt" demo --gpu --requests 64 --trees 1 \
-      --slowest 2 --output "$WORK/cbt-demo-trace.json" --spans "$WORK/cbt-demo-spans.jsonl"
+      --slowest 2 --output "$WORK/cbt-demo-trace.json" --spans "$WORK/cbt-demo-spans.jsonl" \
+      --trace-level gpu --trace-output "$WORK/cbt-demo.lct"
     local demo_rc=$RC dskip
     dskip=$(step_text "$TESTLOG" | skip_reason)
     record demo "cbt demo --gpu" gpu "$demo_rc" "$dskip"
-    sum_add "$(step_text "$TESTLOG" | grep -E '^(requests|KV moved)' | tail -n 2 | sed 's/^/          /' || true)"
+    sum_add "$(step_text "$TESTLOG" | grep -E '^(requests|KV moved|trace recording)' | tail -n 3 | sed 's/^/          /' || true)"
+    write_summary
+    # issue 13: the recording of that GPU run replayed by the replay tracer
+    # (no device use: device times arrive through the recorded clock lines)
+    # must give the live run's spans and trace file, byte for byte
+    { echo; echo "==== cbt replay of the GPU recording ===="; } >>"$TESTLOG"
+    if [ "$demo_rc" -eq 0 ] && [ -s "$WORK/cbt-demo.lct" ]; then
+      run_step "cbt replay (GPU recording)" 60 "$TESTLOG" bash -c '
+        "$1" replay "$2/cbt-demo.lct" --spans "$2/replay-spans.jsonl" --output "$2/replay-trace.json" --quiet &&
+        cmp "$2/cbt-demo-spans.jsonl" "$2/replay-spans.jsonl" &&
+        cmp "$2/cbt-demo-trace.json" "$2/replay-trace.json" &&
+        echo "replay: $(wc -l < "$2/replay-spans.jsonl") spans, identical to the live GPU run"' \
+        replaystep "$BUILD/cbt" "$WORK"
+      record replay "cbt replay (GPU recording)" gpu "$RC"
+    else
+      echo "not run: the GPU demo failed or left no recording" >>"$TESTLOG"
+      record replay "cbt replay (GPU recording)" gpu "$NOT_BUILT" "" "the GPU demo failed or left no recording"
+    fi
     write_summary
   else
     echo "not built: $BUILD/cbt" >>"$TESTLOG"

@@ -3,7 +3,9 @@
 # for a bounded time: tests/fuzz_traceparent.c (W3C trace-context extraction,
 # host/trace/context.c) and tests/fuzz_jsonl_in.c (the JSON-lines reader of
 # `cbt replay`, host/cli/jsonl_in.c) and tests/fuzz_lmct_reader.c (the LMCT
-# reader, host/trace/lmct.c; skipped, saying so, without msgpack-c). Exits non-zero when a fuzzer finds a crash
+# reader, host/trace/lmct.c) and tests/fuzz_replay.c (a whole replay of a
+# fuzzed recording, host/trace/replay.c; both skipped, saying so, without
+# msgpack-c). Exits non-zero when a fuzzer finds a crash
 # or an invariant violation; prints "SKIP: ..." and exits 0 when clang or
 # libFuzzer is missing (scripts/deps.sh installs both; make test repeats the
 # SKIP line at its end).
@@ -92,6 +94,32 @@ if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c 
   seed empty ''
   seed hdr $'\x00\x00\x00\x05\x81\xa1\x61\xc4\x00'
   run_target fuzz_lmct_reader 4096 host/trace/lmct.c host/core/status.c -lmsgpackc
+
+  # a whole replay: the library's host sources on the CPU backend (no CUDA,
+  # OTLP, NVTX or CUPTI), with a build_config.h saying so; seeded with a real
+  # recording when a built `cbt` is at hand
+  mkdir -p "$work/include/cbt"
+  sed -e 's/@PROJECT_VERSION_MAJOR@/0/; s/@PROJECT_VERSION_MINOR@/1/; s/@PROJECT_VERSION_PATCH@/0/' \
+      -e 's/@CBT_ABI_VERSION@/0/; s/@PROJECT_VERSION@/0.1.0/' \
+      -e 's/#cmakedefine01 CBT_HAVE_MSGPACK/#define CBT_HAVE_MSGPACK 1/' \
+      -e 's/#cmakedefine01 \(CBT_HAVE_[A-Z]*\)/#define \1 0/' \
+      cmake/build_config.h.in > "$work/include/cbt/build_config.h"
+  corpus="$work/fuzz_replay-corpus"
+  mkdir -p "$corpus"
+  cli="${CBT_BUILD:-build}/cbt"
+  if [ -x "$cli" ]; then
+    "$cli" demo --cpu --requests 3 --concurrency 1 --trees 0 --slowest 0 --spans "$work/seed.jsonl" \
+      --output "$work/seed.json" --trace-level gpu --trace-output "$corpus/mp" >/dev/null 2>&1 || true
+    "$cli" demo --cacheblend --requests 2 --trees 0 --slowest 0 --spans "$work/seed.jsonl" \
+      --output "$work/seed.json" --trace-level gpu --trace-output "$corpus/cb" >/dev/null 2>&1 || true
+  fi
+  seed empty ''
+  lib=$(ls host/core/*.c host/spans/*.c host/builders/*.c host/trace/*.c | grep -v record_none.c)
+  run_target fuzz_replay 65536 -I"$work/include" $lib host/streams/stream.c host/streams/cuda_marks.c \
+    host/streams/stream_cuda_none.c host/device/devclock.c host/device/ring.c \
+    host/device/kernel_spans.c host/device/ring_cuda_none.c host/device/cupti_none.c \
+    instr/kernel_span_cpu.c -lmsgpackc -lpthread
 else
   echo "SKIP: fuzz: fuzz_lmct_reader: msgpack-c not found (msgpack.h, -lmsgpackc: libmsgpack-dev)"
+  echo "SKIP: fuzz: fuzz_replay: msgpack-c not found (msgpack.h, -lmsgpackc: libmsgpack-dev)"
 fi

@@ -236,7 +236,18 @@ if [ "$FAKE_MODE" = skip ]; then echo "SKIP: bench_scatter_gpu needs a CUDA devi
 echo "SUMMARY scatter retrieve  1 ch: copy 3000.0 GB/s, off 2900.0 GB/s (96.7% of copy), per-launch +0.10%, per-CTA +0.50%"
 exit 0
 EOF
-cp /bin/true "$F/build/cbt" # an ELF: the libraries step has one binary to ldd
+# the cbt command: demo writes its span, trace and recording files, replay the
+# same span and trace files (so the replay step's cmp holds)
+cat >"$F/build/cbt" <<'EOF'
+#!/bin/sh
+cmd=$1; shift
+while [ $# -gt 0 ]; do
+  case $1 in --spans|--output|--trace-output) echo fake >"$2"; shift ;; esac
+  shift
+done
+[ "$cmd" = demo ] && echo "trace recording: 1 records, 1 bytes (fake)"
+exit 0
+EOF
 printf '#!/bin/sh\necho publish_on 10 ns\nexit 0\n' >"$F/build/bench/bench_publish"
 if [ -x "$T/needs_gone" ]; then
   cp "$T/needs_gone" "$F/build/bench/bench_scatter_cpu.127" # cannot start: its library is gone
@@ -245,6 +256,7 @@ printf '#!/bin/sh\necho chunks 16\nexit 0\n' >"$F/build/bench/bench_scatter_cpu"
 for t in test_gpu_kernels test_gpu_ring test_gpu_stream test_gpu_cupti; do
   printf '#!/bin/sh\nexit 0\n' >"$F/build/tests/$t"
 done
+cp /bin/true "$F/build/tests/test_gpu_stream" # an ELF: the libraries step has one binary to ldd
 chmod +x "$F"/bin/* "$F"/build/bench/* "$F"/build/cbt "$F"/build/tests/*
 
 fake_run() { # MODE GPU [VAR=VALUE...]: run the fake tree's script, OUT=$T/out-MODE-GPU; sets FRC

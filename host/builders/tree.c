@@ -518,6 +518,7 @@ static cbt_status on_root_start(cbt_tree *e, cbt_tree_session *s, const cbt_even
 
 static cbt_status on_submit(cbt_tree *e, cbt_tree_session *s, int ctr)
 {
+    (void)e;
     s->pending[ctr]++;
     return CBT_OK;
 }

@@ -77,7 +77,7 @@ _Static_assert(offsetof(cbt_event, pair) + sizeof(uint64_t) <= CBT_REC_EV_HEAD,
 
 static _Atomic uint32_t g_next_ordinal = 1;
 
-_Atomic(cbt_stream_worker_hook) cbt_stream_worker_hook_ = NULL;
+_Atomic(cbt_stream_worker_hook) cbt_stream_worker_hook_; /* static storage: NULL */
 
 uint32_t cbt_stream_next_ordinal_(void)
 {
