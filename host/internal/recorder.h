@@ -40,6 +40,7 @@ enum {
     CBT_RK_KPOLL,      /* parked ring records retried */
     CBT_RK_SHUTDOWN,   /* the stop path ends what is open */
     CBT_RK_GAP,        /* entries were dropped here (the buffer was full) */
+    CBT_RK_IDS,        /* the span-id generator's state, after spans no record explains */
 };
 
 /* Which of the tracer's rings a ring record or device clock is of. */
@@ -59,6 +60,10 @@ void cbt_rec_clock_(struct cbt_tracer *t);
 void cbt_rec_devclock_(struct cbt_tracer *t, const struct cbt_ring *ring);
 void cbt_rec_kpoll_(struct cbt_tracer *t);
 void cbt_rec_shutdown_(struct cbt_tracer *t);
+/* After spans were started from input that is not recorded (CUPTI activity
+ * records): the id generator's state, so a replay's later ids stay the
+ * live run's. */
+void cbt_rec_ids_(struct cbt_tracer *t);
 /* Harvester, once per round that recorded something: wake the writer if it
  * sleeps. */
 void cbt_rec_round_end_(struct cbt_tracer *t);

@@ -29,6 +29,7 @@ void cbt_rec_clock_(struct cbt_tracer *t) { (void)t; }
 void cbt_rec_devclock_(struct cbt_tracer *t, const struct cbt_ring *ring) { (void)t, (void)ring; }
 void cbt_rec_kpoll_(struct cbt_tracer *t) { (void)t; }
 void cbt_rec_shutdown_(struct cbt_tracer *t) { (void)t; }
+void cbt_rec_ids_(struct cbt_tracer *t) { (void)t; }
 void cbt_rec_round_end_(struct cbt_tracer *t) { (void)t; }
 void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4]) { (void)r, (void)counts; }
 void cbt_recorder_counts_(const cbt_recorder *r, uint64_t *records, uint64_t *dropped,

@@ -403,6 +403,13 @@ void cbt_rec_kpoll_(cbt_tracer *t)
     put_fixed(r, CBT_RK_KPOLL, NULL, 0);
 }
 
+void cbt_rec_ids_(cbt_tracer *t)
+{
+    cbt_recorder *r = t->rec;
+    before(t, r);
+    put_fixed(r, CBT_RK_IDS, t->ids.s, sizeof t->ids.s);
+}
+
 void cbt_rec_shutdown_(cbt_tracer *t)
 {
     cbt_recorder *r = t->rec;
@@ -613,6 +620,15 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
         memcpy(now, pl, 8);
         cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
         append(r, "cbt.shutdown", *now, a, 1);
+        break;
+    }
+    case CBT_RK_IDS: {
+        uint64_t s[4];
+        memcpy(s, pl, sizeof s);
+        cbt_lmct_value v[4] = {CBT_LMCT_U(s[0]), CBT_LMCT_U(s[1]), CBT_LMCT_U(s[2]), CBT_LMCT_U(s[3])};
+        cbt_lmct_kv a[] = {
+            CBT_LMCT_KV("state", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY, .v.array = {v, 4}}))};
+        append(r, "cbt.ids", *now, a, 1);
         break;
     }
     case CBT_RK_GAP: {

@@ -347,6 +347,8 @@ cbt_status cbt_replay_open(const char *path, const cbt_replay_options *caller, c
             else
                 r->seed[i] = x->v.u;
         }
+        if ((r->seed[0] | r->seed[1] | r->seed[2] | r->seed[3]) == 0)
+            r->has_seed = 0; /* the one state xoshiro cannot leave: it would never draw an id */
     }
     char digest[65], why[512];
     cbt_sha256_hex_(r->json, strlen(r->json), digest);
@@ -665,6 +667,19 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
             return R_MALFORMED;
         cbt_harvester_finish_(t);
         st->shutdown_seen = 1;
+    } else if (strcmp(q, "ids") == 0) {
+        const cbt_lmct_value *v = arg_typed(rec, "state", CBT_LMCT_ARRAY);
+        uint64_t s[4];
+        if (!v || v->v.array.count != 4)
+            return R_MALFORMED;
+        for (int i = 0; i < 4; i++) {
+            if (v->v.array.items[i].type != CBT_LMCT_UINT)
+                return R_MALFORMED;
+            s[i] = v->v.array.items[i].v.u;
+        }
+        if ((s[0] | s[1] | s[2] | s[3]) == 0)
+            return R_MALFORMED; /* the one state xoshiro cannot leave */
+        memcpy(t->ids.s, s, sizeof s);
     } else if (strcmp(q, "gap") == 0) {
         uint64_t n = 0;
         (void)arg_u64(rec, "dropped", &n);
