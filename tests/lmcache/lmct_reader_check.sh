@@ -24,7 +24,9 @@ py="$env/venv/bin/python"
 # two share ctest's RESOURCE_LOCK lmcache_env): 77 with its SKIP line when the
 # package index cannot be reached
 rc=0
-bash "$(dirname "$0")/setup_env.sh" "$env" || rc=$?
+# (its SKIP line names this test)
+said=$(bash "$(dirname "$0")/setup_env.sh" "$env") || rc=$?
+[ -z "$said" ] || printf '%s\n' "$said" | sed "s/^SKIP: lmcache_conformance:/SKIP: $test:/"
 [ "$rc" -eq 77 ] && exit 77
 [ "$rc" -eq 0 ] || { echo "$test: setup_env.sh failed ($rc)" >&2; exit 1; }
 if [ ! -x "$py" ] || [ ! -f "$env/whl/lmcache/v1/mp_observability/trace/reader.py" ]; then
