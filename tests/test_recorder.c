@@ -588,9 +588,8 @@ static void *burst_main(void *a_)
     return NULL;
 }
 
-static void buffer_full(void **state)
+static void burst_run(int quiet_end)
 {
-    (void)state;
     char path[256];
     path_in(path, sizeof path, "burst.lct");
     cbt_config c = cbt_config_default();
@@ -607,12 +606,15 @@ static void buffer_full(void **state)
         sleep_ms(1);
     assert_true(atomic_load(&a.done));
     pthread_join(th, NULL);
-    /* let the writer catch up, then one more event, which fits and carries
-     * the gap of whatever was dropped before it */
-    assert_int_equal(cbt_flush(10000), CBT_OK);
-    sleep_ms(300);
-    tu_pub(CBT_EV_MP_REQUEST_START, "after");
-    tu_pub(CBT_EV_MP_REQUEST_END, "after");
+    if (quiet_end) {
+        /* let the writer catch up, then one more event, which fits and
+         * carries the gap of whatever was dropped before it */
+        assert_int_equal(cbt_flush(10000), CBT_OK);
+        sleep_ms(300);
+        tu_pub(CBT_EV_MP_REQUEST_START, "after");
+        tu_pub(CBT_EV_MP_REQUEST_END, "after");
+    }
+    /* else: the shutdown right behind the burst, the buffer still full */
     cbt_metrics m;
     tu_stop_final(&m);
     cbt_lmct_reader *rd;
@@ -632,7 +634,8 @@ static void buffer_full(void **state)
     cbt_lmct_reader_close(rd);
     assert_int_equal(n, m.trace_records);
     print_message("buffer_full: %" PRIu64 " records, %" PRIu64 " dropped, %" PRIu64
-                  " gap records\n", m.trace_records, m.trace_records_dropped, gaps);
+                  " gap records announcing %" PRIu64 ", %" PRIu64 " shutdown records\n",
+                  m.trace_records, m.trace_records_dropped, gaps, gap_sum, shutdowns);
     if (m.trace_records_dropped == 0) {
         assert_int_equal(gaps, 0);
     } else {
@@ -647,6 +650,33 @@ static void buffer_full(void **state)
     assert_int_equal(st.records, n);
     assert_int_equal(st.shutdown_seen, 1);
     free(rep.s);
+}
+
+static void buffer_full(void **state)
+{
+    (void)state;
+    burst_run(1);
+}
+
+/* The shutdown right after the burst: what was dropped last is still
+ * announced in the file (a cbt.gap), and the shutdown record is there.
+ *
+ * KNOWN BUG (host/trace/recorder.c): with the buffer still full when the
+ * harvester stops, cbt_rec_shutdown_ (line 406) drops its round and shutdown
+ * entries like any other (claim, line 264, only counts them in pending_gap),
+ * and cbt_recorder_close_ (line 676) never writes the pending gap: the file
+ * ends with neither a cbt.gap for the last drops nor a cbt.shutdown, so a
+ * replay of it alone cannot tell it is not exact (seen: 53414 dropped, the
+ * gaps announce 21029, no shutdown record). Runs with CBT_TEST_KNOWN_BUGS=1. */
+static void buffer_full_at_shutdown(void **state)
+{
+    (void)state;
+    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
+        print_message("buffer_full_at_shutdown: a known recorder bug (see the comment); "
+                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
+        skip();
+    }
+    burst_run(0);
 }
 
 /* ---- tampered recordings ---------------------------------------------------------- */
@@ -865,6 +895,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(bad_config, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(env_default_path, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(buffer_full, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(buffer_full_at_shutdown, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(replay_refusals, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(cut_recordings, setup_dir, teardown_dir),
     };
