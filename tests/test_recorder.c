@@ -259,7 +259,23 @@ static void workload(void)
     for (int i = 0; i < N_REQ; i++) {
         snprintf(sid, sizeof sid, "rec-%d", i);
         int store = i % 2;
-        tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        if (i == 0) {
+            /* every value type, a string long enough for the event's string
+             * area, a negative integer */
+            cbt_event e;
+            char longs[120];
+            memset(longs, 'm', sizeof longs - 1);
+            longs[sizeof longs - 1] = '\0';
+            assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, sid), CBT_OK);
+            assert_int_equal(cbt_event_str(&e, tu_name("model"), longs), CBT_OK);
+            assert_int_equal(cbt_event_str(&e, tu_name("rec.short"), "ab"), CBT_OK);
+            assert_int_equal(cbt_event_f64(&e, tu_name("rec.f"), 0.1), CBT_OK);
+            assert_int_equal(cbt_event_bool(&e, tu_name("rec.b"), true), CBT_OK);
+            assert_int_equal(cbt_event_i64(&e, tu_name("rec.neg"), -5), CBT_OK);
+            assert_int_equal(cbt_publish(&e), CBT_OK);
+        } else {
+            tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        }
         tu_pub(store ? CBT_EV_MP_STORE_SUBMITTED : CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
         tu_pub_on(s, store ? CBT_EV_MP_STORE_START : CBT_EV_MP_RETRIEVE_START, sid);
         cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, N_CTAS);
@@ -469,6 +485,17 @@ static void live_equals_replay(int with_cb)
                   rep.s[i].parent_span_id[0] == 0x10;
         (void)ctx_zero;
     }
+    const cbt_span *root0 = NULL;
+    for (uint32_t i = 0; i < rep.n && !root0; i++)
+        if (strcmp(cbt_name_str(rep.s[i].name), "request") == 0) {
+            const cbt_attr *a = cbt_span_attr(&rep.s[i], CBT_N_SESSION_ID);
+            if (a && a->str_len == 5 && memcmp(cbt_attr_str(&rep.s[i], a), "rec-0", 5) == 0)
+                root0 = &rep.s[i];
+        }
+    assert_non_null(root0);
+    const cbt_attr *ma = cbt_span_attr(root0, tu_name("model"));
+    assert_non_null(ma);
+    assert_int_equal(ma->str_len, 119);
     assert_int_equal(cb, with_cb ? 1 : 0);
     assert_int_equal(scatter, N_REQ);
     assert_int_equal(pspan, 1);
@@ -488,6 +515,79 @@ static void live_vs_replay_cacheblend(void **state)
 {
     (void)state;
     live_equals_replay(1);
+}
+
+/* A configuration far from the defaults (pool, registry, MP tree options,
+ * no CPU ring, a CacheBlend subscriber with its own options) is rebuilt by
+ * cbt_replay_config and cbt_replay_add_builders: cbt_replay_run finds the
+ * replay tracer's configuration the recorded one, and the spans agree. */
+static void nondefault_config(void **state)
+{
+    (void)state;
+    char path[256];
+    path_in(path, sizeof path, "odd.lct");
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    c.span_pool = 700;
+    c.registry_capacity = 2048;
+    c.max_sessions = 100;
+    c.mp_root_end = CBT_ROOT_END_TRANSFER;
+    c.session_idle_ms = 250;
+    c.late_grace_ms = CBT_TREE_OFF;
+    c.ring_capacity = 0;
+    tu_start(&c);
+    cbt_tree_options o = CBT_STRUCT_INIT(cbt_tree_options);
+    o.max_sessions = 50;
+    o.idle_ms = CBT_TREE_OFF;
+    o.grace_ms = 1234;
+    cbt_subscriber cb;
+    assert_int_equal(cbt_cb_subscriber_create_opts(&o, &cb), CBT_OK);
+    assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
+    char sid[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(sid, sizeof sid, "odd-%d", i);
+        tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+        tu_pub(CBT_EV_MP_STORE_START, sid);
+        tu_pub(CBT_EV_MP_STORE_END, sid);
+        if (i != 2)
+            tu_pub(CBT_EV_MP_REQUEST_END, sid);
+        tu_pub(CBT_EV_CB_REQUEST_START, sid);
+        tu_pub(CBT_EV_CB_REQUEST_END, sid);
+    }
+    cbt_metrics m;
+    tu_stop_final(&m);
+    spanset live = snapshot_spans();
+    assert_true(live.n >= 12);
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(path, &rd), CBT_OK);
+    const char *js = cbt_lmct_reader_header(rd)->sm_config_json;
+    assert_non_null(strstr(js, "\"span_pool\":700,\"registry_capacity\":2048"));
+    assert_non_null(strstr(js, "\"host\":false"));
+    assert_non_null(strstr(js, "\"max_sessions\":100,\"root_end\":\"transfer_end\",\"idle_ms\":250"));
+    assert_non_null(strstr(js, "\"name\":\"cb\",\"max_sessions\":50"));
+    cbt_lmct_reader_close(rd);
+    cbt_replay_options ro = quiet_opts(false);
+    cbt_replay *r;
+    assert_int_equal(cbt_replay_open(path, &ro, &r), CBT_OK);
+    cbt_config rc = cbt_config_default();
+    assert_int_equal(cbt_replay_config(r, &rc), CBT_OK);
+    assert_int_equal(rc.span_pool, 700);
+    assert_int_equal(rc.registry_capacity, 2048);
+    assert_int_equal(rc.max_sessions, 100);
+    assert_int_equal(rc.mp_root_end, CBT_ROOT_END_TRANSFER);
+    assert_int_equal(rc.session_idle_ms, 250);
+    assert_int_equal(rc.ring_capacity, 0);
+    cbt_replay_close(r);
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.shutdown_seen, 1);
+    sets_eq(&live, &rep);
+    free(live.s);
+    free(rep.s);
 }
 
 /* ---- configuration refusals ------------------------------------------------------ */
@@ -892,6 +992,7 @@ int main(void)
         cmocka_unit_test(sha256_vectors),
         cmocka_unit_test_setup_teardown(live_vs_replay, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(live_vs_replay_cacheblend, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(nondefault_config, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(bad_config, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(env_default_path, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(buffer_full, setup_dir, teardown_dir),
