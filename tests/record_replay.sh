@@ -111,7 +111,14 @@ said stdout err "X.lct: [0-9]* records"
 "$cbt" "${demo[@]}" --requests 200000 --spans S.jsonl --output S.json --trace-level gpu \
   --trace-output S.lct >term.out 2>term.err &
 pid=$!
+# about a second into the run, and once the recording has some requests in
+# it (a sanitizer build starts slowly): at most 30 s
 sleep 1
+for _ in $(seq 300); do
+  [ "$(stat -c %s S.lct 2>/dev/null || echo 0)" -gt 32768 ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
