@@ -298,6 +298,17 @@ static void workload(void)
     sleep_ms(1);
     cbt_meta endm = cbt_meta_bool(tu_name("rec.ok"), true);
     assert_int_equal(cbt_pspan_end(&p, &endm, 1), CBT_OK);
+    /* a pspan timed by the CPU stream */
+    cbt_stream *s2;
+    assert_int_equal(cbt_stream_cpu_create(0, &s2), CBT_OK);
+    cbt_pspan ps;
+    assert_int_equal(cbt_pspan_begin_on(&ps, s2, tu_name("rec.streamed"), CBT_SPAN_KIND_INTERNAL,
+                                        "rec-p", &p.ctx, NULL, 0),
+                     CBT_OK);
+    tu_enqueue_sleep(s2, 200);
+    assert_int_equal(cbt_pspan_end_on(&ps, NULL, 0), CBT_OK);
+    assert_int_equal(cbt_stream_sync(s2), CBT_OK);
+    cbt_stream_destroy(s2);
     /* a request whose root joins a remote parent */
     cbt_span_ctx parent;
     memset(&parent, 0, sizeof parent);
@@ -479,7 +490,7 @@ static void live_equals_replay(int with_cb)
         const char *n = cbt_name_str(rep.s[i].name);
         cb += strcmp(n, "cb.request") == 0;
         scatter += strcmp(n, "cb.scatter") == 0;
-        pspan += strcmp(n, "rec.op") == 0;
+        pspan += strcmp(n, "rec.op") == 0 || strcmp(n, "rec.streamed") == 0;
         open += (rep.s[i].flags & CBT_SPANF_INCOMPLETE) != 0;
         remote += rep.s[i].ctx.trace_id[0] == 0xa0 && rep.s[i].ctx.trace_id[15] == 0xaf &&
                   rep.s[i].parent_span_id[0] == 0x10;
@@ -498,7 +509,7 @@ static void live_equals_replay(int with_cb)
     assert_int_equal(ma->str_len, 119);
     assert_int_equal(cb, with_cb ? 1 : 0);
     assert_int_equal(scatter, N_REQ);
-    assert_int_equal(pspan, 1);
+    assert_int_equal(pspan, 2);
     assert_true(open >= 1);
     assert_int_equal(remote, 1);
     free(live.s);
@@ -663,6 +674,69 @@ static void env_default_path(void **state)
     assert_int_equal(rep.n, 1);
     free(rep.s);
     unlink(found);
+}
+
+/* cbt_init and cbt_shutdown with nothing published: a recording that
+ * replays into no spans, cleanly. */
+static void idle_recording(void **state)
+{
+    (void)state;
+    char path[256];
+    path_in(path, sizeof path, "idle.lct");
+    cbt_config c = cbt_config_default();
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    assert_int_equal(cbt_init(&c), CBT_OK);
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_shutdown_final(&m), CBT_OK);
+    assert_int_equal(m.trace_bytes, file_size(path));
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.records, m.trace_records);
+    assert_int_equal(st.events, 0);
+    assert_int_equal(st.shutdown_seen, 1);
+    assert_int_equal(rep.n, 0);
+    free(rep.s);
+}
+
+/* Two recordings to the default path within one second (a process that
+ * starts cbt twice, as this test does): two files, neither overwritten.
+ *
+ * KNOWN BUG (host/trace/recorder.c): default_path (line 140) names the file
+ * cbt-trace-<pid>-<UTC second>.lct and cbt_recorder_open_ opens it with
+ * O_TRUNC (line 191): the second recording of the same second silently
+ * replaces the first. Runs with CBT_TEST_KNOWN_BUGS=1. */
+static void env_default_path_twice(void **state)
+{
+    (void)state;
+    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
+        print_message("env_default_path_twice: a known recorder bug (see the comment); "
+                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
+        skip();
+    }
+    char *old_tmp = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    setenv("TMPDIR", g_dir, 1);
+    setenv("CBT_TRACE_LEVEL", "gpu", 1);
+    unsetenv("CBT_TRACE_OUTPUT");
+    for (int i = 0; i < 2; i++) {
+        cbt_config c = cbt_config_default();
+        assert_int_equal(cbt_init(&c), CBT_OK);
+        assert_int_equal(cbt_shutdown(), CBT_OK);
+    }
+    unsetenv("CBT_TRACE_LEVEL");
+    if (old_tmp)
+        setenv("TMPDIR", old_tmp, 1), free(old_tmp);
+    else
+        unsetenv("TMPDIR");
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "cbt-trace-", 10) == 0;
+    closedir(d);
+    assert_int_equal(n, 2);
 }
 
 /* ---- a full buffer ------------------------------------------------------------------ */
@@ -995,6 +1069,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(nondefault_config, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(bad_config, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(env_default_path, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(env_default_path_twice, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(idle_recording, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(buffer_full, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(buffer_full_at_shutdown, setup_dir, teardown_dir),
         cmocka_unit_test_setup_teardown(replay_refusals, setup_dir, teardown_dir),
