@@ -66,6 +66,22 @@ same CL.jsonl CR.jsonl
 same CL.json CR.json
 sidecar cb C.lct
 
+# paced as recorded (--speed 1): the same spans, later
+run 0 paced "$cbt" replay X.lct --spans P.jsonl --output P.json --speed 1 --quiet
+same L.jsonl P.jsonl
+same L.json P.json
+
+# head sampling: the decisions are in the recorded events, so a replay under
+# another sampler gives the live run's spans
+OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 \
+  run 0 sampled "$cbt" "${demo[@]}" --requests 20 --cacheblend --spans HL.jsonl \
+  --output HL.json --trace-level gpu --trace-output H.lct
+said sampled out "sampled out [1-9]"
+OTEL_TRACES_SAMPLER=always_off run 0 sampled_replay "$cbt" replay H.lct --spans HR.jsonl \
+  --output HR.json --quiet
+same HL.jsonl HR.jsonl
+same HL.json HR.json
+
 # ---- flags the demo refuses -----------------------------------------------------------
 run 2 level_cpu "$cbt" "${demo[@]}" --trace-level cpu
 said level_cpu err 'level "gpu" only, not cpu'
