@@ -703,7 +703,7 @@ static void idle_recording(void **state)
 /* Two recordings to the default path within one second (a process that
  * starts cbt twice, as this test does): two files, neither overwritten.
  *
- * KNOWN BUG (host/trace/recorder.c): default_path (line 140) names the file
+ * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): default_path (line 140) names the file
  * cbt-trace-<pid>-<UTC second>.lct and cbt_recorder_open_ opens it with
  * O_TRUNC (line 191): the second recording of the same second silently
  * replaces the first. Runs with CBT_TEST_KNOWN_BUGS=1. */
@@ -835,7 +835,7 @@ static void buffer_full(void **state)
 /* The shutdown right after the burst: what was dropped last is still
  * announced in the file (a cbt.gap), and the shutdown record is there.
  *
- * KNOWN BUG (host/trace/recorder.c): with the buffer still full when the
+ * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): with the buffer still full when the
  * harvester stops, cbt_rec_shutdown_ (line 406) drops its round and shutdown
  * entries like any other (claim, line 264, only counts them in pending_gap),
  * and cbt_recorder_close_ (line 676) never writes the pending gap: the file
