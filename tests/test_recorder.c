@@ -1,0 +1,1080 @@
+/* tests/test_recorder.c — trace recording at level "gpu" and its replay
+ * (host/trace/recorder.c, host/trace/replay.c, cbt/replay.h): the SHA-256 the
+ * header's digest is, a live run's spans against its replay's field by field
+ * (MP requests, CPU-backend kernel launches whose ring records are in the
+ * file, a pspan, an event with a trace context, a CacheBlend subscriber added
+ * after cbt_init), the configuration refusals, a full recorder buffer, and
+ * every refusal and warning of the replay (tampered headers, unknown and
+ * malformed records, a cut file, the wrong tracer, a second run).
+ *
+ * Every recording is made in a fresh temporary directory; with
+ * CBT_TEST_RECORDINGS set, the two main recordings are also copied there
+ * with a .count sidecar (the records cbt_metrics says were written), for
+ * LMCache's own reader (tests/lmcache/lmct_recordings_check.sh).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cbt/cb.h"
+#include "cbt/kernel_span.h"
+#include "cbt/lmct.h"
+#include "cbt/pspan.h"
+#include "cbt/replay.h"
+#include "internal/recorder.h"
+#include "testutil.h"
+
+static char g_dir[128];
+
+static void sleep_ms(uint32_t ms)
+{
+    struct timespec d = {.tv_sec = ms / 1000u, .tv_nsec = (long)(ms % 1000u) * 1000000L};
+    nanosleep(&d, NULL);
+}
+
+static void path_in(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", g_dir, name);
+}
+
+static int setup_dir(void **state)
+{
+    (void)state;
+    snprintf(g_dir, sizeof g_dir, "/tmp/cbt-rec-XXXXXX");
+    assert_non_null(mkdtemp(g_dir));
+    return 0;
+}
+
+static int teardown_dir(void **state)
+{
+    tu_teardown(state);
+    DIR *d = opendir(g_dir);
+    if (d) {
+        struct dirent *e;
+        char p[512];
+        while ((e = readdir(d)))
+            if (e->d_name[0] != '.') {
+                snprintf(p, sizeof p, "%s/%s", g_dir, e->d_name);
+                unlink(p);
+            }
+        closedir(d);
+        rmdir(g_dir);
+    }
+    return 0;
+}
+
+static uint64_t file_size(const char *path)
+{
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    return (uint64_t)sb.st_size;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    *n = (size_t)ftell(f);
+    rewind(f);
+    unsigned char *b = malloc(*n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, *n, f), *n);
+    fclose(f);
+    return b;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* ---- span sets ------------------------------------------------------------------ */
+
+typedef struct spanset {
+    cbt_span *s;
+    uint32_t n;
+} spanset;
+
+static spanset snapshot_spans(void)
+{
+    spanset ss = {calloc(tu_span_count() + 1, sizeof(cbt_span)), tu_span_count()};
+    assert_non_null(ss.s);
+    for (uint32_t i = 0; i < ss.n; i++)
+        ss.s[i] = *tu_span(i);
+    return ss;
+}
+
+static const char *hex(const uint8_t *b, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", b[i]);
+    return out;
+}
+
+/* Two spans equal field by field, every attribute (and span event) too;
+ * fails naming the span and the field. */
+static void span_eq(const cbt_span *a, const cbt_span *b, uint32_t i)
+{
+    char ha[40], hb[40];
+    const char *na = cbt_name_str(a->name), *nb = cbt_name_str(b->name);
+    if (strcmp(na, nb) != 0)
+        fail_msg("span %u: name %s vs %s", i, na, nb);
+#define FIELD(f, fmt)                                                                          \
+    if (a->f != b->f)                                                                          \
+    fail_msg("span %u (%s): " #f " " fmt " vs " fmt, i, na, a->f, b->f)
+    if (memcmp(a->ctx.trace_id, b->ctx.trace_id, 16) != 0)
+        fail_msg("span %u (%s): trace id %s vs %s", i, na, hex(a->ctx.trace_id, 16, ha),
+                 hex(b->ctx.trace_id, 16, hb));
+    if (memcmp(a->ctx.span_id, b->ctx.span_id, 8) != 0)
+        fail_msg("span %u (%s): span id %s vs %s", i, na, hex(a->ctx.span_id, 8, ha),
+                 hex(b->ctx.span_id, 8, hb));
+    if (memcmp(a->parent_span_id, b->parent_span_id, 8) != 0)
+        fail_msg("span %u (%s): parent %s vs %s", i, na, hex(a->parent_span_id, 8, ha),
+                 hex(b->parent_span_id, 8, hb));
+    FIELD(ctx.trace_flags, "%u");
+    FIELD(kind, "%u");
+    FIELD(status, "%u");
+    FIELD(flags, "%u");
+    FIELD(start_ns, "%" PRIu64);
+    FIELD(end_ns, "%" PRIu64);
+    FIELD(n_attrs, "%u");
+    FIELD(attrs_dropped, "%u");
+    FIELD(attrs_truncated, "%u");
+    FIELD(n_events, "%u");
+    FIELD(events_dropped, "%u");
+    for (uint32_t k = 0; k < a->n_attrs; k++) {
+        const cbt_attr *x = &a->attrs[k], *y = &b->attrs[k];
+        const char *kx = cbt_name_str(x->key), *ky = cbt_name_str(y->key);
+        if (strcmp(kx, ky) != 0 || x->type != y->type || x->owner != y->owner)
+            fail_msg("span %u (%s): attribute %u: %s/%u/%u vs %s/%u/%u", i, na, k, kx, x->type,
+                     x->owner, ky, y->type, y->owner);
+        int same = 1;
+        switch (x->type) {
+        case CBT_META_I64: same = x->v.i64 == y->v.i64; break;
+        case CBT_META_F64: same = memcmp(&x->v.f64, &y->v.f64, sizeof x->v.f64) == 0; break;
+        case CBT_META_BOOL: same = x->v.b == y->v.b; break;
+        case CBT_META_STR:
+            same = x->str_len == y->str_len &&
+                   memcmp(cbt_attr_str(a, x), cbt_attr_str(b, y), x->str_len) == 0;
+            break;
+        default: break;
+        }
+        if (!same)
+            fail_msg("span %u (%s): attribute %s differs", i, na, kx);
+    }
+    for (uint32_t k = 0; k < a->n_events; k++)
+        if (a->events[k].time_ns != b->events[k].time_ns ||
+            strcmp(cbt_name_str(a->events[k].name), cbt_name_str(b->events[k].name)) != 0)
+            fail_msg("span %u (%s): span event %u differs", i, na, k);
+#undef FIELD
+}
+
+static void sets_eq(const spanset *live, const spanset *rep)
+{
+    if (live->n != rep->n)
+        fail_msg("live run: %u spans, replay: %u", live->n, rep->n);
+    for (uint32_t i = 0; i < live->n; i++)
+        span_eq(&live->s[i], &rep->s[i], i);
+}
+
+static int ctx_zero(const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return 0;
+    return 1;
+}
+
+/* Each complete span of `part` (a replay of part of a recording) is one of
+ * `full`'s, equal field by field; returns how many there were. */
+static uint32_t complete_subset(const spanset *part, const spanset *full)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < part->n; i++) {
+        const cbt_span *p = &part->s[i];
+        if (p->flags & CBT_SPANF_INCOMPLETE)
+            continue;
+        const cbt_span *f = NULL;
+        for (uint32_t k = 0; k < full->n && !f; k++)
+            if (memcmp(full->s[k].ctx.span_id, p->ctx.span_id, 8) == 0)
+                f = &full->s[k];
+        if (!f)
+            fail_msg("span %u (%s) of the partial replay is not in the live run", i,
+                     cbt_name_str(p->name));
+        span_eq(p, f, i);
+        n++;
+    }
+    return n;
+}
+
+/* ---- a recorded live run ----------------------------------------------------------- */
+
+typedef struct scatter_job {
+    cbt_kspan span;
+    uint32_t tokens;
+} scatter_job;
+
+static void scatter_cta(void *a_, uint32_t cta, uint32_t n_ctas)
+{
+    (void)n_ctas;
+    scatter_job *a = a_;
+    CBT_KERNEL_SPAN_BEGIN(a->span);
+    struct timespec d = {0, 50000};
+    nanosleep(&d, NULL);
+    CBT_KERNEL_SPAN_END_USER(a->span, a->tokens + cta, cta);
+}
+
+static void pub_ctx(cbt_event_type type, const char *rid, const cbt_span_ctx *parent)
+{
+    cbt_event e;
+    assert_int_equal(cbt_event_init(&e, type, rid), CBT_OK);
+    assert_int_equal(cbt_event_trace_set(&e, parent, NULL), CBT_OK);
+    assert_int_equal(cbt_publish(&e), CBT_OK);
+}
+
+enum { N_REQ = 4, N_CTAS = 3 };
+
+/* MP requests with a store or retrieve on a CPU stream, each running an
+ * emulated scatter launch (ring records), a pspan, a request joined to a
+ * remote parent, a CacheBlend request (spans only with the cb subscriber),
+ * and one request left open for the shutdown to end. */
+static void workload(void)
+{
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cpu_create(0, &s), CBT_OK);
+    static scatter_job jobs[N_REQ];
+    char sid[32];
+    for (int i = 0; i < N_REQ; i++) {
+        snprintf(sid, sizeof sid, "rec-%d", i);
+        int store = i % 2;
+        if (i == 0) {
+            /* every value type, a string long enough for the event's string
+             * area, a negative integer */
+            cbt_event e;
+            char longs[120];
+            memset(longs, 'm', sizeof longs - 1);
+            longs[sizeof longs - 1] = '\0';
+            assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, sid), CBT_OK);
+            assert_int_equal(cbt_event_str(&e, tu_name("model"), longs), CBT_OK);
+            assert_int_equal(cbt_event_str(&e, tu_name("rec.short"), "ab"), CBT_OK);
+            assert_int_equal(cbt_event_f64(&e, tu_name("rec.f"), 0.1), CBT_OK);
+            assert_int_equal(cbt_event_bool(&e, tu_name("rec.b"), true), CBT_OK);
+            assert_int_equal(cbt_event_i64(&e, tu_name("rec.neg"), -5), CBT_OK);
+            assert_int_equal(cbt_publish(&e), CBT_OK);
+        } else {
+            tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        }
+        tu_pub(store ? CBT_EV_MP_STORE_SUBMITTED : CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
+        tu_pub_on(s, store ? CBT_EV_MP_STORE_START : CBT_EV_MP_RETRIEVE_START, sid);
+        cbt_launch_info li = cbt_launch_info_default(CBT_KOP_SCATTER, N_CTAS);
+        li.mode = i == 1 ? CBT_REC_CTA : CBT_REC_LAUNCH;
+        li.requested_tokens = 1000;
+        li.num_layers = 32;
+        jobs[i].tokens = 100u * (uint32_t)(i + 1);
+        assert_int_equal(cbt_launch_begin(s, sid, &li, &jobs[i].span), CBT_OK);
+        assert_non_null(jobs[i].span.ring);
+        assert_int_equal(cbt_cpu_launch(s, N_CTAS, scatter_cta, &jobs[i]), CBT_OK);
+        tu_pub_on(s, store ? CBT_EV_MP_STORE_END : CBT_EV_MP_RETRIEVE_END, sid);
+        tu_pub_i64(CBT_EV_MP_REQUEST_END, sid, "tokens", 64 * (i + 1), "hit", i);
+    }
+    /* a pspan with attributes */
+    cbt_pspan p;
+    cbt_meta meta[2] = {cbt_meta_i64(tu_name("rec.i"), 7), cbt_meta_str(tu_name("rec.s"), "x")};
+    assert_int_equal(cbt_pspan_begin(&p, tu_name("rec.op"), CBT_SPAN_KIND_CLIENT, "rec-p", NULL,
+                                     meta, 2),
+                     CBT_OK);
+    sleep_ms(1);
+    cbt_meta endm = cbt_meta_bool(tu_name("rec.ok"), true);
+    assert_int_equal(cbt_pspan_end(&p, &endm, 1), CBT_OK);
+    /* a pspan timed by the CPU stream */
+    cbt_stream *s2;
+    assert_int_equal(cbt_stream_cpu_create(0, &s2), CBT_OK);
+    cbt_pspan ps;
+    assert_int_equal(cbt_pspan_begin_on(&ps, s2, tu_name("rec.streamed"), CBT_SPAN_KIND_INTERNAL,
+                                        "rec-p", &p.ctx, NULL, 0),
+                     CBT_OK);
+    tu_enqueue_sleep(s2, 200);
+    assert_int_equal(cbt_pspan_end_on(&ps, NULL, 0), CBT_OK);
+    assert_int_equal(cbt_stream_sync(s2), CBT_OK);
+    cbt_stream_destroy(s2);
+    /* a request whose root joins a remote parent */
+    cbt_span_ctx parent;
+    memset(&parent, 0, sizeof parent);
+    for (int k = 0; k < 16; k++)
+        parent.trace_id[k] = (uint8_t)(0xa0 + k);
+    for (int k = 0; k < 8; k++)
+        parent.span_id[k] = (uint8_t)(0x10 + k);
+    parent.trace_flags = 1;
+    pub_ctx(CBT_EV_MP_REQUEST_START, "rec-ctx", &parent);
+    tu_pub(CBT_EV_MP_REQUEST_END, "rec-ctx");
+    /* CacheBlend */
+    tu_pub(CBT_EV_CB_REQUEST_START, "cb-1");
+    tu_pub(CBT_EV_CB_LOOKUP_START, "cb-1");
+    tu_pub_i64(CBT_EV_CB_LOOKUP_END, "cb-1", "hit_tokens", 48, NULL, 0);
+    tu_pub(CBT_EV_CB_REQUEST_END, "cb-1");
+    /* left open: the shutdown ends it */
+    tu_pub(CBT_EV_MP_REQUEST_START, "rec-open");
+    assert_int_equal(cbt_stream_sync(s), CBT_OK);
+    cbt_stream_destroy(s);
+    /* the ring is polled each round: wait until the launches have joined */
+    for (int i = 0; i < 2000 && tu_count("cb.scatter", NULL) < N_REQ; i++) {
+        tu_flush();
+        sleep_ms(1);
+    }
+    assert_int_equal(tu_count("cb.scatter", NULL), N_REQ);
+}
+
+/* Copy `path` and its record count to $CBT_TEST_RECORDINGS/<name>, for
+ * LMCache's reader (tests/lmcache/lmct_recordings_check.py). */
+static void export_recording(const char *path, const char *name, uint64_t records)
+{
+    const char *dir = getenv("CBT_TEST_RECORDINGS");
+    if (!dir || !*dir)
+        return;
+    mkdir(dir, 0755);
+    char dst[512];
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    snprintf(dst, sizeof dst, "%s/%s", dir, name);
+    spit(dst, b, n);
+    free(b);
+    snprintf(dst, sizeof dst, "%s/%s.count", dir, name);
+    FILE *f = fopen(dst, "w");
+    assert_non_null(f);
+    fprintf(f, "%" PRIu64 "\n", records);
+    fclose(f);
+}
+
+static spanset record_live(const char *path, int with_cb, cbt_metrics *m)
+{
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    tu_start(&c);
+    if (with_cb) {
+        cbt_subscriber cb;
+        assert_int_equal(cbt_cb_subscriber_create(0, &cb), CBT_OK);
+        assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
+    }
+    workload();
+    tu_stop_final(m);
+    return snapshot_spans();
+}
+
+static cbt_replay_options quiet_opts(bool force)
+{
+    cbt_replay_options o = cbt_replay_options_default();
+    o.force = force;
+    static FILE *devnull;
+    if (!devnull)
+        devnull = fopen("/dev/null", "w");
+    o.log = devnull;
+    return o;
+}
+
+/* Replay `path` into a fresh replay tracer with a memory sink: the spans,
+ * the stats and cbt_replay_run's status. */
+static cbt_status replay_file(const char *path, bool force, cbt_replay_stats *st, spanset *out)
+{
+    cbt_replay_options o = quiet_opts(force);
+    cbt_replay *r = NULL;
+    cbt_status s = cbt_replay_open(path, &o, &r);
+    if (s) {
+        assert_null(r);
+        return s;
+    }
+    cbt_config c = cbt_config_default();
+    assert_int_equal(cbt_replay_config(r, &c), CBT_OK);
+    assert_true(c.replay);
+    tu_start(&c);
+    assert_int_equal(cbt_replay_add_builders(r), CBT_OK);
+    *st = (cbt_replay_stats)CBT_STRUCT_INIT(cbt_replay_stats);
+    cbt_status rs = cbt_replay_run(r, st);
+    tu_stop();
+    *out = snapshot_spans();
+    cbt_replay_close(r);
+    return rs;
+}
+
+/* ---- SHA-256 (host/trace/sha256.c): FIPS 180-2's examples ------------------------- */
+
+static void sha256_vectors(void **state)
+{
+    (void)state;
+    char out[65];
+    cbt_sha256_hex_("", 0, out);
+    assert_string_equal(out, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    cbt_sha256_hex_("abc", 3, out);
+    assert_string_equal(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    cbt_sha256_hex_(m448, strlen(m448), out);
+    assert_string_equal(out, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    char *a = malloc(1000000);
+    assert_non_null(a);
+    memset(a, 'a', 1000000);
+    cbt_sha256_hex_(a, 1000000, out);
+    assert_string_equal(out, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* the padding edges: 55, 56 and 64 bytes (one or two final blocks) */
+    cbt_sha256_hex_(a, 55, out);
+    assert_string_equal(out, "9f4390f8d30c2dd92ec9f095b65e2b9ae9b0a925a5258e241c9f1e910f734318");
+    cbt_sha256_hex_(a, 56, out);
+    assert_string_equal(out, "b35439a4ac6f0948b6d6f9e3c6af0f5f590ce20f1bde7090ef7970686ec6738a");
+    cbt_sha256_hex_(a, 64, out);
+    assert_string_equal(out, "ffe054fe7ae0cb6dc65c3af9b61d5209f439851db43d0ba5997337df154668eb");
+    free(a);
+}
+
+/* ---- live vs replay ------------------------------------------------------------------ */
+
+static void check_header(const char *path, int with_cb)
+{
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(path, &rd), CBT_OK);
+    const cbt_lmct_header *h = cbt_lmct_reader_header(rd);
+    assert_string_equal(h->level, "gpu");
+    char d[65];
+    cbt_sha256_hex_(h->sm_config_json, strlen(h->sm_config_json), d);
+    assert_string_equal(h->sm_config_digest, d);
+    assert_non_null(strstr(h->sm_config_json, "\"name\":\"mp\""));
+    assert_true(!!strstr(h->sm_config_json, "\"name\":\"cb\"") == !!with_cb);
+    /* a program's own subscriber (tu_start's recorder) is not a builder */
+    assert_null(strstr(h->sm_config_json, "test-recorder"));
+    cbt_lmct_reader_close(rd);
+}
+
+static void live_equals_replay(int with_cb)
+{
+    char path[256];
+    path_in(path, sizeof path, with_cb ? "live-cb.lct" : "live.lct");
+    cbt_metrics m;
+    spanset live = record_live(path, with_cb, &m);
+    assert_true(live.n >= 3 * N_REQ);
+    assert_true(m.trace_records > 0);
+    assert_int_equal(m.trace_records_dropped, 0);
+    assert_int_equal(m.trace_write_errors, 0);
+    assert_int_equal(m.trace_bytes, file_size(path));
+    check_header(path, with_cb);
+    export_recording(path, with_cb ? "test_recorder-cb.lct" : "test_recorder.lct",
+                     m.trace_records);
+
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.version, CBT_REPLAY_STATS_VERSION);
+    assert_int_equal(st.records, m.trace_records);
+    assert_true(st.events > 0);
+    assert_int_equal(st.ring_records, (N_REQ - 1) + N_CTAS); /* one per launch, one per CTA of the CTA-mode one */
+    assert_true(st.clock_records >= 1);
+    assert_int_equal(st.unknown_skipped, 0);
+    assert_int_equal(st.malformed_skipped, 0);
+    assert_int_equal(st.bytes, file_size(path));
+    assert_int_equal(st.truncated, 0);
+    assert_int_equal(st.shutdown_seen, 1);
+    sets_eq(&live, &rep);
+    /* what the workload made is there, so the comparison was not of nothing */
+    uint32_t cb = 0, open = 0, remote = 0, pspan = 0, scatter = 0;
+    for (uint32_t i = 0; i < rep.n; i++) {
+        const char *n = cbt_name_str(rep.s[i].name);
+        cb += strcmp(n, "cb.request") == 0;
+        scatter += strcmp(n, "cb.scatter") == 0;
+        pspan += strcmp(n, "rec.op") == 0 || strcmp(n, "rec.streamed") == 0;
+        open += (rep.s[i].flags & CBT_SPANF_INCOMPLETE) != 0;
+        remote += rep.s[i].ctx.trace_id[0] == 0xa0 && rep.s[i].ctx.trace_id[15] == 0xaf &&
+                  rep.s[i].parent_span_id[0] == 0x10;
+        (void)ctx_zero;
+    }
+    const cbt_span *root0 = NULL;
+    for (uint32_t i = 0; i < rep.n && !root0; i++)
+        if (strcmp(cbt_name_str(rep.s[i].name), "request") == 0) {
+            const cbt_attr *a = cbt_span_attr(&rep.s[i], CBT_N_SESSION_ID);
+            if (a && a->str_len == 5 && memcmp(cbt_attr_str(&rep.s[i], a), "rec-0", 5) == 0)
+                root0 = &rep.s[i];
+        }
+    assert_non_null(root0);
+    const cbt_attr *ma = cbt_span_attr(root0, tu_name("model"));
+    assert_non_null(ma);
+    assert_int_equal(ma->str_len, 119);
+    assert_int_equal(cb, with_cb ? 1 : 0);
+    assert_int_equal(scatter, N_REQ);
+    assert_int_equal(pspan, 2);
+    assert_true(open >= 1);
+    assert_int_equal(remote, 1);
+    free(live.s);
+    free(rep.s);
+}
+
+static void live_vs_replay(void **state)
+{
+    (void)state;
+    live_equals_replay(0);
+}
+
+static void live_vs_replay_cacheblend(void **state)
+{
+    (void)state;
+    live_equals_replay(1);
+}
+
+/* A configuration far from the defaults (pool, registry, MP tree options,
+ * no CPU ring, a CacheBlend subscriber with its own options) is rebuilt by
+ * cbt_replay_config and cbt_replay_add_builders: cbt_replay_run finds the
+ * replay tracer's configuration the recorded one, and the spans agree. */
+static void nondefault_config(void **state)
+{
+    (void)state;
+    char path[256];
+    path_in(path, sizeof path, "odd.lct");
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    c.span_pool = 700;
+    c.registry_capacity = 2048;
+    c.max_sessions = 100;
+    c.mp_root_end = CBT_ROOT_END_TRANSFER;
+    c.session_idle_ms = 250;
+    c.late_grace_ms = CBT_TREE_OFF;
+    c.ring_capacity = 0;
+    tu_start(&c);
+    cbt_tree_options o = CBT_STRUCT_INIT(cbt_tree_options);
+    o.max_sessions = 50;
+    o.idle_ms = CBT_TREE_OFF;
+    o.grace_ms = 1234;
+    cbt_subscriber cb;
+    assert_int_equal(cbt_cb_subscriber_create_opts(&o, &cb), CBT_OK);
+    assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
+    char sid[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(sid, sizeof sid, "odd-%d", i);
+        tu_pub(CBT_EV_MP_REQUEST_START, sid);
+        tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+        tu_pub(CBT_EV_MP_STORE_START, sid);
+        tu_pub(CBT_EV_MP_STORE_END, sid);
+        if (i != 2)
+            tu_pub(CBT_EV_MP_REQUEST_END, sid);
+        tu_pub(CBT_EV_CB_REQUEST_START, sid);
+        tu_pub(CBT_EV_CB_REQUEST_END, sid);
+    }
+    cbt_metrics m;
+    tu_stop_final(&m);
+    spanset live = snapshot_spans();
+    assert_true(live.n >= 12);
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(path, &rd), CBT_OK);
+    const char *js = cbt_lmct_reader_header(rd)->sm_config_json;
+    assert_non_null(strstr(js, "\"span_pool\":700,\"registry_capacity\":2048"));
+    assert_non_null(strstr(js, "\"host\":false"));
+    assert_non_null(strstr(js, "\"max_sessions\":100,\"root_end\":\"transfer_end\",\"idle_ms\":250"));
+    assert_non_null(strstr(js, "\"name\":\"cb\",\"max_sessions\":50"));
+    cbt_lmct_reader_close(rd);
+    cbt_replay_options ro = quiet_opts(false);
+    cbt_replay *r;
+    assert_int_equal(cbt_replay_open(path, &ro, &r), CBT_OK);
+    cbt_config rc = cbt_config_default();
+    assert_int_equal(cbt_replay_config(r, &rc), CBT_OK);
+    assert_int_equal(rc.span_pool, 700);
+    assert_int_equal(rc.registry_capacity, 2048);
+    assert_int_equal(rc.max_sessions, 100);
+    assert_int_equal(rc.mp_root_end, CBT_ROOT_END_TRANSFER);
+    assert_int_equal(rc.session_idle_ms, 250);
+    assert_int_equal(rc.ring_capacity, 0);
+    cbt_replay_close(r);
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.shutdown_seen, 1);
+    sets_eq(&live, &rep);
+    free(live.s);
+    free(rep.s);
+}
+
+/* ---- configuration refusals ------------------------------------------------------ */
+
+static void bad_config(void **state)
+{
+    (void)state;
+    char path[256];
+    path_in(path, sizeof path, "x.lct");
+    cbt_config c = cbt_config_default();
+    c.trace_level = "cpu";
+    c.trace_output = path;
+    assert_int_equal(cbt_init(&c), CBT_ERR_INVAL);
+    assert_null(cbt_tracer_get());
+    c.trace_level = "gpu";
+    c.trace_output = "/nonexistent-cbt-dir/sub/x.lct";
+    assert_int_equal(cbt_init(&c), CBT_ERR_IO);
+    assert_null(cbt_tracer_get());
+    c.trace_output = path;
+    c.replay = true;
+    assert_int_equal(cbt_init(&c), CBT_ERR_INVAL);
+    assert_null(cbt_tracer_get());
+    c.replay = false;
+    c.trace_buffer_kib = 32; /* under the 64 KiB floor */
+    assert_int_equal(cbt_init(&c), CBT_ERR_INVAL);
+    assert_null(cbt_tracer_get());
+}
+
+/* CBT_TRACE_LEVEL=gpu without an output: cbt-trace-<pid>-<stamp>.lct under
+ * $TMPDIR, a readable recording after shutdown. */
+static void env_default_path(void **state)
+{
+    (void)state;
+    char *old_tmp = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    setenv("TMPDIR", g_dir, 1);
+    setenv("CBT_TRACE_LEVEL", "gpu", 1);
+    unsetenv("CBT_TRACE_OUTPUT");
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    tu_start(&c);
+    tu_pub(CBT_EV_MP_REQUEST_START, "env-1");
+    tu_pub(CBT_EV_MP_REQUEST_END, "env-1");
+    cbt_metrics m;
+    tu_stop_final(&m);
+    unsetenv("CBT_TRACE_LEVEL");
+    if (old_tmp)
+        setenv("TMPDIR", old_tmp, 1), free(old_tmp);
+    else
+        unsetenv("TMPDIR");
+    char prefix[64], found[512] = "";
+    snprintf(prefix, sizeof prefix, "cbt-trace-%ld-", (long)getpid());
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0 && l > 4 &&
+            strcmp(e->d_name + l - 4, ".lct") == 0) {
+            snprintf(found, sizeof found, "%s/%s", g_dir, e->d_name);
+            n++;
+        }
+    }
+    closedir(d);
+    assert_int_equal(n, 1);
+    assert_true(m.trace_records >= 2);
+    assert_int_equal(m.trace_bytes, file_size(found));
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(found, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.events, 2);
+    assert_int_equal(st.shutdown_seen, 1);
+    assert_int_equal(rep.n, 1);
+    free(rep.s);
+    unlink(found);
+}
+
+/* cbt_init and cbt_shutdown with nothing published: a recording that
+ * replays into no spans, cleanly. */
+static void idle_recording(void **state)
+{
+    (void)state;
+    char path[256];
+    path_in(path, sizeof path, "idle.lct");
+    cbt_config c = cbt_config_default();
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    assert_int_equal(cbt_init(&c), CBT_OK);
+    cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
+    assert_int_equal(cbt_shutdown_final(&m), CBT_OK);
+    assert_int_equal(m.trace_bytes, file_size(path));
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.records, m.trace_records);
+    assert_int_equal(st.events, 0);
+    assert_int_equal(st.shutdown_seen, 1);
+    assert_int_equal(rep.n, 0);
+    free(rep.s);
+}
+
+/* Two recordings to the default path within one second (a process that
+ * starts cbt twice, as this test does): two files, neither overwritten.
+ *
+ * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): default_path (line 140) names the file
+ * cbt-trace-<pid>-<UTC second>.lct and cbt_recorder_open_ opens it with
+ * O_TRUNC (line 191): the second recording of the same second silently
+ * replaces the first. Runs with CBT_TEST_KNOWN_BUGS=1. */
+static void env_default_path_twice(void **state)
+{
+    (void)state;
+    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
+        print_message("env_default_path_twice: a known recorder bug (see the comment); "
+                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
+        skip();
+    }
+    char *old_tmp = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
+    setenv("TMPDIR", g_dir, 1);
+    setenv("CBT_TRACE_LEVEL", "gpu", 1);
+    unsetenv("CBT_TRACE_OUTPUT");
+    for (int i = 0; i < 2; i++) {
+        cbt_config c = cbt_config_default();
+        assert_int_equal(cbt_init(&c), CBT_OK);
+        assert_int_equal(cbt_shutdown(), CBT_OK);
+    }
+    unsetenv("CBT_TRACE_LEVEL");
+    if (old_tmp)
+        setenv("TMPDIR", old_tmp, 1), free(old_tmp);
+    else
+        unsetenv("TMPDIR");
+    DIR *d = opendir(g_dir);
+    assert_non_null(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d)))
+        n += strncmp(e->d_name, "cbt-trace-", 10) == 0;
+    closedir(d);
+    assert_int_equal(n, 2);
+}
+
+/* ---- a full buffer ------------------------------------------------------------------ */
+
+typedef struct burst_arg {
+    uint32_t n;
+    cbt_name pad;
+    _Atomic int done;
+} burst_arg;
+
+static void *burst_main(void *a_)
+{
+    burst_arg *a = a_;
+    cbt_event e;
+    char sid[32];
+    for (uint32_t i = 0; i < a->n; i++) {
+        snprintf(sid, sizeof sid, "burst-%u", i % 64);
+        cbt_event_init(&e, CBT_EV_MP_STORE_SUBMITTED, sid);
+        cbt_event_str(&e, a->pad, "0123456789012345678901234567890123456789");
+        (void)cbt_publish(&e); /* CBT_ERR_FULL (a full lane) is a drop, not a wait */
+    }
+    atomic_store(&a->done, 1);
+    return NULL;
+}
+
+static void burst_run(int quiet_end)
+{
+    char path[256];
+    path_in(path, sizeof path, "burst.lct");
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    c.trace_level = "gpu";
+    c.trace_output = path;
+    c.trace_buffer_kib = 64;
+    tu_start(&c);
+    burst_arg a = {.n = 60000, .pad = tu_name("burst.pad")};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, burst_main, &a), 0);
+    /* publishing never waits for the recorder: the burst ends in seconds */
+    for (int i = 0; i < 20000 && !atomic_load(&a.done); i++)
+        sleep_ms(1);
+    assert_true(atomic_load(&a.done));
+    pthread_join(th, NULL);
+    if (quiet_end) {
+        /* let the writer catch up, then one more event, which fits and
+         * carries the gap of whatever was dropped before it */
+        assert_int_equal(cbt_flush(10000), CBT_OK);
+        sleep_ms(300);
+        tu_pub(CBT_EV_MP_REQUEST_START, "after");
+        tu_pub(CBT_EV_MP_REQUEST_END, "after");
+    }
+    /* else: the shutdown right behind the burst, the buffer still full */
+    cbt_metrics m;
+    tu_stop_final(&m);
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(path, &rd), CBT_OK);
+    const cbt_lmct_record *rec;
+    uint64_t n = 0, gaps = 0, gap_sum = 0, shutdowns = 0;
+    while (cbt_lmct_reader_next(rd, &rec) == CBT_OK && rec) {
+        n++;
+        if (strcmp(rec->qualname, "cbt.gap") == 0) {
+            gaps++;
+            assert_int_equal(rec->arg_count, 1);
+            assert_int_equal(rec->args[0].value.type, CBT_LMCT_UINT);
+            gap_sum += rec->args[0].value.v.u;
+        }
+        shutdowns += strcmp(rec->qualname, "cbt.shutdown") == 0;
+    }
+    cbt_lmct_reader_close(rd);
+    assert_int_equal(n, m.trace_records);
+    print_message("buffer_full: %" PRIu64 " records, %" PRIu64 " dropped, %" PRIu64
+                  " gap records announcing %" PRIu64 ", %" PRIu64 " shutdown records\n",
+                  m.trace_records, m.trace_records_dropped, gaps, gap_sum, shutdowns);
+    if (m.trace_records_dropped == 0) {
+        assert_int_equal(gaps, 0);
+    } else {
+        assert_true(gaps > 0);
+        assert_int_equal(gap_sum, m.trace_records_dropped);
+    }
+    assert_int_equal(shutdowns, 1);
+    /* a replay says the recording is not exact, and still replays */
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(path, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.records, n);
+    assert_int_equal(st.shutdown_seen, 1);
+    free(rep.s);
+}
+
+static void buffer_full(void **state)
+{
+    (void)state;
+    burst_run(1);
+}
+
+/* The shutdown right after the burst: what was dropped last is still
+ * announced in the file (a cbt.gap), and the shutdown record is there.
+ *
+ * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): with the buffer still full when the
+ * harvester stops, cbt_rec_shutdown_ (line 406) drops its round and shutdown
+ * entries like any other (claim, line 264, only counts them in pending_gap),
+ * and cbt_recorder_close_ (line 676) never writes the pending gap: the file
+ * ends with neither a cbt.gap for the last drops nor a cbt.shutdown, so a
+ * replay of it alone cannot tell it is not exact (seen: 53414 dropped, the
+ * gaps announce 21029, no shutdown record). Runs with CBT_TEST_KNOWN_BUGS=1. */
+static void buffer_full_at_shutdown(void **state)
+{
+    (void)state;
+    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
+        print_message("buffer_full_at_shutdown: a known recorder bug (see the comment); "
+                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
+        skip();
+    }
+    burst_run(0);
+}
+
+/* ---- tampered recordings ---------------------------------------------------------- */
+
+typedef struct tamper {
+    const char *level;        /* NULL: as recorded */
+    const char *digest;       /* NULL: as recorded */
+    const char *version;      /* level_meta cbt_version; NULL: as recorded */
+    int extra_records;        /* insert a cbt.nosuch and a mistyped cbt.event */
+} tamper;
+
+/* Copy src to dst through the reader and writer, changing what `t` says. */
+static void rewrite(const char *src, const char *dst, const tamper *t)
+{
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(src, &rd), CBT_OK);
+    cbt_lmct_header h = *cbt_lmct_reader_header(rd);
+    cbt_lmct_kv meta[16];
+    assert_true(h.level_meta_count <= 16);
+    memcpy(meta, h.level_meta, h.level_meta_count * sizeof *meta);
+    if (t->version)
+        for (uint32_t i = 0; i < h.level_meta_count; i++)
+            if (strcmp(meta[i].key, "cbt_version") == 0)
+                meta[i].value = CBT_LMCT_S(t->version, (uint32_t)strlen(t->version));
+    h.level_meta = meta;
+    if (t->level)
+        h.level = t->level;
+    if (t->digest)
+        h.sm_config_digest = t->digest;
+    cbt_lmct_writer *w;
+    assert_int_equal(cbt_lmct_writer_open(dst, &h, &w), CBT_OK);
+    const cbt_lmct_record *rec;
+    int inserted = 0;
+    while (cbt_lmct_reader_next(rd, &rec) == CBT_OK && rec) {
+        if (t->extra_records && !inserted && strcmp(rec->qualname, "cbt.event") == 0) {
+            /* before the first event: a qualname no build knows, and a copy
+             * of the event whose ts_ns is a string */
+            cbt_lmct_record x = *rec;
+            x.qualname = "cbt.nosuch";
+            assert_int_equal(cbt_lmct_writer_append(w, &x), CBT_OK);
+            cbt_lmct_kv args[16];
+            assert_true(rec->arg_count <= 16);
+            memcpy(args, rec->args, rec->arg_count * sizeof *args);
+            for (uint32_t i = 0; i < rec->arg_count; i++)
+                if (strcmp(args[i].key, "ts_ns") == 0)
+                    args[i].value = CBT_LMCT_S("soon", 4);
+            x = *rec;
+            x.args = args;
+            assert_int_equal(cbt_lmct_writer_append(w, &x), CBT_OK);
+            inserted = 1;
+        }
+        assert_int_equal(cbt_lmct_writer_append(w, rec), CBT_OK);
+    }
+    assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+    cbt_lmct_reader_close(rd);
+    assert_true(!t->extra_records || inserted);
+}
+
+static void replay_refusals(void **state)
+{
+    (void)state;
+    char live_p[256], bad[256];
+    path_in(live_p, sizeof live_p, "base.lct");
+    path_in(bad, sizeof bad, "tampered.lct");
+    cbt_metrics m;
+    spanset live = record_live(live_p, 0, &m);
+    cbt_replay_options o = quiet_opts(false);
+    cbt_replay *r = NULL;
+    cbt_replay_stats st;
+    spanset rep;
+
+    /* a copy through the codec, unchanged, replays exactly */
+    rewrite(live_p, bad, &(tamper){0});
+    assert_int_equal(replay_file(bad, false, &st, &rep), CBT_OK);
+    sets_eq(&live, &rep);
+    free(rep.s);
+
+    /* another config digest: refused, and replayed when forced */
+    rewrite(live_p, bad, &(tamper){.digest = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff"});
+    assert_int_equal(cbt_replay_open(bad, &o, &r), CBT_ERR_REPLAY_MISMATCH);
+    assert_null(r);
+    assert_non_null(strstr(cbt_replay_message(NULL), "digest"));
+    assert_int_equal(replay_file(bad, true, &st, &rep), CBT_OK);
+    sets_eq(&live, &rep);
+    free(rep.s);
+
+    /* another cbt version: the same */
+    rewrite(live_p, bad, &(tamper){.version = "0.0.1-other"});
+    assert_int_equal(cbt_replay_open(bad, &o, &r), CBT_ERR_REPLAY_MISMATCH);
+    assert_non_null(strstr(cbt_replay_message(NULL), "0.0.1-other"));
+    assert_int_equal(replay_file(bad, true, &st, &rep), CBT_OK);
+    sets_eq(&live, &rep);
+    free(rep.s);
+
+    /* level "events" (LMCache's own): refused, forced or not */
+    rewrite(live_p, bad, &(tamper){.level = "events"});
+    assert_int_equal(cbt_replay_open(bad, &o, &r), CBT_ERR_REPLAY_MISMATCH);
+    cbt_replay_options f = quiet_opts(true);
+    assert_int_equal(cbt_replay_open(bad, &f, &r), CBT_ERR_REPLAY_MISMATCH);
+    assert_null(r);
+    assert_non_null(strstr(cbt_replay_message(NULL), "events"));
+
+    /* a record of an unknown qualname, and an event with a mistyped
+     * argument: skipped and counted, the rest replays exactly */
+    rewrite(live_p, bad, &(tamper){.extra_records = 1});
+    assert_int_equal(replay_file(bad, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.unknown_skipped, 1);
+    assert_int_equal(st.malformed_skipped, 1);
+    assert_int_equal(st.records, m.trace_records + 2);
+    assert_int_equal(st.shutdown_seen, 1);
+    sets_eq(&live, &rep);
+    free(rep.s);
+
+    /* into a tracer that is not a replay tracer; a second run */
+    assert_int_equal(cbt_replay_open(live_p, &o, &r), CBT_OK);
+    cbt_config c = cbt_config_default();
+    c.poll_interval_us = 50;
+    tu_start(&c);
+    st = (cbt_replay_stats)CBT_STRUCT_INIT(cbt_replay_stats);
+    assert_int_equal(cbt_replay_run(r, &st), CBT_ERR_INVAL);
+    assert_non_null(strstr(cbt_replay_message(r), "not a replay tracer"));
+    assert_int_equal(cbt_replay_add_builders(r), CBT_ERR_INVAL);
+    tu_stop();
+    assert_int_equal(cbt_replay_run(r, &st), CBT_ERR_NOT_INITIALIZED);
+    c = cbt_config_default();
+    assert_int_equal(cbt_replay_config(r, &c), CBT_OK);
+    tu_start(&c);
+    assert_int_equal(cbt_replay_run(r, &st), CBT_OK);
+    assert_int_equal(cbt_replay_run(r, &st), CBT_ERR_INVAL);
+    assert_non_null(strstr(cbt_replay_message(r), "run already"));
+    tu_stop();
+    cbt_replay_close(r);
+    free(live.s);
+}
+
+/* ---- cut recordings ------------------------------------------------------------------ */
+
+/* The byte offsets at which frames start (the header's is 0), and the end. */
+static uint32_t frames(const unsigned char *b, size_t n, size_t *at, uint32_t cap)
+{
+    uint32_t k = 0;
+    size_t off = 0;
+    while (off + 4 <= n && k < cap) {
+        at[k++] = off;
+        uint32_t len = (uint32_t)b[off] << 24 | (uint32_t)b[off + 1] << 16 |
+                       (uint32_t)b[off + 2] << 8 | b[off + 3];
+        off += 4 + len;
+    }
+    assert_int_equal(off, n);
+    return k;
+}
+
+static void cut_recordings(void **state)
+{
+    (void)state;
+    char live_p[256], cut[256];
+    path_in(live_p, sizeof live_p, "whole.lct");
+    path_in(cut, sizeof cut, "cut.lct");
+    cbt_metrics m;
+    spanset live = record_live(live_p, 0, &m);
+    size_t n;
+    unsigned char *b = slurp(live_p, &n);
+    static size_t at[1 << 16];
+    uint32_t nf = frames(b, n, at, 1 << 16);
+    assert_int_equal(nf, m.trace_records + 1); /* the header, then the records */
+    uint32_t keep = nf * 3 / 4; /* frames kept whole, the header's included */
+    assert_true(keep > 2 && keep < nf - 1);
+
+    /* cut inside a frame's body: the records before it replay, a warning */
+    spit(cut, b, at[keep] + 4 + (at[keep + 1] - at[keep] - 4) / 2);
+    cbt_replay_stats st;
+    spanset rep;
+    assert_int_equal(replay_file(cut, false, &st, &rep), CBT_ERR_LMCT_TRUNCATED);
+    assert_int_equal(st.version, CBT_REPLAY_STATS_VERSION);
+    assert_int_equal(st.truncated, 1);
+    assert_int_equal(st.records, keep - 1);
+    assert_int_equal(st.bytes, at[keep]);
+    assert_int_equal(st.shutdown_seen, 0);
+    assert_true(st.events > 0);
+    assert_true(complete_subset(&rep, &live) > 0);
+    free(rep.s);
+    /* cut inside a frame's length prefix: the same */
+    spit(cut, b, at[keep] + 2);
+    assert_int_equal(replay_file(cut, false, &st, &rep), CBT_ERR_LMCT_TRUNCATED);
+    assert_int_equal(st.records, keep - 1);
+    free(rep.s);
+
+    /* a process that never shut down: every frame whole, no shutdown record;
+     * the spans of the complete records, the open ones ended at cbt_shutdown */
+    spit(cut, b, at[keep]);
+    assert_int_equal(replay_file(cut, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.truncated, 0);
+    assert_int_equal(st.records, keep - 1);
+    assert_int_equal(st.shutdown_seen, 0);
+    uint32_t whole = complete_subset(&rep, &live);
+    assert_true(whole > 0);
+    free(rep.s);
+    /* the whole file minus its shutdown record: every span but those the
+     * shutdown ended is the live run's */
+    spit(cut, b, at[nf - 1]);
+    assert_int_equal(replay_file(cut, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.shutdown_seen, 0);
+    assert_true(complete_subset(&rep, &live) >= whole);
+    assert_int_equal(rep.n, live.n);
+    free(rep.s);
+    free(b);
+    free(live.s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(sha256_vectors),
+        cmocka_unit_test_setup_teardown(live_vs_replay, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(live_vs_replay_cacheblend, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(nondefault_config, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(bad_config, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(env_default_path, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(env_default_path_twice, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(idle_recording, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(buffer_full, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(buffer_full_at_shutdown, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(replay_refusals, setup_dir, teardown_dir),
+        cmocka_unit_test_setup_teardown(cut_recordings, setup_dir, teardown_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
