@@ -15,7 +15,13 @@
  * possible) into a counting sink: records, events and spans per second of
  * wall time.
  *
- * Usage: bench_record [--requests N] [--runs K]   (defaults 100000, 3)
+ * With --rate R (events/s) the bursts are paced to R on average (the
+ * producer sleeps between them): a rate the writer can keep up with, where
+ * nothing is dropped; flat out (the default) the writer falls behind and
+ * what its buffer cannot hold is dropped and counted.
+ *
+ * Usage: bench_record [--requests N] [--runs K] [--rate EVENTS_PER_S]
+ *        (defaults 100000, 3, flat out)
  * docs/performance.md has the figures and the command.
  */
 #include <inttypes.h>
@@ -24,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
@@ -83,6 +90,8 @@ typedef struct run_result {
     uint64_t events, dropped, lost;
 } run_result;
 
+static double g_rate; /* events/s; 0: flat out */
+
 static int run(uint32_t requests, const char *trace_path, run_result *out)
 {
     cbt_config c = cbt_config_default();
@@ -95,11 +104,18 @@ static int run(uint32_t requests, const char *trace_path, run_result *out)
     cbt_name k_tokens, k_device;
     cbt_intern("num_tokens", &k_tokens);
     cbt_intern("device", &k_device);
-    double c0 = cpu_s();
+    double c0 = cpu_s(), t0 = now_s();
     for (uint32_t i = 0; i < requests; i++) {
         publish_request(i, k_tokens, k_device);
-        if ((i + 1) % BURST == 0)
+        if ((i + 1) % BURST == 0) {
             cbt_flush(10000);
+            double due = t0 + (double)(i + 1) * 7.0 / (g_rate > 0 ? g_rate : 1e300);
+            double left = due - now_s();
+            if (left > 0) {
+                struct timespec d = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+                nanosleep(&d, NULL);
+            }
+        }
     }
     cbt_flush(10000);
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
@@ -154,8 +170,10 @@ int main(int argc, char **argv)
             requests = (uint32_t)strtoul(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
             runs = (uint32_t)strtoul(argv[++i], NULL, 10);
+        else if (!strcmp(argv[i], "--rate") && i + 1 < argc)
+            g_rate = strtod(argv[++i], NULL);
         else {
-            fprintf(stderr, "usage: bench_record [--requests N] [--runs K]\n");
+            fprintf(stderr, "usage: bench_record [--requests N] [--runs K] [--rate EVENTS_PER_S]\n");
             return 2;
         }
     }
@@ -166,8 +184,8 @@ int main(int argc, char **argv)
     const char *dir = getenv("TMPDIR");
     char path[512];
     snprintf(path, sizeof path, "%s/bench_record-%ld.lct", dir && *dir ? dir : "/tmp", (long)getpid());
-    printf("bench_record: %u requests (7 events each) per run, bursts of %u, recording off/on "
-           "alternating\n", requests, BURST);
+    printf("bench_record: %u requests (7 events each) per run, bursts of %u, %s, recording "
+           "off/on alternating\n", requests, BURST, g_rate > 0 ? "paced" : "flat out");
     for (uint32_t k = 0; k < runs; k++) {
         for (int on = 0; on < 2; on++) {
             run_result r;

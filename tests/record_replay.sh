@@ -138,13 +138,7 @@ done
 kill -TERM "$pid"
 wait "$pid"
 rc=$?
-if [ "$rc" -eq 66 ] && grep -q "data race" term.err && grep -q "cbt_demo_stop_" term.err &&
-   [ -z "${CBT_TEST_KNOWN_BUGS:-}" ]; then
-  # KNOWN BUG: cbt_demo_stop_ (host/cli/demo.c:280, demo.h:45) is a volatile
-  # int the SIGTERM handler (cli.c:79) writes and the worker threads read: a
-  # data race ThreadSanitizer reports (exit 66). CBT_TEST_KNOWN_BUGS=1 fails on it.
-  echo "record_replay: KNOWN BUG: ThreadSanitizer reports the race on cbt_demo_stop_ (demo.c:280); CBT_TEST_KNOWN_BUGS=1 fails on it"
-elif [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then
   fail "term: the demo exited $rc after SIGTERM (killed by it: $((rc > 128)))"
   grep -A3 "WARNING: ThreadSanitizer\|ERROR: AddressSanitizer" term.err | head -20 >&2
 fi

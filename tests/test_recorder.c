@@ -701,20 +701,11 @@ static void idle_recording(void **state)
 }
 
 /* Two recordings to the default path within one second (a process that
- * starts cbt twice, as this test does): two files, neither overwritten.
- *
- * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): default_path (line 140) names the file
- * cbt-trace-<pid>-<UTC second>.lct and cbt_recorder_open_ opens it with
- * O_TRUNC (line 191): the second recording of the same second silently
- * replaces the first. Runs with CBT_TEST_KNOWN_BUGS=1. */
+ * starts cbt twice, as this test does): two files, neither overwritten (the
+ * default name is taken with O_EXCL, and a taken one gets a -N suffix). */
 static void env_default_path_twice(void **state)
 {
     (void)state;
-    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
-        print_message("env_default_path_twice: a known recorder bug (see the comment); "
-                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
-        skip();
-    }
     char *old_tmp = getenv("TMPDIR") ? strdup(getenv("TMPDIR")) : NULL;
     setenv("TMPDIR", g_dir, 1);
     setenv("CBT_TRACE_LEVEL", "gpu", 1);
@@ -833,23 +824,12 @@ static void buffer_full(void **state)
 }
 
 /* The shutdown right after the burst: what was dropped last is still
- * announced in the file (a cbt.gap), and the shutdown record is there.
- *
- * KNOWN BUG (host/trace/recorder.c, lines as of d81c3ff): with the buffer still full when the
- * harvester stops, cbt_rec_shutdown_ (line 406) drops its round and shutdown
- * entries like any other (claim, line 264, only counts them in pending_gap),
- * and cbt_recorder_close_ (line 676) never writes the pending gap: the file
- * ends with neither a cbt.gap for the last drops nor a cbt.shutdown, so a
- * replay of it alone cannot tell it is not exact (seen: 53414 dropped, the
- * gaps announce 21029, no shutdown record). Runs with CBT_TEST_KNOWN_BUGS=1. */
+ * announced in the file (a cbt.gap), and the shutdown record is there, even
+ * with the buffer still full when the harvester stops (the recorder's close
+ * writes the pending gap and the shutdown itself, after its writer). */
 static void buffer_full_at_shutdown(void **state)
 {
     (void)state;
-    if (!getenv("CBT_TEST_KNOWN_BUGS")) {
-        print_message("buffer_full_at_shutdown: a known recorder bug (see the comment); "
-                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
-        skip();
-    }
     burst_run(0);
 }
 

@@ -76,7 +76,7 @@ static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, 
 static void on_stop_signal(int sig)
 {
     (void)sig;
-    cbt_demo_stop_ = 1;
+    atomic_store_explicit(&cbt_demo_stop_, 1, memory_order_relaxed); /* lock-free: signal-safe */
 }
 
 static int cmd_demo(int argc, char **argv)

@@ -277,12 +277,12 @@ static void worker_free(worker *w)
 
 static _Atomic uint32_t g_done; /* requests finished, for the progress bar */
 
-volatile int cbt_demo_stop_;
+_Atomic int cbt_demo_stop_;
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
-    for (uint32_t r = w->id; r < w->o->requests && !cbt_demo_stop_; r += w->o->concurrency) {
+    for (uint32_t r = w->id; r < w->o->requests && !atomic_load_explicit(&cbt_demo_stop_, memory_order_relaxed); r += w->o->concurrency) {
         run_request(w, r);
         atomic_fetch_add_explicit(&g_done, 1, memory_order_relaxed);
     }
@@ -571,7 +571,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
     if (o->progress) {
         uint32_t d;
         while ((d = atomic_load(&g_done)) < o->requests && started == o->concurrency &&
-               !cbt_demo_stop_) {
+               !atomic_load_explicit(&cbt_demo_stop_, memory_order_relaxed)) {
             progress(d, o->requests);
             struct timespec ts = {0, 100000000};
             nanosleep(&ts, NULL);

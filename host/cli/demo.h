@@ -9,6 +9,7 @@
 #ifndef CBT_HOST_DEMO_H
 #define CBT_HOST_DEMO_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,7 +43,7 @@ typedef struct cbt_demo_opts {
 
 /* Set once SIGTERM (or SIGINT) arrived: the demo stops issuing requests and
  * shuts down as usual, which closes the trace and span files cleanly. */
-extern volatile int cbt_demo_stop_;
+extern _Atomic int cbt_demo_stop_; /* relaxed: a flag, nothing is published with it */
 
 cbt_demo_opts cbt_demo_defaults(void);
 

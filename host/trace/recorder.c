@@ -66,6 +66,8 @@ struct cbt_recorder {
     uint64_t round_written; /* the round time of the last ROUND entry */
     int started;            /* the header and the clocks are in */
     int pushed;             /* something was committed this round */
+    int final_shutdown;     /* the shutdown entry found no room: close writes it */
+    uint64_t final_now;     /* its time */
     /* consumer (the writer thread) */
     _Alignas(64) _Atomic uint64_t head;
     _Alignas(64) _Atomic uint32_t sleeping;
@@ -190,10 +192,6 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
             return CBT_ERR_INVAL;
         }
         snprintf(r->path, sizeof r->path, "%s", path);
-    } else {
-        default_path(r->path, sizeof r->path);
-        fprintf(stderr, "cbt: INFO: trace recording enabled (level=gpu); no trace output given, "
-                        "writing to %s\n", r->path);
     }
     /* the cells: a power of two of the buffer's size, at least 1024 */
     uint64_t want = (uint64_t)kib * 1024u / CBT_REC_CELL, n = 1024;
@@ -201,7 +199,27 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
         n <<= 1;
     r->n_cells = n;
     r->raw = malloc((size_t)(n + ENTRY_CELLS_MAX + 1) * CBT_REC_CELL);
-    r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (path) {
+        r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    } else {
+        /* a name of our own: never another recording's (two in one second
+         * of one process get -1, -2, ...) */
+        char base[PATH_MAX - 16];
+        default_path(base, sizeof base);
+        r->fd = -1;
+        for (int k = 0; k < 1000 && r->fd < 0; k++) {
+            if (k)
+                snprintf(r->path, sizeof r->path, "%.*s-%d.lct", (int)strlen(base) - 4, base, k);
+            else
+                snprintf(r->path, sizeof r->path, "%s", base);
+            r->fd = open(r->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            if (r->fd < 0 && errno != EEXIST)
+                break;
+        }
+        if (r->fd >= 0)
+            fprintf(stderr, "cbt: INFO: trace recording enabled (level=gpu); no trace output "
+                            "given, writing to %s\n", r->path);
+    }
     if (!r->raw || r->fd < 0) {
         cbt_status st = r->raw ? CBT_ERR_IO : CBT_ERR_NOMEM;
         if (r->fd < 0)
@@ -414,7 +432,21 @@ void cbt_rec_shutdown_(cbt_tracer *t)
 {
     cbt_recorder *r = t->rec;
     before(t, r);
-    put_fixed(r, CBT_RK_SHUTDOWN, &t->hv_now, sizeof t->hv_now);
+    uint32_t cells = cells_for(sizeof t->hv_now);
+    unsigned char *p = claim(r, cells);
+    if (!p) {
+        /* the buffer is still full as the harvester stops: the shutdown is
+         * not lost with the rest; cbt_recorder_close_ writes it, after the
+         * gap, once the writer has drained (it is the last record) */
+        r->pending_gap--;
+        atomic_fetch_sub_explicit(&r->dropped, 1, memory_order_relaxed);
+        r->final_shutdown = 1;
+        r->final_now = t->hv_now;
+        return;
+    }
+    put_head(p, CBT_RK_SHUTDOWN, cells);
+    memcpy(p + ENTRY_HEAD, &t->hv_now, sizeof t->hv_now);
+    commit(r, cells);
 }
 
 void cbt_rec_round_end_(cbt_tracer *t)
@@ -698,6 +730,20 @@ void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4])
     cbt_futex_wake_(&r->sleeping, 1);
     if (r->thread_started)
         pthread_join(r->thread, NULL);
+    /* what the harvester could not put in the full ring at its end: the
+     * count of the last entries it dropped, and its shutdown (the writer
+     * has stopped: this thread writes now) */
+    uint64_t now = r->final_now;
+    if (r->w && r->pending_gap) {
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("dropped", CBT_LMCT_U(r->pending_gap))};
+        append(r, "cbt.gap", now, a, 1);
+        r->pending_gap = 0;
+    }
+    if (r->w && r->final_shutdown) {
+        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(now))};
+        append(r, "cbt.shutdown", now, a, 1);
+    }
+    drain_writer(r);
     if (r->w) {
         cbt_status st = cbt_lmct_writer_close(r->w);
         if (st) {
