@@ -156,6 +156,13 @@ int cbt_replay_lmct_main(int argc, char **argv)
                  " ring records, %" PRIu64 " clock calibrations) -> %" PRIu64 " spans%s\n",
             file, rs.records, rs.events, rs.ring_records, rs.clock_records, fin.spans_ended,
             rs.shutdown_seen ? "" : "; the recording has no shutdown (its open spans end here)");
+    if (rs.gaps) {
+        fprintf(stderr, "cbt replay: the recording dropped %" PRIu64 " records in %" PRIu64
+                        " places (its buffer was full): the spans near them may differ from the "
+                        "live run's\n", rs.gap_records, rs.gaps);
+        if (!rc)
+            rc = 3;
+    }
     if (rs.unknown_skipped || rs.malformed_skipped) {
         fprintf(stderr, "cbt replay: skipped %" PRIu64 " records of an unknown qualname and %" PRIu64
                         " this build cannot take\n", rs.unknown_skipped, rs.malformed_skipped);

@@ -87,6 +87,27 @@
 #define BATCH_MAX 1024u
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
 
+/* Recording: the event, then the subscribers; a subscriber a replay does
+ * not rebuild (a program's own) that starts spans draws span ids nothing in
+ * the file explains, so the generator's state after it is recorded, and a
+ * replay's later ids stay the live run's. */
+static void dispatch_recorded(cbt_tracer *t, const cbt_event *ev)
+{
+    cbt_rec_event_(t, ev);
+    for (uint32_t i = 0; i < t->n_subs; i++) {
+        cbt_subscriber *s = &t->subs[i];
+        if (!cbt_subscriber_wants(s, ev->type))
+            continue;
+        int mine = !cbt_rec_rebuilt_(s);
+        uint64_t before = mine ? t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3] : 0;
+        if (s->on_event(s->ctx, t, ev) != CBT_OK)
+            cbt_count1_(&t->subscriber_errors);
+        if (mine && (t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3]) != before)
+            cbt_rec_ids_(t);
+    }
+    cbt_count1_(&t->dispatched);
+}
+
 /* Dispatch to the subscribers; with `stamp_ticks` != 0, also record now -
  * stamp as the dispatch lag (done for the oldest event of each round). */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
@@ -100,8 +121,10 @@ void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
         if (lag > atomic_load_explicit(&t->lag_max_ns, memory_order_relaxed))
             atomic_store_explicit(&t->lag_max_ns, lag, memory_order_relaxed);
     }
-    if (__builtin_expect(t->rec != NULL, 0)) /* recording (cbt/replay.h): off by default */
-        cbt_rec_event_(t, ev);
+    if (__builtin_expect(t->rec != NULL, 0)) { /* recording (cbt/replay.h): off by default */
+        dispatch_recorded(t, ev);
+        return;
+    }
     for (uint32_t i = 0; i < t->n_subs; i++) {
         cbt_subscriber *s = &t->subs[i];
         if (!cbt_subscriber_wants(s, ev->type))

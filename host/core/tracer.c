@@ -147,7 +147,7 @@ static void tracer_free(cbt_tracer *t)
             t->sinks[i].destroy(t->sinks[i].ctx);
     cbt_lanes_free_(t);
     cbt_kspans_free_(t);
-    cbt_recorder_close_(t->rec, t->rec_final); /* an init that failed after opening it */
+    cbt_recorder_close_(t->rec); /* an init that failed after opening it */
     t->rec = NULL;
     cbt_ring_destroy(t->host_ring);
     /* after a shutdown that gave up on pending marks, the device may be busy
@@ -174,6 +174,11 @@ static cbt_status add_subscriber_locked(cbt_tracer *t, const cbt_subscriber *sub
         return CBT_ERR_INVAL;
     if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
         return CBT_ERR_FULL;
+    if (cbt_recorder_started_(t->rec) && cbt_rec_rebuilt_(&s))
+        fprintf(stderr, "cbt: the '%s' builder was added after the recording began: the trace "
+                        "file's configuration lacks it, and a replay of the file will not build "
+                        "its spans (add builders before the first event)\n",
+                s.name ? s.name : "?");
     t->subs[t->n_subs++] = s;
     return CBT_OK;
 }
@@ -296,7 +301,7 @@ cbt_status cbt_init(const cbt_config *cfg)
         pthread_mutex_unlock(&g_life_lock);
         return CBT_OK;
     }
-    if ((st = cbt_recorder_open_(&c, &t->rec))) {
+    if ((st = cbt_recorder_open_(&c, &t->rec_counts, &t->rec))) {
         tracer_free(t);
         pthread_mutex_unlock(&g_life_lock);
         return st;
@@ -340,7 +345,7 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         pthread_mutex_unlock(&t->lock);
         atomic_store_explicit(&g_replay, NULL, memory_order_release);
     }
-    cbt_recorder_close_(t->rec, t->rec_final); /* everything the harvester recorded, written */
+    cbt_recorder_close_(t->rec); /* everything the harvester recorded, written */
     t->rec = NULL;
     if (final)
         metrics_fill(t, final);
@@ -529,12 +534,10 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
     out->registry_full = R(t->registry_full);
     out->harvester_busy_ns = R(t->busy_ns);
     out->harvester_wakeups = R(t->hv_wakeups);
-    if (t->rec)
-        cbt_recorder_counts_(t->rec, &out->trace_records, &out->trace_records_dropped,
-                             &out->trace_bytes, &out->trace_write_errors);
-    else
-        out->trace_records = t->rec_final[0], out->trace_records_dropped = t->rec_final[1],
-        out->trace_bytes = t->rec_final[2], out->trace_write_errors = t->rec_final[3];
+    out->trace_records = R(t->rec_counts.records);
+    out->trace_records_dropped = R(t->rec_counts.dropped);
+    out->trace_bytes = R(t->rec_counts.bytes);
+    out->trace_write_errors = R(t->rec_counts.write_errors);
 #undef R
 }
 

@@ -46,12 +46,22 @@ enum {
 /* Which of the tracer's rings a ring record or device clock is of. */
 enum { CBT_RREC_HOST = 0, CBT_RREC_CUDA = 1 };
 
+/* The recorder's counts (cbt_metrics v4), owned by the tracer so that a
+ * reader never races the recorder's close. */
+typedef struct cbt_rec_counts {
+    _Atomic uint64_t records;      /* written to the file */
+    _Atomic uint64_t dropped;      /* not in the file: the ring was full, or a write failed */
+    _Atomic uint64_t bytes;        /* in the file */
+    _Atomic uint64_t write_errors; /* 1 once the file failed (the writer stops there) */
+} cbt_rec_counts;
+
 /* Resolve cfg's trace level and output (environment, default path) and, when
  * recording, open the file's writer and start the writer thread: *out NULL
- * when recording is off. CBT_ERR_INVAL (a bad level, named on stderr),
- * CBT_ERR_IO (the file), CBT_ERR_UNSUPPORTED (no msgpack-c), CBT_ERR_NOMEM,
- * CBT_ERR_THREAD. cbt_init, before the harvester starts. */
-cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out);
+ * when recording is off. CBT_ERR_INVAL (a bad level or buffer size, an output
+ * that is not a regular file; named on stderr), CBT_ERR_IO (the file),
+ * CBT_ERR_UNSUPPORTED (no msgpack-c), CBT_ERR_NOMEM, CBT_ERR_THREAD. cbt_init,
+ * before the harvester starts; `counts` outlives the recorder. */
+cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt_recorder **out);
 
 /* Harvester. Each call copies one record (or drops and counts it). */
 void cbt_rec_event_(struct cbt_tracer *t, const cbt_event *ev);
@@ -67,18 +77,21 @@ void cbt_rec_ids_(struct cbt_tracer *t);
 /* Harvester, once per round that recorded something: wake the writer if it
  * sleeps. */
 void cbt_rec_round_end_(struct cbt_tracer *t);
+/* Whether `s` is one of the builders a replay rebuilds (its span-id draws
+ * need no record). */
+int cbt_rec_rebuilt_(const cbt_subscriber *s);
 
 /* Stop the writer thread once it has written everything, close the file and
- * free, leaving its final counts in counts[4] (records, dropped, bytes,
- * write errors). NULL is a no-op. cbt_shutdown, after the harvester stopped. */
-void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4]);
+ * free; the counts are final then. NULL is a no-op. cbt_shutdown, after the
+ * harvester stopped. */
+void cbt_recorder_close_(cbt_recorder *r);
 
 /* The file being written ("" for NULL). */
 const char *cbt_recorder_path_(const cbt_recorder *r);
 
-/* The counters for cbt_metrics (any thread; zeros for NULL). */
-void cbt_recorder_counts_(const cbt_recorder *r, uint64_t *records, uint64_t *dropped,
-                          uint64_t *bytes, uint64_t *write_errors);
+/* Whether the header is in (builders added later are not in it). Harvester
+ * or under the tracer's lock. */
+int cbt_recorder_started_(const cbt_recorder *r);
 
 /* ---- the configuration that shapes spans (host/trace/recorder.c) ----------- */
 /* Its JSON (docs/recording.md, "The configuration") into buf (NUL-terminated;

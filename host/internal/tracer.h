@@ -22,6 +22,7 @@
 #include "internal/clock.h"
 #include "internal/hash.h"
 #include "internal/publish_hook.h"
+#include "internal/recorder.h"
 #include "internal/strtab.h"
 
 #define CBT_MAX_SUBSCRIBERS 16
@@ -183,9 +184,10 @@ struct cbt_tracer {
     int finished; /* the stop path ran (cbt_harvester_finish_) */
     /* Trace recording (host/trace/recorder.c): NULL when off (the one
      * branch cbt_dispatch_ pays). Written by cbt_init, closed by
-     * cbt_shutdown after the harvester stopped; rec_final keeps its counts. */
+     * cbt_shutdown after the harvester stopped; its counts are the
+     * tracer's (cbt_metrics_get reads them without racing the close). */
     struct cbt_recorder *rec;
-    uint64_t rec_final[4]; /* records, dropped, bytes, write errors */
+    cbt_rec_counts rec_counts;
 };
 
 /* A session id with its string hash computed once (strtab.h). */

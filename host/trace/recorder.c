@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -53,6 +54,7 @@
 #define JSON_MAX 8192u            /* the configuration's JSON, NUL included */
 #define WRITER_SLEEP_MS 100u
 #define BATCH_BYTES (256u << 10)  /* frames per write(2) */
+#define FREE_EVERY 1024u          /* cells the writer frees at a time (64 KiB) */
 #define DEFAULT_BUFFER_KIB 16384u
 #define MAX_BUFFER_KIB 1048576u
 
@@ -64,6 +66,7 @@ struct cbt_recorder {
     uint64_t cached_head;
     uint64_t pending_gap;   /* entries dropped since the last one that fit */
     uint64_t round_written; /* the round time of the last ROUND entry */
+    int round_valid;        /* round_written is in the file (no gap since) */
     int started;            /* the header and the clocks are in */
     int pushed;             /* something was committed this round */
     int final_shutdown;     /* the shutdown entry found no room: close writes it */
@@ -83,8 +86,12 @@ struct cbt_recorder {
     cbt_lmct_writer *w;
     uint64_t wall_start; /* unix ns, from the header entry */
     cbt_event scratch;
-    /* counters (the writer thread writes them; any thread reads) */
-    _Atomic uint64_t records, dropped, write_errors, bytes;
+    /* the counters, owned by the tracer (it outlives us: cbt_metrics_get
+     * may read them while cbt_shutdown closes us) */
+    cbt_rec_counts *c;
+    uint64_t pending_records; /* the writer's: encoded, not yet written */
+    int header_tried;         /* the writer's: the header was attempted */
+    int write_failed;         /* the writer's: a write failed (counted once) */
 };
 
 /* ---- configuration ------------------------------------------------------------ */
@@ -121,8 +128,7 @@ size_t cbt_rec_config_json_(const cbt_tracer *t, char *buf, size_t cap)
         cbt_tree_opts o;
         const char *name = s->name ? s->name : "";
         int tree = cbt_tree_sub_opts_(s, &o);
-        /* cbt's own builders only: a program's subscribers are not rebuilt */
-        if (!tree && strcmp(name, "kernel-spans") != 0 && strcmp(name, "pspan") != 0)
+        if (!cbt_rec_rebuilt_(s)) /* cbt's own builders only: a program's are not rebuilt */
             continue;
         PUT("%s{\"name\":\"%s\"", k++ ? "," : "", name);
         if (tree)
@@ -154,7 +160,7 @@ static void default_path(char *out, size_t cap)
 
 static void *writer_main(void *arg);
 
-cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
+cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt_recorder **out)
 {
     *out = NULL;
     const char *level = cfg->trace_level;
@@ -179,6 +185,7 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
     cbt_recorder *r = calloc(1, sizeof *r);
     if (!r)
         return CBT_ERR_NOMEM;
+    r->c = counts;
     const char *path = cfg->trace_output;
     if (!path || !*path) {
         path = getenv("CBT_TRACE_OUTPUT");
@@ -200,7 +207,20 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_recorder **out)
     r->n_cells = n;
     r->raw = malloc((size_t)(n + ENTRY_CELLS_MAX + 1) * CBT_REC_CELL);
     if (path) {
-        r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        /* O_NONBLOCK: a FIFO without a reader fails here (ENXIO) instead of
+         * blocking cbt_init; a FIFO with one is refused below */
+        r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+        struct stat sb;
+        if (r->fd >= 0 && (fstat(r->fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
+            fprintf(stderr, "cbt: the trace output '%s' is not a regular file (a pipe or device "
+                            "could stall cbt_shutdown)\n", r->path);
+            close(r->fd);
+            free(r->raw);
+            free(r);
+            return CBT_ERR_INVAL;
+        }
+        if (r->fd >= 0)
+            (void)fcntl(r->fd, F_SETFL, 0);
     } else {
         /* a name of our own: never another recording's (two in one second
          * of one process get -1, -2, ...) */
@@ -277,26 +297,15 @@ static uint32_t cells_for(size_t payload)
     return (uint32_t)((ENTRY_HEAD + payload + CBT_REC_CELL - 1) / CBT_REC_CELL);
 }
 
-/* Claim room for an entry of `cells`, after a gap entry if entries were
- * dropped; NULL (dropped, counted) when it does not fit. */
+/* Claim room for an entry of `cells`; NULL (dropped, counted) when it does
+ * not fit, or while entries dropped before it are not yet announced (the
+ * gap entry and the state after it come first: before()). */
 static unsigned char *claim(cbt_recorder *r, uint32_t cells)
 {
-    if (r->pending_gap) {
-        unsigned char *g = claim_raw(r, 1);
-        if (!g || !claim_raw(r, 1 + cells)) {
-            r->pending_gap++;
-            atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
-            return NULL;
-        }
-        put_head(g, CBT_RK_GAP, 1);
-        memcpy(g + ENTRY_HEAD, &r->pending_gap, 8);
-        commit(r, 1);
-        r->pending_gap = 0;
-    }
-    unsigned char *p = claim_raw(r, cells);
+    unsigned char *p = r->pending_gap ? NULL : claim_raw(r, cells);
     if (!p) {
         r->pending_gap++;
-        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->c->dropped, 1, memory_order_relaxed);
     }
     return p;
 }
@@ -323,16 +332,36 @@ typedef struct ring_payload {
     cbt_ring_rec rec;
 } ring_payload;
 
-static void put_fixed(cbt_recorder *r, uint32_t kind, const void *payload, size_t len)
+/* Returns 1 when the entry went in. */
+static int put_fixed(cbt_recorder *r, uint32_t kind, const void *payload, size_t len)
 {
     uint32_t cells = cells_for(len);
     unsigned char *p = claim(r, cells);
     if (!p)
-        return;
+        return 0;
     put_head(p, kind, cells);
     if (len)
         memcpy(p + ENTRY_HEAD, payload, len);
     commit(r, cells);
+    return 1;
+}
+
+/* After a gap: the gap entry, then the state a replay needs to go on
+ * exactly (the clock maps, the id generator; the round follows), all or
+ * nothing. */
+#define RESYNC_CELLS 8u /* gap, clock, two device clocks, ids, round: with room */
+static void flush_gap(cbt_tracer *t, cbt_recorder *r)
+{
+    if (!claim_raw(r, RESYNC_CELLS + CBT_REC_CELLS_MAX))
+        return; /* still full: the next entry is dropped too, and counted in the gap */
+    uint64_t n = r->pending_gap;
+    r->pending_gap = 0;
+    put_fixed(r, CBT_RK_GAP, &n, sizeof n);
+    cbt_rec_clock_(t);
+    cbt_rec_devclock_(t, t->host_ring);
+    cbt_rec_devclock_(t, t->cuda_ring);
+    put_fixed(r, CBT_RK_IDS, t->ids.s, sizeof t->ids.s);
+    r->round_valid = 0;
 }
 
 static uint32_t ring_id(const cbt_tracer *t, const cbt_ring *ring)
@@ -388,9 +417,13 @@ static void before(cbt_tracer *t, cbt_recorder *r)
         cbt_rec_devclock_(t, t->host_ring);
         cbt_rec_devclock_(t, t->cuda_ring);
     }
-    if (t->hv_now != r->round_written) {
-        put_fixed(r, CBT_RK_ROUND, &t->hv_now, sizeof t->hv_now);
-        r->round_written = t->hv_now;
+    if (r->pending_gap)
+        flush_gap(t, r);
+    if (!r->round_valid || t->hv_now != r->round_written) {
+        if (put_fixed(r, CBT_RK_ROUND, &t->hv_now, sizeof t->hv_now)) {
+            r->round_written = t->hv_now;
+            r->round_valid = 1;
+        }
     }
 }
 
@@ -439,7 +472,7 @@ void cbt_rec_shutdown_(cbt_tracer *t)
          * not lost with the rest; cbt_recorder_close_ writes it, after the
          * gap, once the writer has drained (it is the last record) */
         r->pending_gap--;
-        atomic_fetch_sub_explicit(&r->dropped, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&r->c->dropped, 1, memory_order_relaxed);
         r->final_shutdown = 1;
         r->final_now = t->hv_now;
         return;
@@ -465,6 +498,24 @@ void cbt_rec_round_end_(cbt_tracer *t)
 
 static double secs(uint64_t ns) { return (double)ns / 1e9; }
 
+/* After a write of the batch (st CBT_OK) or its failure (CBT_ERR_IO): the
+ * records it held are written, or lost; a failed file counts one write
+ * error (the writer refuses everything after it). */
+static void settle(cbt_recorder *r, cbt_status st)
+{
+    if (st == CBT_OK) {
+        atomic_fetch_add_explicit(&r->c->records, r->pending_records, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&r->c->dropped, r->pending_records, memory_order_relaxed);
+        if (!r->write_failed) {
+            r->write_failed = 1;
+            atomic_fetch_add_explicit(&r->c->write_errors, 1, memory_order_relaxed);
+        }
+    }
+    r->pending_records = 0;
+    atomic_store_explicit(&r->c->bytes, cbt_lmct_writer_bytes(r->w), memory_order_relaxed);
+}
+
 static cbt_status append(cbt_recorder *r, const char *qualname, uint64_t wall_ns,
                          const cbt_lmct_kv *args, uint32_t n)
 {
@@ -474,13 +525,17 @@ static cbt_status append(cbt_recorder *r, const char *qualname, uint64_t wall_ns
     rec.qualname = qualname;
     rec.args = args;
     rec.arg_count = n;
+    uint64_t was = cbt_lmct_writer_bytes(r->w);
     cbt_status st = cbt_lmct_writer_append(r->w, &rec);
     if (st == CBT_OK) {
-        atomic_fetch_add_explicit(&r->records, 1, memory_order_relaxed);
+        r->pending_records++;
+        if (cbt_lmct_writer_bytes(r->w) != was) /* the batch, this record included, went out */
+            settle(r, CBT_OK);
+    } else if (st == CBT_ERR_IO) {
+        r->pending_records++; /* this one and the batch it would have joined are lost */
+        settle(r, st);
     } else {
-        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
-        if (st == CBT_ERR_IO)
-            atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->c->dropped, 1, memory_order_relaxed); /* past a bound */
     }
     return st;
 }
@@ -515,13 +570,16 @@ static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json
     hd.level_meta = meta;
     hd.level_meta_count = sizeof meta / sizeof meta[0];
     r->wall_start = h->wall_start;
+    r->header_tried = 1;
     cbt_status st = cbt_lmct_writer_open_fd(r->fd, &hd, &r->w);
     if (st) {
         fprintf(stderr, "cbt: cannot write the trace file '%s': %s\n", r->path, cbt_strerror(st));
-        atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&r->c->write_errors, 1, memory_order_relaxed);
+        r->write_failed = 1;
         return;
     }
     r->fd = -1; /* the writer's now */
+    atomic_store_explicit(&r->c->bytes, cbt_lmct_writer_bytes(r->w), memory_order_relaxed);
     (void)cbt_lmct_writer_set_batch(r->w, BATCH_BYTES);
 }
 
@@ -589,17 +647,16 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
         *now = h.wall_start;
         return;
     }
-    case CBT_RK_EVENT:
-        if (r->w)
-            write_event(r, p);
-        return;
     default: break;
     }
-    if (!r->w) {
-        atomic_fetch_add_explicit(&r->dropped, 1, memory_order_relaxed);
+    if (!r->w) { /* the header could not be written: nothing after it can */
+        atomic_fetch_add_explicit(&r->c->dropped, 1, memory_order_relaxed);
         return;
     }
     switch (p[0]) {
+    case CBT_RK_EVENT:
+        write_event(r, p);
+        break;
     case CBT_RK_ROUND: {
         memcpy(now, pl, 8);
         cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
@@ -676,10 +733,10 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
 
 static void drain_writer(cbt_recorder *r)
 {
-    if (r->w && cbt_lmct_writer_drain(r->w) == CBT_ERR_IO)
-        atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
-    if (r->w)
-        atomic_store_explicit(&r->bytes, cbt_lmct_writer_bytes(r->w), memory_order_relaxed);
+    if (!r->w || (!r->pending_records && !r->write_failed))
+        return;
+    cbt_status st = cbt_lmct_writer_drain(r->w);
+    settle(r, st == CBT_OK ? CBT_OK : CBT_ERR_IO);
 }
 
 static void *writer_main(void *arg)
@@ -702,15 +759,20 @@ static void *writer_main(void *arg)
             atomic_store_explicit(&r->sleeping, 0, memory_order_relaxed);
             continue;
         }
+        uint64_t freed = head;
         while (head < tail) {
             const unsigned char *p = r->cells + (head & (r->n_cells - 1)) * CBT_REC_CELL;
             uint32_t k = p[8] ? p[8] : 1;
             write_entry(r, p, &now);
             head += k;
+            if (head - freed >= FREE_EVERY) { /* room for the harvester during a long backlog */
+                atomic_store_explicit(&r->head, head, memory_order_release);
+                freed = head;
+            }
         }
         atomic_store_explicit(&r->head, head, memory_order_release);
     }
-    if (!r->w && r->fd >= 0) {
+    if (!r->w && r->fd >= 0 && !r->header_tried) {
         /* nothing was recorded: still a valid file, with an empty configuration */
         hdr_payload h;
         memset(&h, 0, sizeof h);
@@ -721,7 +783,7 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4])
+void cbt_recorder_close_(cbt_recorder *r)
 {
     if (!r)
         return;
@@ -745,32 +807,31 @@ void cbt_recorder_close_(cbt_recorder *r, uint64_t counts[4])
     }
     drain_writer(r);
     if (r->w) {
-        cbt_status st = cbt_lmct_writer_close(r->w);
-        if (st) {
-            atomic_fetch_add_explicit(&r->write_errors, 1, memory_order_relaxed);
+        cbt_status st = cbt_lmct_writer_close(r->w); /* fsync */
+        if (st && !r->write_failed) {
+            atomic_fetch_add_explicit(&r->c->write_errors, 1, memory_order_relaxed);
             fprintf(stderr, "cbt: the trace file '%s' could not be completed: %s\n", r->path,
                     cbt_strerror(st));
         }
     } else if (r->fd >= 0) {
         close(r->fd);
     }
-    uint64_t dropped = atomic_load_explicit(&r->dropped, memory_order_relaxed);
+    uint64_t dropped = atomic_load_explicit(&r->c->dropped, memory_order_relaxed);
     if (dropped)
         fprintf(stderr, "cbt: the trace file '%s' misses %" PRIu64
                         " records (its buffer was full or writes failed)\n",
                 r->path, dropped);
-    cbt_recorder_counts_(r, &counts[0], &counts[1], &counts[2], &counts[3]);
     free(r->raw);
     free(r);
 }
 
-void cbt_recorder_counts_(const cbt_recorder *r, uint64_t *records, uint64_t *dropped,
-                          uint64_t *bytes, uint64_t *write_errors)
-{
-    *records = r ? atomic_load_explicit(&r->records, memory_order_relaxed) : 0;
-    *dropped = r ? atomic_load_explicit(&r->dropped, memory_order_relaxed) : 0;
-    *bytes = r ? atomic_load_explicit(&r->bytes, memory_order_relaxed) : 0;
-    *write_errors = r ? atomic_load_explicit(&r->write_errors, memory_order_relaxed) : 0;
-}
-
 const char *cbt_recorder_path_(const cbt_recorder *r) { return r ? r->path : ""; }
+
+int cbt_recorder_started_(const cbt_recorder *r) { return r && r->started; }
+
+int cbt_rec_rebuilt_(const cbt_subscriber *s)
+{
+    cbt_tree_opts o;
+    return cbt_tree_sub_opts_(s, &o) ||
+           (s->name && (!strcmp(s->name, "kernel-spans") || !strcmp(s->name, "pspan")));
+}

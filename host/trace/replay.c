@@ -16,6 +16,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,12 @@
 
 #define BUILDERS_MAX 8u
 #define BATCH 1024u /* records replayed under one hold of the tracer's lock */
+#define PACE_STEP_MAX_S 10.0 /* --speed: a longer recorded pause is cut to this */
+/* Sizes past these need force: a small file could otherwise ask a replay for
+ * gigabytes (the live run chose them; a replay of a file from elsewhere may
+ * not want to) */
+#define LARGE_SESSIONS (1u << 20)
+#define LARGE_REGISTRY (1u << 20)
 
 typedef struct rp_builder {
     char name[16];
@@ -375,6 +382,16 @@ cbt_status cbt_replay_open(const char *path, const cbt_replay_options *caller, c
         r->span_pool = r->span_pool ? r->span_pool : 8192;
         r->registry_capacity = r->registry_capacity ? r->registry_capacity : 16384;
     }
+    uint64_t sessions = 0;
+    for (uint32_t i = 0; i < r->n_b; i++)
+        sessions += r->b[i].o.max_sessions;
+    if (sessions > LARGE_SESSIONS || r->registry_capacity > LARGE_REGISTRY) {
+        say(why, "the recording asks for %" PRIu64 " sessions and a registry of %u entries "
+                 "(past %u / %u, gigabytes of memory)", sessions, r->registry_capacity,
+            LARGE_SESSIONS, LARGE_REGISTRY);
+        if (mismatch(r, why))
+            return open_fail(r, CBT_ERR_REPLAY_MISMATCH);
+    }
     *out = r;
     return CBT_OK;
 }
@@ -645,7 +662,7 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
         uint64_t bt, bu;
         double npt;
         if (!arg_u64(rec, "base_ticks", &bt) || !arg_u64(rec, "base_unix_ns", &bu) ||
-            !arg_f64(rec, "ns_per_tick", &npt) || !(npt > 0.0))
+            !arg_f64(rec, "ns_per_tick", &npt) || !isfinite(npt) || !(npt > 0.0))
             return R_MALFORMED;
         t->clock.base_ticks = bt, t->clock.base_unix = bu, t->clock.ns_per_tick = npt;
         st->clock_records++;
@@ -655,7 +672,7 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
         double tpn;
         const cbt_lmct_value *fitted = arg_typed(rec, "fitted", CBT_LMCT_BOOL);
         if (!ring || !fitted || !arg_u64(rec, "dev0", &d0) || !arg_u64(rec, "tick0", &t0) ||
-            !arg_f64(rec, "ticks_per_ns", &tpn))
+            !arg_f64(rec, "ticks_per_ns", &tpn) || !isfinite(tpn) || !(tpn > 0.0))
             return R_MALFORMED;
         ring->clock.dev0 = d0, ring->clock.tick0 = t0, ring->clock.ticks_per_ns = tpn;
         ring->clock.fitted = fitted->v.b;
@@ -683,6 +700,8 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
     } else if (strcmp(q, "gap") == 0) {
         uint64_t n = 0;
         (void)arg_u64(rec, "dropped", &n);
+        st->gaps++;
+        st->gap_records += n;
         fprintf(logf_(r), "cbt replay: %s: %" PRIu64 " records were dropped here while "
                           "recording (its buffer was full): the spans that follow may differ "
                           "from the live run's\n", r->path, n);
@@ -743,6 +762,7 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
     }
     cbt_status rc = CBT_OK;
     uint64_t start = mono_ns(), next_progress = start + 1000000000ull;
+    double paced_to = 0.0, due_s = 0.0; /* recorded seconds reached; seconds of replay they are due at */
     uint64_t shown_unknown = 0;
     for (int done = 0; !done;) {
         pthread_mutex_lock(&t->lock);
@@ -759,15 +779,26 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
                 break;
             }
             st.records++;
-            if (r->o.speed > 0.0) {
-                uint64_t due = start + (uint64_t)(rec->t_mono / r->o.speed * 1e9);
-                uint64_t now = mono_ns();
-                if (due > now) {
-                    pthread_mutex_unlock(&t->lock);
-                    struct timespec d = {(time_t)((due - now) / 1000000000ull),
-                                         (long)((due - now) % 1000000000ull)};
-                    nanosleep(&d, NULL);
-                    pthread_mutex_lock(&t->lock);
+            if (r->o.speed > 0.0 && strcmp(rec->qualname, "cbt.event") != 0) {
+                /* paced by the harvester's own times (an event's may be
+                 * any stamp a program chose), in steps of at most
+                 * PACE_STEP_MAX_S recorded seconds: a long idle stretch,
+                 * or a bogus time in a file, costs that much at most */
+                double tm = rec->t_mono;
+                if (isfinite(tm) && tm > paced_to) {
+                    double step = tm - paced_to;
+                    paced_to = tm;
+                    if (step > PACE_STEP_MAX_S)
+                        step = PACE_STEP_MAX_S;
+                    due_s += step / r->o.speed;
+                    double left = due_s - (double)(mono_ns() - start) / 1e9;
+                    if (left > 0) {
+                        pthread_mutex_unlock(&t->lock);
+                        struct timespec d = {(time_t)left,
+                                             (long)((left - (double)(time_t)left) * 1e9)};
+                        nanosleep(&d, NULL);
+                        pthread_mutex_lock(&t->lock);
+                    }
                 }
             }
             r_result res = t->finished ? R_OK : apply(r, t, rec, &st, ev);

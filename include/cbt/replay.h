@@ -57,8 +57,9 @@ typedef struct cbt_replay_options {
                                (said on `log` all the same) */
     uint8_t reserved[3];    /* zero */
     /* 0: as fast as possible (the default). N > 0: paced at N times the
-     * recorded rate (1 = as recorded), by the records' t_mono. The spans
-     * are the same either way: their times are the recorded ones. */
+     * recorded rate (1 = as recorded), by the harvester's recorded times
+     * (a pause longer than 10 s is cut to 10 s). The spans are the same
+     * either way: their times are the recorded ones. */
     double speed;
     FILE *log;              /* warnings and mismatches; NULL: stderr */
     FILE *progress;         /* a progress line about once a second; NULL: none */
@@ -78,10 +79,13 @@ typedef struct cbt_replay_stats {
     uint64_t bytes;           /* bytes of the file read */
     uint32_t truncated;       /* 1: the file ended inside a frame (a warning) */
     uint32_t shutdown_seen;   /* 1: the recording was closed by a shutdown */
+    uint64_t gaps;            /* cbt.gap records: places where the recorder dropped
+                                 records (its buffer was full); the replay is not exact */
+    uint64_t gap_records;     /* the records they say were dropped */
 } cbt_replay_stats;
 #define CBT_REPLAY_STATS_VERSION 1u
 #define cbt_replay_stats_version_ CBT_REPLAY_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_replay_stats, shutdown_seen);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_replay_stats, gap_records);
 
 typedef struct cbt_replay cbt_replay;
 
@@ -146,7 +150,8 @@ CBT_API cbt_status cbt_replay_options_default_into(cbt_replay_options *o);
  * statuses for a bad one), level "gpu" and written by cbt, its
  * sm_config_digest the SHA-256 of its sm_config_json, the configuration
  * one this build can rebuild, and the same cbt version. A mismatch of the
- * last three is CBT_ERR_REPLAY_MISMATCH (said on the log) unless
+ * last three, and a configuration asking for more than 2^20 sessions or
+ * registry entries, is CBT_ERR_REPLAY_MISMATCH (said on the log) unless
  * o->force, when it is said and the replay goes on. A file that is not
  * level "gpu" or not cbt's is CBT_ERR_REPLAY_MISMATCH always. On error *out
  * is NULL and cbt_replay_message(NULL) says why (this thread). `o` may be
