@@ -246,11 +246,14 @@ typedef struct cbt_metrics {
                                    a sleeping harvester, or found it between
                                    two timed sleeps */
     /* version 4: trace recording (cbt_config.trace_level) */
-    uint64_t trace_records;     /* records written to the trace file */
-    uint64_t trace_records_dropped; /* records the recorder dropped: its buffer was
-                                   full (the disk could not keep up) or a write failed */
-    uint64_t trace_bytes;       /* bytes written to the trace file, header included */
-    uint64_t trace_write_errors; /* failed writes of the trace file */
+    uint64_t trace_records;     /* records in the trace file (counted as their batch
+                                   is written) */
+    uint64_t trace_records_dropped; /* records not in it: the recorder's buffer was
+                                   full (the disk could not keep up) or their
+                                   batch's write failed */
+    uint64_t trace_bytes;       /* bytes in the trace file, header included */
+    uint64_t trace_write_errors; /* 1 once a write of the trace file failed (nothing is
+                                   written after it) */
 } cbt_metrics;
 #define CBT_METRICS_VERSION 4u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
