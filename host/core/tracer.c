@@ -30,6 +30,23 @@ static uint64_t g_next_gen = 1; /* tracer generations, under g_life_lock */
  * pointer is: the caller does not race cbt_shutdown with its own calls) */
 static _Atomic(cbt_tracer *) g_replay;
 
+/* Pins of the active tracer by cbt's own publishing threads (pin/unpin
+ * below). Dekker with cbt_shutdown: a pin increments, then loads the active
+ * tracer; shutdown stores NULL there, then waits for zero; both seq_cst, so
+ * either the pin sees NULL or shutdown sees the pin. */
+static _Atomic uint32_t g_pins;
+
+cbt_tracer *cbt_tracer_pin_(void)
+{
+    atomic_fetch_add_explicit(&g_pins, 1, memory_order_seq_cst);
+    cbt_tracer *t = atomic_load_explicit(&cbt_active_tracer_, memory_order_seq_cst);
+    if (!t)
+        atomic_fetch_sub_explicit(&g_pins, 1, memory_order_release);
+    return t;
+}
+
+void cbt_tracer_unpin_(void) { atomic_fetch_sub_explicit(&g_pins, 1, memory_order_release); }
+
 /* The tracer the administrative calls act on: the active one, else a replay
  * tracer. */
 static cbt_tracer *admin_tracer(void)
@@ -334,7 +351,13 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         pthread_mutex_unlock(&g_life_lock);
         return final ? CBT_ERR_NOT_INITIALIZED : CBT_OK;
     }
-    atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_release);
+    atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_seq_cst);
+    /* a CPU stream worker that pinned it before the store finishes its one
+     * push (microseconds); none can pin it after */
+    while (atomic_load_explicit(&g_pins, memory_order_seq_cst) != 0) {
+        struct timespec d = {0, 20000};
+        nanosleep(&d, NULL);
+    }
     atomic_store_explicit(&t->stop, 1, memory_order_release);
     cbt_harvester_nudge_(t); /* it may sleep (harvester.c, "Idle") */
     if (t->started)

@@ -255,6 +255,13 @@ int cbt_cupti_enabled_(void);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
 
+/* The active tracer, held against cbt_shutdown until cbt_tracer_unpin_()
+ * (NULL, and nothing held, when none). For cbt's own threads that publish
+ * (the CPU stream's workers): cbt_shutdown clears the active tracer, then
+ * waits until no pin is held before it frees it. Two atomic operations. */
+cbt_tracer *cbt_tracer_pin_(void);
+void cbt_tracer_unpin_(void);
+
 /* The tracer the administrative calls act on: the active one, else a
  * replay tracer (tracer.c). NULL when none. */
 cbt_tracer *cbt_tracer_admin_(void);

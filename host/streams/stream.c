@@ -102,7 +102,9 @@ static inline unsigned char *room_at(cbt_stream *s, uint64_t pos)
 /* Reach the mark at `pos`: stamp it and copy it into the tracer's queue. */
 static void reach_mark(cbt_stream *s, uint64_t pos)
 {
-    cbt_tracer *t = cbt_tracer_get();
+    /* pinned: this worker is cbt's own thread, which cbt_shutdown cannot
+     * stop first as a program stops its publishers; it waits for the pin */
+    cbt_tracer *t = cbt_tracer_pin_();
     if (!t) { /* accepted under a tracer that has gone since */
         cbt_stream_mark_lost_(s, NULL);
         return;
@@ -119,6 +121,7 @@ static void reach_mark(cbt_stream *s, uint64_t pos)
                               memory_order_relaxed);
     else /* the queue was full: counted there (dropped_full) and here */
         cbt_stream_mark_lost_(s, t);
+    cbt_tracer_unpin_();
 }
 
 /* Run the committed item at `head`, free its slots, publish `done`.
