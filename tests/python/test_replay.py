@@ -313,6 +313,73 @@ def test_replay_truncated_file_warns_and_keeps_what_is_complete(rec):
     assert_no_tracer()
 
 
+def frames(data):
+    """The (offset, length) of each frame: [4-byte big-endian length][msgpack]."""
+    out, off = [], 0
+    while off + 4 <= len(data):
+        n = int.from_bytes(data[off:off + 4], "big")
+        out.append((off, n))
+        off += 4 + n
+    return out
+
+
+def test_replay_bad_frame_in_the_middle_raises_with_the_stats(rec):
+    data = read_bytes(rec["lct"])
+    fr = frames(data)
+    assert len(fr) == 1 + rec["fin"]["trace_records"]  # the header, then the records
+    k = len(fr) // 2  # a record in the middle: its first byte never starts msgpack
+    b = bytearray(data)
+    b[fr[k][0] + 4] = 0xC1
+    bad = rec["dir"] / "mid.lct"
+    bad.write_bytes(bytes(b))
+    out = str(rec["dir"] / "mid.jsonl")
+    with pytest.raises(cbt.Error) as ei:
+        cbt.replay(str(bad), spans_path=out)
+    e = ei.value
+    assert e.status == cbt._cbt.ERR_LMCT_TYPE and str(bad) in str(e)
+    assert e.stats["records"] == k - 1 and e.stats["truncated"] == 0  # the ones before it
+    assert e.stats["spans_ended"] == len(read_spans(out))
+    assert_no_tracer()
+
+
+ON_SPAN_AT_SHUTDOWN = r"""
+import json, sys, threading, cbt
+lct, cut = sys.argv[1], sys.argv[2]
+cbt.init(trace_level="gpu", trace_output=lct, otlp_endpoint="")
+cbt.publish("mp.request.start", "req-open")   # never ended: open at shutdown
+cbt.publish("mp.store.start", "req-done", engine_id=0)  # its request root: implicit, open
+cbt.publish("mp.store.end", "req-done", engine_id=0)
+fin = cbt.shutdown()
+data = open(lct, "rb").read()
+open(cut, "wb").write(data[:-3])               # the shutdown record cut off
+got = []
+def on_span(s):
+    got.append((s["name"], threading.current_thread() is threading.main_thread(),
+                s["incomplete"]))
+r = cbt.replay(cut, on_span=on_span)
+print(json.dumps({"got": got, "truncated": r["truncated"], "shutdown_seen": r["shutdown_seen"],
+                  "spans": r["spans_ended"], "live": fin["spans_ended"]}))
+"""
+
+
+def test_on_span_gets_the_spans_the_replays_shutdown_ends(tmp_path):
+    # the request still open when the file ends: it ends in cbt_shutdown,
+    # called with the GIL released, and on_span takes the GIL there (in a
+    # fresh interpreter: a callback without the GIL would crash it)
+    p = subprocess.run([sys.executable, "-W", "ignore", "-c", ON_SPAN_AT_SHUTDOWN,
+                        str(tmp_path / "o.lct"), str(tmp_path / "cut.lct")],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["truncated"] == 1 and out["shutdown_seen"] == 0
+    # the store ended in the file; both open roots (incomplete) in the
+    # replay's cbt_shutdown (nothing else ends them: the file has no
+    # shutdown), on this thread
+    assert sorted(out["got"]) == [["mp.store", True, False], ["request", True, True],
+                                  ["request", True, True]]
+    assert out["spans"] == out["live"] == 3
+
+
 def test_on_span_exception_propagates_and_the_tracer_is_gone(rec):
     class Boom(Exception):
         pass
