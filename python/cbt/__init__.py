@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import atexit as _atexit
 import contextvars as _contextvars
+import json as _json
 import os as _os
-from typing import Any, Optional, Union
+import warnings as _warnings
+from typing import Any, Callable, Optional, Union
 
 from . import _cbt
 from ._cbt import (  # noqa: F401  (re-exported)
@@ -43,6 +45,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
+    "replay", "ReplayWarning",
 ]
 
 _KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
@@ -58,6 +61,61 @@ def shutdown() -> dict:
     fields of ``metrics()``, plus ``"otlp"`` with the exporter's final counts
     when one ran); ``{}`` when no tracer was running."""
     return _cbt.shutdown()
+
+
+class ReplayWarning(UserWarning):
+    """What ``cbt.replay`` says without failing: a truncated tail (the records
+    before it were replayed), a mismatch replayed anyway (``force=True``),
+    records dropped while recording, records skipped, spans a sink lost."""
+
+
+_PathLike = Union[str, bytes, "_os.PathLike[str]"]
+
+
+def replay(path: _PathLike, *, spans_path: Optional[_PathLike] = None,
+           trace_path: Optional[_PathLike] = None, otlp_endpoint: Optional[str] = None,
+           on_span: Optional[Callable[[dict], Any]] = None, force: bool = False,
+           speed: float = 0.0) -> dict:
+    """Replay a trace recorded at level "gpu" (``cbt.init(trace_level="gpu")``)
+    through a replay tracer with the recorded configuration, builders and id
+    seed: the spans come out as the live run's (names, parents, attributes,
+    times, trace and span ids). What ``cbt replay FILE`` does, in-process.
+
+    Needs the process's one tracer: ``cbt.Error`` (``ERR_ALREADY``) while
+    ``cbt.init``'s runs. The replay tracer is shut down before this returns,
+    whatever happens. ``spans_path`` / ``trace_path``: a span file / a
+    Perfetto trace file; ``otlp_endpoint``: an OTLP/HTTP collector (``None``
+    or ``""``: none). ``on_span(span: dict)`` is called with each span (its
+    span-file line, parsed), on this thread, holding the GIL; an exception it
+    raises propagates from here (later spans are not given to it). ``force``
+    replays despite a cbt version or configuration mismatch; ``speed`` 0 is
+    as fast as possible, N > 0 paced at N times the recorded rate.
+
+    Returns the replay's counts (docs/python.md, "Recording and replay").
+    A truncated tail (``truncated`` 1) and everything else the replay says on
+    its log are ``ReplayWarning`` warnings, not errors; a file that cannot be
+    replayed raises ``cbt.Error`` with the status and the reason."""
+    cb = None
+    if on_span is not None:
+        if not callable(on_span):
+            raise TypeError(f"cbt.replay: on_span is a callable or None, not "
+                            f"{type(on_span).__name__}")
+        loads = _json.loads
+
+        def cb(line: str) -> None:
+            on_span(loads(line))
+    r = _cbt.replay(path, spans_path=spans_path, trace_path=trace_path,
+                    otlp_endpoint=otlp_endpoint, on_span=cb, force=force, speed=speed)
+    for m in r["messages"]:
+        _warnings.warn(m, ReplayWarning, stacklevel=2)
+    if r["truncated"]:
+        _warnings.warn(f"cbt.replay: {r.get('truncated_message', 'the file ends inside a frame')}"
+                       f" (the {r['records']} records before it were replayed)",
+                       ReplayWarning, stacklevel=2)
+    if r["sink_spans_lost"]:
+        _warnings.warn(f"cbt.replay: the sinks lost {r['sink_spans_lost']} spans (a failed "
+                       f"write or export)", ReplayWarning, stacklevel=2)
+    return r
 
 
 class Tracer:

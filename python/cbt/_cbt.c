@@ -2,7 +2,8 @@
  *
  * What it owns: the C side of cbt's Python API (docs/python.md). Every call
  * is a thin layer over the C library linked in statically (cbt_static):
- *   init / shutdown / enabled / flush / metrics    cbt.h
+ *   init / shutdown / enabled / flush / metrics    cbt.h (init's trace_level: recording)
+ *   replay                                         cbt/replay.h (cbt.replay wraps it)
  *   publish / publish_on_stream                    cbt_publish, cbt/stream.h
  *   CpuStream                                      cbt_stream_cpu_create & co
  *   span_begin -> PSpan, SpanContext, inject /
@@ -18,7 +19,7 @@
  * types with their aliases, 1024 names).
  *
  * The GIL is released around every call that can wait: flush, shutdown,
- * stream sync and stream close. Work a CpuStream runs (enqueue) takes the GIL
+ * stream sync and stream close, and a replay without an on_span callable. Work a CpuStream runs (enqueue) takes the GIL
  * on the stream's worker thread.
  *
  * Errors: a cbt_status becomes cbt.Error (its .status the code, its message
@@ -53,14 +54,19 @@ static int g_inherited;          /* ... while a tracer ran: this process has its
 #ifdef CBT_WITH_OTLP
 static cbt_otlp_stats g_otlp_final;
 static int g_otlp_on;            /* the running tracer has an OTLP exporter */
+#endif
 /* A shutdown is freeing the tracer with the GIL released (py_shutdown, init's
  * failure path). Set and cleared under the GIL. publish, publish_on_stream,
  * span begin and span end check it with the GIL held and make their cbt call
  * without releasing the GIL in between, so while it is up no Python caller
  * can be inside a call that writes into the tracer (include/cbt.h: shutdown
  * must not race with publishers); they treat it as "no tracer". */
-static int g_closing;
-#endif
+static int g_closing; /* outside CBT_WITH_OTLP: every build uses it */
+/* A cbt.replay runs (set and cleared under the GIL): the process's one tracer
+ * is its replay tracer, which cbt_replay_run drives holding the tracer's
+ * lock while it calls the sinks. init, shutdown and metrics refuse meanwhile
+ * (metrics would wait on that lock, and from on_span never get it). */
+static int g_replaying;
 
 #define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
 #define CUDA_STREAMS_MAX 64  /* wrapped CUDA streams (1024 CUDA events each) */
@@ -830,7 +836,7 @@ static int get_u32(PyObject *o, const char *name, uint32_t *out)
     return 0;
 }
 
-static int get_bool(PyObject *o, const char *name, bool *out)
+static int get_bool_in(const char *fn, PyObject *o, const char *name, bool *out)
 {
     if (!o || o == Py_None)
         return 0;
@@ -847,12 +853,17 @@ static int get_bool(PyObject *o, const char *name, bool *out)
             *out = v == 1;
             return 0;
         }
-        PyErr_Format(PyExc_ValueError, "cbt.init: %s is a bool (or 0 or 1), not %R", name, o);
+        PyErr_Format(PyExc_ValueError, "%s: %s is a bool (or 0 or 1), not %R", fn, name, o);
         return -1;
     }
-    PyErr_Format(PyExc_TypeError, "cbt.init: %s is a bool, not %.100s", name,
+    PyErr_Format(PyExc_TypeError, "%s: %s is a bool, not %.100s", fn, name,
                  Py_TYPE(o)->tp_name);
     return -1;
+}
+
+static int get_bool(PyObject *o, const char *name, bool *out)
+{
+    return get_bool_in("cbt.init", o, name, out);
 }
 
 #define CBT_METRICS_FIELDS(X)                                                                   \
@@ -860,7 +871,8 @@ static int get_bool(PyObject *o, const char *name, bool *out)
     X(subscriber_errors) X(sink_errors) X(queue_depth) X(queue_capacity) X(lanes)               \
     X(pending_stream_marks) X(lag_last_ns) X(lag_max_ns) X(spans_started) X(spans_ended)       \
     X(spans_dropped) X(spans_open) X(registry_full) X(harvester_busy_ns) X(spans_unsampled)    \
-    X(meta_truncated) X(stream_marks_dropped) X(sink_spans_lost) X(harvester_wakeups)
+    X(meta_truncated) X(stream_marks_dropped) X(sink_spans_lost) X(harvester_wakeups)      \
+    X(trace_records) X(trace_records_dropped) X(trace_bytes) X(trace_write_errors)
 
 static PyObject *metrics_dict(const cbt_metrics *m)
 {
@@ -883,10 +895,11 @@ static PyObject *metrics_dict(const cbt_metrics *m)
 }
 
 #ifdef CBT_WITH_OTLP
-/* The OTLP exporter for init: `endpoint` NULL = the environment decides (an
+/* The OTLP exporter for init (and replay; `fn` names the call in errors):
+ * `endpoint` NULL = the environment decides (an
  * OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT set); "" = none; else a collector
  * base URL (/v1/traces appended) or the full traces URL. */
-static int add_otlp(const char *endpoint, const char *service_name)
+static int add_otlp(const char *fn, const char *endpoint, const char *service_name)
 {
     if (endpoint && !*endpoint)
         return 0;
@@ -899,7 +912,7 @@ static int add_otlp(const char *endpoint, const char *service_name)
     cbt_otlp_config c;
     cbt_otlp_config_default(&c);
     if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK) {
-        raise_status(CBT_ERR_INVAL, "cbt.init: the OTEL_* environment (see stderr)");
+        raise_statusf(CBT_ERR_INVAL, "%s: the OTEL_* environment (see stderr)", fn);
         return -1;
     }
     if (c.disabled)
@@ -911,22 +924,22 @@ static int add_otlp(const char *endpoint, const char *service_name)
         int base_len = traces_url ? (int)(l - 10) : (int)l;
         const char *msuffix = !traces_url && endpoint[l - 1] == '/' ? "v1/metrics" : "/v1/metrics";
         if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8)) {
-            PyErr_Format(PyExc_ValueError, "cbt.init: otlp_endpoint '%s' is not an http(s) URL "
+            PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint '%s' is not an http(s) URL "
                                            "(cbt speaks OTLP/HTTP: the collector's port 4318)",
-                         endpoint);
+                         fn, endpoint);
             return -1;
         }
         if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", endpoint, suffix) >=
                 sizeof c.endpoint ||
             (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
                              endpoint, msuffix) >= sizeof c.metrics_endpoint) {
-            PyErr_SetString(PyExc_ValueError, "cbt.init: otlp_endpoint is too long");
+            PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint is too long", fn);
             return -1;
         }
     }
     if (service_name) {
         if (strlen(service_name) >= sizeof c.resource.service_name) {
-            PyErr_SetString(PyExc_ValueError, "cbt.init: service_name is too long");
+            PyErr_Format(PyExc_ValueError, "%s: service_name is too long", fn);
             return -1;
         }
         strcpy(c.resource.service_name, service_name);
@@ -939,13 +952,23 @@ static int add_otlp(const char *endpoint, const char *service_name)
     if (st == CBT_OK && (st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
         sk.destroy(sk.ctx);
     if (st != CBT_OK) {
-        raise_statusf(st, "cbt.init: starting the OTLP exporter for %s", c.endpoint);
+        raise_statusf(st, "%s: starting the OTLP exporter for %s", fn, c.endpoint);
         return -1;
     }
     g_otlp_on = 1;
     return 0;
 }
 #endif
+
+/* PyUnicode_FSConverter, None allowed (*out NULL). */
+static int fs_or_none(PyObject *o, void *out)
+{
+    if (o == Py_None) {
+        *(PyObject **)out = NULL;
+        return 1;
+    }
+    return PyUnicode_FSConverter(o, out);
+}
 
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -955,23 +978,30 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "poll_interval_us", "idle_sleep_ms", "shutdown_timeout_ms",
                              "ring_capacity", "cuda_ring_capacity", "session_idle_ms",
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
-                             "service_name", "mp_root_end", "cb_subscriber", NULL};
+                             "service_name", "mp_root_end", "cb_subscriber", "trace_level",
+                             "trace_output", "trace_buffer_kib", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
-             *root_end = Py_None, *cbsub = NULL;
+             *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL;
     if (PyTuple_GET_SIZE(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOO:init", kwlist, &o[0],
-                                     &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                                     &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
-                                     PyUnicode_FSConverter, &spans, PyUnicode_FSConverter, &trace,
-                                     &endpoint, &service, &root_end, &cbsub))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&O:init", kwlist,
+                                     &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
+                                     &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
+                                     fs_or_none, &spans, fs_or_none, &trace, &endpoint,
+                                     &service, &root_end, &cbsub, &level, fs_or_none, &tout,
+                                     &tkib))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
         raise_status(CBT_ERR_ALREADY, "cbt.init: another thread is shutting the tracer down");
+        goto out;
+    }
+    if (g_replaying) {
+        raise_status(CBT_ERR_ALREADY, "cbt.init: a cbt.replay is running (it has the process's "
+                                      "one tracer until it returns)");
         goto out;
     }
     cbt_config c = cbt_config_default();
@@ -988,6 +1018,31 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     for (int i = 0; i < 13; i++)
         if (get_u32(o[2 + i], kwlist[2 + i], u32[i]) < 0)
             goto out;
+    /* trace recording (cbt/replay.h). "gpu" is the one level cbt records;
+     * "" is off whatever CBT_TRACE_LEVEL says (as the C library reads an
+     * empty cbt_config.trace_level); None leaves it to CBT_TRACE_LEVEL. */
+    if (level != Py_None) {
+        if (!PyUnicode_Check(level)) {
+            PyErr_Format(PyExc_TypeError, "cbt.init: trace_level is 'gpu' or None, not %.100s",
+                         Py_TYPE(level)->tp_name);
+            goto out;
+        }
+        const char *l = PyUnicode_AsUTF8(level);
+        if (!l)
+            goto out;
+        if (strcmp(l, "gpu") != 0 && *l) {
+            PyErr_Format(PyExc_ValueError,
+                         "cbt.init: trace_level is 'gpu' (the one level cbt records) or None, "
+                         "not %R", level);
+            goto out;
+        }
+        c.trace_level = l; /* `level` is the caller's: alive until init returns */
+    }
+    if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0)
+        goto out;
+    c.trace_output = tout ? PyBytes_AS_STRING(tout) : NULL; /* kept until `out` */
+    const char *env_level = getenv("CBT_TRACE_LEVEL");
+    int recording = c.trace_level ? *c.trace_level != 0 : env_level && *env_level;
     if (root_end != Py_None) {
         if (PyUnicode_Check(root_end)) {
             const char *r = PyUnicode_AsUTF8(root_end);
@@ -1044,8 +1099,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             raise_status(st, "cbt.init: this process was forked while its parent's tracer ran; "
                              "the child inherits it and cannot start its own (fork before "
                              "cbt.init, or use the 'spawn' start method)");
+        else if (st == CBT_ERR_IO && spans && recording)
+            raise_statusf(st, "cbt.init: the span file '%s' or the trace output '%s' (see "
+                              "stderr)", PyBytes_AS_STRING(spans),
+                          c.trace_output ? c.trace_output : "(CBT_TRACE_OUTPUT or the default)");
         else if (st == CBT_ERR_IO && spans)
             raise_statusf(st, "cbt.init: the span file '%s'", PyBytes_AS_STRING(spans));
+        else if (st == CBT_ERR_IO && recording)
+            raise_statusf(st, "cbt.init: the trace output '%s'",
+                          c.trace_output ? c.trace_output
+                                         : "(CBT_TRACE_OUTPUT or the default under $TMPDIR)");
+        else if (st == CBT_ERR_UNSUPPORTED && recording)
+            raise_status(st, "cbt.init: trace recording: this build has no msgpack-c "
+                             "(CBT_WITH_MSGPACK was off when the package was built)");
+        else if (st == CBT_ERR_INVAL)
+            raise_status(st, "cbt.init: a config field (named on stderr)");
         else
             raise_status(st, "cbt.init");
         goto out;
@@ -1077,7 +1145,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     }
 #ifdef CBT_WITH_OTLP
     g_otlp_on = 0;
-    if (add_otlp(ep, svc) < 0)
+    if (add_otlp("cbt.init", ep, svc) < 0)
         goto fail_tracer;
 #endif
     ret = Py_None;
@@ -1096,6 +1164,7 @@ fail_tracer: {
 out:
     Py_XDECREF(spans);
     Py_XDECREF(trace);
+    Py_XDECREF(tout);
     return ret;
 }
 
@@ -1108,6 +1177,9 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused)
                             "ran; that tracer belongs to the parent");
     if (g_closing) /* another thread is shutting the tracer down */
         return PyDict_New();
+    if (g_replaying) /* freeing the replay tracer under cbt_replay_run: never */
+        return raise_status(CBT_ERR_ALREADY, "cbt.shutdown: a cbt.replay is running; it shuts "
+                                             "its replay tracer down itself when it returns");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
     g_closing = 1;
@@ -1172,11 +1244,384 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *py_metrics(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
+    if (g_replaying) /* it would wait on the lock cbt_replay_run holds (from on_span: forever) */
+        return raise_status(CBT_ERR_ALREADY, "cbt.metrics: a cbt.replay is running (its final "
+                                             "metrics are in what it returns)");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st = cbt_metrics_get(&m);
     if (st != CBT_OK)
         return raise_status(st, "cbt.metrics");
     return metrics_dict(&m);
+}
+
+/* ---- replay (cbt/replay.h) -------------------------------------------------------- */
+
+/* on_span: a sink that hands each span's JSON line (cbt_span_to_json, the
+ * span file's own line) to a Python callable. cbt_replay_run calls it on the
+ * replay's thread with the GIL held (replay keeps it when there is a
+ * callback); cbt_shutdown ends the spans still open and calls it with the
+ * GIL released, so it takes the GIL itself (PyGILState_Ensure works either
+ * way). After the callable raises, the exception is kept for cbt.replay to
+ * raise and no later span reaches it (each counts as a sink error). */
+typedef struct {
+    PyObject *fn;          /* borrowed: cbt.replay's argument outlives the tracer */
+    PyObject *et, *ev, *tb; /* the first exception the callable raised */
+    int failed;
+} py_span_sink;
+
+static cbt_status py_span_sink_on_span(void *ctx, const cbt_span *s)
+{
+    py_span_sink *k = ctx;
+    if (k->failed)
+        return CBT_ERR_INVAL;
+    char stack[8192], *buf = stack;
+    size_t n = cbt_span_to_json(s, buf, sizeof stack);
+    if (n >= sizeof stack) {
+        if (!(buf = malloc(n + 1)))
+            return CBT_ERR_NOMEM;
+        n = cbt_span_to_json(s, buf, n + 1);
+    }
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!k->failed) { /* another thread's span may have failed meanwhile */
+        PyObject *line = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace");
+        PyObject *r = line ? PyObject_CallOneArg(k->fn, line) : NULL;
+        Py_XDECREF(line);
+        if (r)
+            Py_DECREF(r);
+        else {
+            k->failed = 1;
+            PyErr_Fetch(&k->et, &k->ev, &k->tb);
+        }
+    }
+    int failed = k->failed;
+    PyGILState_Release(g);
+    if (buf != stack)
+        free(buf);
+    return failed ? CBT_ERR_INVAL : CBT_OK;
+}
+
+/* Add a sink that the library made; on failure it is destroyed. */
+static cbt_status add_made_sink(cbt_status made, cbt_sink *sk)
+{
+    cbt_status st = made;
+    if (st == CBT_OK && (st = cbt_add_sink(sk)) != CBT_OK && sk->destroy)
+        sk->destroy(sk->ctx);
+    return st;
+}
+
+#define CBT_REPLAY_STATS_FIELDS(X)                                                              \
+    X(records) X(events) X(ring_records) X(clock_records) X(unknown_skipped)                   \
+    X(malformed_skipped) X(bytes) X(truncated) X(shutdown_seen)
+
+/* cbt_replay_stats, the final metrics' span counts and every metric
+ * ("metrics"), the recorded configuration ("config_json"), what the replay
+ * said on its log ("messages") and the OTLP exporter's final counts ("otlp"). */
+static PyObject *replay_dict(const cbt_replay_stats *rs, const cbt_metrics *fin,
+                             const char *config_json, PyObject *messages, int otlp)
+{
+    PyObject *d = PyDict_New(), *md = d ? metrics_dict(fin) : NULL;
+    if (!md)
+        goto fail;
+#define CBT_PUT_(f)                                                                             \
+    {                                                                                           \
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)rs->f);                  \
+        if (!v || PyDict_SetItemString(d, #f, v) < 0) {                                         \
+            Py_XDECREF(v);                                                                      \
+            goto fail;                                                                          \
+        }                                                                                       \
+        Py_DECREF(v);                                                                           \
+    }
+    CBT_REPLAY_STATS_FIELDS(CBT_PUT_)
+#undef CBT_PUT_
+    static const char *const from_metrics[] = {"spans_ended", "spans_dropped", "spans_unsampled",
+                                               "sink_errors", "sink_spans_lost"};
+    for (size_t i = 0; i < sizeof from_metrics / sizeof from_metrics[0]; i++) {
+        PyObject *v = PyDict_GetItemString(md, from_metrics[i]); /* borrowed */
+        if (!v || PyDict_SetItemString(d, from_metrics[i], v) < 0)
+            goto fail;
+    }
+    PyObject *cj = PyUnicode_DecodeUTF8(config_json, (Py_ssize_t)strlen(config_json), "replace");
+    if (!cj || PyDict_SetItemString(d, "config_json", cj) < 0) {
+        Py_XDECREF(cj);
+        goto fail;
+    }
+    Py_DECREF(cj);
+    if (PyDict_SetItemString(d, "metrics", md) < 0 ||
+        PyDict_SetItemString(d, "messages", messages) < 0)
+        goto fail;
+#ifdef CBT_WITH_OTLP
+    if (otlp) {
+        const cbt_otlp_stats *o = &g_otlp_final;
+        PyObject *od = Py_BuildValue(
+            "{s:K,s:K,s:K,s:K,s:K,s:K}", "spans_queued", (unsigned long long)o->spans_queued,
+            "spans_exported", (unsigned long long)o->spans_exported, "spans_dropped",
+            (unsigned long long)o->spans_dropped, "batches_sent",
+            (unsigned long long)o->batches_sent, "batches_failed",
+            (unsigned long long)o->batches_failed, "retries", (unsigned long long)o->retries);
+        if (!od || PyDict_SetItemString(d, "otlp", od) < 0) {
+            Py_XDECREF(od);
+            goto fail;
+        }
+        Py_DECREF(od);
+    }
+#else
+    (void)otlp;
+#endif
+    Py_DECREF(md);
+    return d;
+fail:
+    Py_XDECREF(md);
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* The lines the replay wrote on its log (a tmpfile), as a list of str. */
+static PyObject *log_lines(FILE *log)
+{
+    PyObject *l = PyList_New(0);
+    if (!l || !log)
+        return l;
+    fflush(log);
+    long n = ftell(log);
+    if (n <= 0)
+        return l;
+    if (n > (1l << 20))
+        n = 1l << 20; /* the replay says a few lines; bound it all the same */
+    char *buf = malloc((size_t)n + 1);
+    if (!buf) {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    rewind(log);
+    size_t got = fread(buf, 1, (size_t)n, log);
+    buf[got] = 0;
+    for (char *p = buf, *e; *p; p = e) {
+        e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        e = e ? e + 1 : p + len;
+        if (!len)
+            continue;
+        PyObject *s = PyUnicode_DecodeUTF8(p, (Py_ssize_t)len, "replace");
+        if (!s || PyList_Append(l, s) < 0) {
+            Py_XDECREF(s);
+            Py_DECREF(l);
+            free(buf);
+            return NULL;
+        }
+        Py_DECREF(s);
+    }
+    free(buf);
+    return l;
+}
+
+/* _cbt.replay(path, *, spans_path, trace_path, otlp_endpoint, on_span, force,
+ * speed): what the CLI's `cbt replay FILE` does (host/cli/replay_lmct.c),
+ * with the process's one tracer: open and check the file, start a replay
+ * tracer with the recorded configuration and builders, add the sinks, run,
+ * shut the replay tracer down (on every path), close. cbt.replay in
+ * __init__.py wraps it (on_span gets dicts there; warnings). on_span here
+ * takes the JSON line. */
+static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"path", "spans_path", "trace_path", "otlp_endpoint", "on_span",
+                             "force", "speed", NULL};
+    PyObject *path = NULL, *spans = NULL, *trace = NULL, *endpoint = Py_None, *fn = Py_None,
+             *force_o = NULL, *speed_o = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|$O&O&OOOO:replay", kwlist,
+                                     PyUnicode_FSConverter, &path, fs_or_none, &spans,
+                                     fs_or_none, &trace, &endpoint, &fn, &force_o,
+                                     &speed_o))
+        return NULL;
+    PyObject *ret = NULL, *messages = NULL;
+    cbt_replay *r = NULL;
+    FILE *log = NULL;
+    int started = 0, otlp = 0;
+    py_span_sink ks = {.fn = fn};
+    cbt_replay_options ro = cbt_replay_options_default();
+    if (get_bool_in("cbt.replay", force_o, "force", &ro.force) < 0)
+        goto out;
+    if (speed_o && speed_o != Py_None) {
+        if (PyBool_Check(speed_o) || !(PyFloat_Check(speed_o) || PyLong_Check(speed_o))) {
+            PyErr_Format(PyExc_TypeError, "cbt.replay: speed is a float, not %.100s",
+                         Py_TYPE(speed_o)->tp_name);
+            goto out;
+        }
+        ro.speed = PyFloat_AsDouble(speed_o);
+        if (ro.speed == -1.0 && PyErr_Occurred())
+            goto out;
+        if (!(ro.speed >= 0.0) || ro.speed > 1e9) {
+            PyErr_Format(PyExc_ValueError, "cbt.replay: speed is 0 (as fast as possible) or a "
+                                           "factor in (0, 1e9] (1: as recorded), not %R", speed_o);
+            goto out;
+        }
+    }
+    if (fn != Py_None && !PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "cbt.replay: on_span is a callable or None, not %.100s",
+                     Py_TYPE(fn)->tp_name);
+        goto out;
+    }
+    const char *ep = NULL;
+    if (endpoint != Py_None) {
+        if (!PyUnicode_Check(endpoint)) {
+            PyErr_SetString(PyExc_TypeError, "cbt.replay: otlp_endpoint is a str or None");
+            goto out;
+        }
+        if (!(ep = utf8_of(endpoint, NULL, "cbt.replay: otlp_endpoint")))
+            goto out;
+        if (!*ep)
+            ep = NULL; /* "": none, as None (a replay never exports unasked) */
+    }
+#ifndef CBT_WITH_OTLP
+    if (ep) {
+        raise_status(CBT_ERR_UNSUPPORTED,
+                     "cbt.replay: otlp_endpoint: this build has no OTLP exporter (protobuf-c or "
+                     "libcurl was missing when the package was built)");
+        goto out;
+    }
+#endif
+    if (g_replaying || g_closing || cbt_tracer_get()) {
+        raise_status(CBT_ERR_ALREADY,
+                     g_replaying ? "cbt.replay: another cbt.replay is running"
+                                 : "cbt.replay: a tracer is running (cbt.shutdown() it first: a "
+                                   "replay needs the process's one tracer)");
+        goto out;
+    }
+    log = tmpfile(); /* the replay's warnings, for cbt.replay's warnings; NULL: stderr */
+    ro.log = log;
+    ro.progress = NULL;
+    cbt_status st = cbt_replay_open(PyBytes_AS_STRING(path), &ro, &r);
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt.replay: %s", cbt_replay_message(NULL));
+        goto out;
+    }
+    cbt_config c = cbt_config_default();
+    if ((st = cbt_replay_config(r, &c)) != CBT_OK) {
+        raise_statusf(st, "cbt.replay: %s: the recorded configuration",
+                      PyBytes_AS_STRING(path));
+        goto out;
+    }
+    if ((st = cbt_init(&c)) != CBT_OK) {
+        raise_status(st, st == CBT_ERR_ALREADY
+                             ? "cbt.replay: a tracer is running (cbt.shutdown() it first)"
+                             : "cbt.replay: starting the replay tracer");
+        goto out;
+    }
+    started = 1;
+    g_replaying = 1;
+    if ((st = cbt_replay_add_builders(r)) != CBT_OK) {
+        raise_statusf(st, "cbt.replay: %s: the recorded span builders", PyBytes_AS_STRING(path));
+        goto out;
+    }
+    cbt_sink sk;
+    if (spans && (st = add_made_sink(cbt_jsonl_sink_create(PyBytes_AS_STRING(spans), &sk), &sk))) {
+        raise_statusf(st, "cbt.replay: the span file '%s'", PyBytes_AS_STRING(spans));
+        goto out;
+    }
+    if (trace &&
+        (st = add_made_sink(cbt_trace_file_sink_create(PyBytes_AS_STRING(trace), &sk), &sk))) {
+        raise_statusf(st, "cbt.replay: the trace file '%s'", PyBytes_AS_STRING(trace));
+        goto out;
+    }
+    if (fn != Py_None) {
+        cbt_sink k = CBT_STRUCT_INIT(cbt_sink);
+        k.name = "python-on_span";
+        k.ctx = &ks; /* on this C stack: the tracer is shut down before it returns */
+        k.on_span = py_span_sink_on_span;
+        if ((st = cbt_add_sink(&k)) != CBT_OK) {
+            raise_status(st, "cbt.replay: the on_span sink");
+            goto out;
+        }
+    }
+#ifdef CBT_WITH_OTLP
+    if (ep) {
+        g_otlp_on = 0;
+        if (add_otlp("cbt.replay", ep, NULL) < 0)
+            goto out;
+        otlp = g_otlp_on;
+        g_otlp_on = 0; /* py_shutdown's: this exporter is ours */
+    }
+#endif
+    /* With on_span, the GIL stays held: the callable runs on this thread for
+     * every span, so a release would only hand the GIL back and forth per
+     * span. Without it nothing here needs Python: other threads run. */
+    cbt_replay_stats rs = CBT_STRUCT_INIT(cbt_replay_stats);
+    cbt_status rst;
+    if (fn != Py_None) {
+        rst = cbt_replay_run(r, &rs);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        rst = cbt_replay_run(r, &rs);
+        Py_END_ALLOW_THREADS
+    }
+    cbt_metrics fin = CBT_STRUCT_INIT(cbt_metrics);
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_shutdown_final(&fin);
+    Py_END_ALLOW_THREADS
+    started = 0;
+    g_replaying = 0;
+    if (ks.failed) { /* the callable's exception, as it raised it */
+        PyErr_Restore(ks.et, ks.ev, ks.tb);
+        ks.et = ks.ev = ks.tb = NULL;
+        goto out;
+    }
+    if (st != CBT_OK) {
+        raise_status(st, "cbt.replay: shutting the replay tracer down");
+        goto out;
+    }
+    if (!(messages = log_lines(log)))
+        goto out;
+    PyObject *d = replay_dict(&rs, &fin, cbt_replay_header_json(r), messages, otlp);
+    if (!d)
+        goto out;
+    if (rst != CBT_OK && rst != CBT_ERR_LMCT_TRUNCATED) {
+        /* a bad frame or a mismatch: the records before it were replayed,
+         * their spans delivered; the exception carries the stats */
+        raise_statusf(rst, "cbt.replay: %s", cbt_replay_message(r));
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        if (ev)
+            (void)PyObject_SetAttrString(ev, "stats", d);
+        PyErr_Restore(et, ev, tb);
+        Py_DECREF(d);
+        goto out;
+    }
+    if (rst == CBT_ERR_LMCT_TRUNCATED) {
+        /* a warning: what came before the cut tail was replayed */
+        PyObject *m = PyUnicode_FromString(cbt_replay_message(r));
+        if (!m || PyDict_SetItemString(d, "truncated_message", m) < 0) {
+            Py_XDECREF(m);
+            Py_DECREF(d);
+            goto out;
+        }
+        Py_DECREF(m);
+    }
+    ret = d;
+out:
+    if (started) { /* an error after cbt_init: the replay tracer goes with it */
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        Py_BEGIN_ALLOW_THREADS
+        cbt_shutdown();
+        Py_END_ALLOW_THREADS
+        g_replaying = 0;
+#ifdef CBT_WITH_OTLP
+        g_otlp_on = 0;
+#endif
+        PyErr_Restore(et, ev, tb);
+    }
+    Py_XDECREF(ks.et);
+    Py_XDECREF(ks.ev);
+    Py_XDECREF(ks.tb);
+    cbt_replay_close(r);
+    if (log)
+        fclose(log);
+    Py_XDECREF(messages);
+    Py_XDECREF(path);
+    Py_XDECREF(spans);
+    Py_XDECREF(trace);
+    return ret;
 }
 
 static PyObject *py_strerror(PyObject *self, PyObject *arg)
@@ -1701,6 +2146,9 @@ static PyMethodDef methods[] = {
     {"flush", (PyCFunction)(void (*)(void))py_flush, METH_VARARGS | METH_KEYWORDS,
      "flush(timeout_ms=5000): wait (GIL released) until everything published is dispatched."},
     {"metrics", py_metrics, METH_NOARGS, "metrics() -> dict: the tracer's self-metrics."},
+    {"replay", (PyCFunction)(void (*)(void))py_replay, METH_VARARGS | METH_KEYWORDS,
+     "replay(path, *, spans_path, trace_path, otlp_endpoint, on_span, force, speed) -> dict: "
+     "a recorded LMCT file through a replay tracer (cbt.replay wraps it)."},
     {"strerror", py_strerror, METH_O, "strerror(status) -> str"},
     {"register_event_type", py_register_event_type, METH_O,
      "register_event_type(name) -> int: a program-defined event type."},
@@ -1766,6 +2214,7 @@ PyMODINIT_FUNC PyInit__cbt(void)
         PyModule_AddIntConstant(m, "SPAN_STR_MAX", CBT_META_INLINE_MAX - 1) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_CUDA", CBT_HAVE_CUDA) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_OTLP", CBT_HAVE_OTLP) < 0 ||
+        PyModule_AddIntConstant(m, "HAVE_RECORDING", CBT_HAVE_MSGPACK) < 0 ||
         PyModule_AddStringConstant(m, "__version__", CBT_VERSION_STRING) < 0)
         goto fail;
     /* the status codes, by name */

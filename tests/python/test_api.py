@@ -27,6 +27,7 @@ METRIC_KEYS = {
     "pending_stream_marks", "lag_last_ns", "lag_max_ns", "spans_started", "spans_ended",
     "spans_dropped", "spans_open", "registry_full", "harvester_busy_ns", "spans_unsampled",
     "meta_truncated", "stream_marks_dropped", "sink_spans_lost", "harvester_wakeups",
+    "trace_records", "trace_records_dropped", "trace_bytes", "trace_write_errors",
 }
 
 
