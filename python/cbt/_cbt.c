@@ -1311,7 +1311,7 @@ static cbt_status add_made_sink(cbt_status made, cbt_sink *sk)
 
 #define CBT_REPLAY_STATS_FIELDS(X)                                                              \
     X(records) X(events) X(ring_records) X(clock_records) X(unknown_skipped)                   \
-    X(malformed_skipped) X(bytes) X(truncated) X(shutdown_seen)
+    X(malformed_skipped) X(bytes) X(truncated) X(shutdown_seen) X(gaps) X(gap_records)
 
 /* cbt_replay_stats, the final metrics' span counts and every metric
  * ("metrics"), the recorded configuration ("config_json"), what the replay

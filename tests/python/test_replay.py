@@ -30,7 +30,8 @@ ENV = os.environ.get("CBT_LMCACHE_ENV", os.path.join(ROOT, "build", "lmcache-env
 
 REPLAY_KEYS = {
     "records", "events", "ring_records", "clock_records", "unknown_skipped",
-    "malformed_skipped", "bytes", "truncated", "shutdown_seen", "spans_ended", "spans_dropped",
+    "malformed_skipped", "bytes", "truncated", "shutdown_seen", "gaps", "gap_records",
+    "spans_ended", "spans_dropped",
     "spans_unsampled", "sink_errors", "sink_spans_lost", "config_json", "metrics", "messages",
 }
 
