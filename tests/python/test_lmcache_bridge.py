@@ -551,6 +551,40 @@ def test_main_passes_every_argument(lm, monkeypatch):
         cbt.lmcache.uninstall()
 
 
+def test_main_takes_cbts_trace_level(lm, monkeypatch):
+    """--trace-level gpu and its --trace-output are cbt's: taken out of LMCache's
+    arguments (its parser knows storage/events only) and given to install; its
+    own levels stay LMCache's."""
+    import cbt.lmcache
+    import cbt.lmcache.__main__ as m
+
+    got = {}
+    cli = types.ModuleType("lmcache.cli.main")
+    cli.main = lambda argv: got.setdefault("argv", list(argv))
+    monkeypatch.setitem(sys.modules, "lmcache.cli", types.ModuleType("lmcache.cli"))
+    monkeypatch.setitem(sys.modules, "lmcache.cli.main", cli)
+    seen = {}
+    real_install = cbt.lmcache.install
+    monkeypatch.setattr(cbt.lmcache, "install", lambda **kw: (seen.update(kw), real_install(**kw)))
+    try:
+        argv = ["server", "--enable-tracing", "--trace-level", "gpu", "--otlp-endpoint", "h:4317",
+                "--trace-output=/tmp/x.lct", "--port", "1"]
+        assert m.main(argv) == 0
+        assert got["argv"] == ["server", "--enable-tracing", "--otlp-endpoint", "h:4317",
+                               "--port", "1"]
+        assert seen["trace_level"] == "gpu" and seen["trace_output"] == "/tmp/x.lct"
+    finally:
+        cbt.lmcache.uninstall()
+    # LMCache's own level: every argument passes, cbt records nothing
+    own = ["server", "--trace-level", "events", "--trace-output", "e.lct"]
+    assert m.take_trace_args(own) == (own, {})
+    assert m.take_trace_args(["s", "--trace-level=gpu"]) == (["s"], {"trace_level": "gpu"})
+    with pytest.raises(ValueError, match="--trace-output"):
+        m.take_trace_args(["s", "--trace-level", "gpu", "--trace-output"])
+    # without --enable-tracing there is no tracer to record: refused, exit 2
+    assert m.main(["server", "--trace-level", "gpu"]) == 2
+
+
 # ---- the stream path's failures, counters, install order, uninstall ---------------------------
 
 class _FakeStreamCbt:

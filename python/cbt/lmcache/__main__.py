@@ -4,8 +4,11 @@
   python -m cbt.lmcache --help
 
 Every argument goes to ``lmcache.cli.main:main(argv)`` unchanged (LMCache's
-``lmcache`` command); only ``--help``/``-h`` as the first argument, or no
-argument, prints this. docs/lmcache-bridge.md.
+``lmcache`` command), but ``--trace-level gpu`` and its ``--trace-output``:
+that level is cbt's (LMCache records ``storage`` and ``events``), so cbt takes
+them and records its tracer's inputs (docs/recording.md). Only
+``--help``/``-h`` as the first argument, or no argument, prints this.
+docs/lmcache-bridge.md.
 """
 
 from __future__ import annotations
@@ -28,11 +31,16 @@ warning; an http(s) URL gets /v1/traces appended when its path lacks it).
 LMCache's logging and metrics subscribers are untouched. Stores and
 retrieves published on a CUDA stream are timed by cbt on the GPU.
 
+--trace-level gpu [--trace-output FILE.lct] (with --enable-tracing) records
+what cbt's span builders consume, for `cbt replay FILE.lct` on any machine;
+LMCache's own levels (storage, events) and their --trace-output stay LMCache's.
+
 cbt's own settings come from the environment as for the C library
 (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...), plus:
   CBT_SPANS_PATH   also write every span as a JSON line to this file
   CBT_TRACE_PATH   also write a trace file (Perfetto / chrome://tracing)
   CBT_MP_ROOT_END  request_end (default) or transfer_end (LMCache 0.5.6's rule)
+  CBT_TRACE_LEVEL, CBT_TRACE_OUTPUT   as --trace-level gpu / --trace-output
 
 `python -m cbt.lmcache --help` prints this; `python -m cbt.lmcache -- --help`
 passes --help to LMCache (its own usage). See docs/lmcache-bridge.md.
@@ -48,6 +56,42 @@ def cbt_config_from_env(env=os.environ) -> dict:
     return cfg
 
 
+def _flag(args: list[str], i: int, name: str):
+    """(value, items used) when args[i] is `name VALUE` or `name=VALUE`, else None."""
+    a = args[i]
+    if a == name:
+        return (args[i + 1], 2) if i + 1 < len(args) else (None, 1)
+    if a.startswith(name + "="):
+        return a[len(name) + 1:], 1
+    return None
+
+
+def take_trace_args(args: list[str]) -> tuple[list[str], dict]:
+    """Take cbt's --trace-level gpu and its --trace-output out of LMCache's
+    arguments: (the rest, cbt's config keywords). LMCache's own levels and
+    their --trace-output are left where they are. ValueError for a
+    --trace-level gpu without a file after --trace-output."""
+    level = output = None
+    at_level = at_output = None
+    for i in range(len(args)):
+        f = _flag(args, i, "--trace-level")
+        if f is not None:
+            level, at_level = f[0], (i, f[1])
+        f = _flag(args, i, "--trace-output")
+        if f is not None:
+            output, at_output = f[0], (i, f[1])
+    if level != "gpu":
+        return list(args), {}
+    cfg = {"trace_level": "gpu"}
+    drop = {at_level[0] + k for k in range(at_level[1])}
+    if at_output is not None:
+        if not output:
+            raise ValueError("--trace-output needs a file name")
+        cfg["trace_output"] = output
+        drop |= {at_output[0] + k for k in range(at_output[1])}
+    return [a for i, a in enumerate(args) if i not in drop], cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -55,9 +99,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args[0] == "--":
         args = args[1:]
+    try:
+        args, trace_cfg = take_trace_args(args)
+    except ValueError as e:
+        sys.stderr.write(f"python -m cbt.lmcache: {e}\n")
+        return 2
+    if trace_cfg and "--enable-tracing" not in args:
+        sys.stderr.write("python -m cbt.lmcache: --trace-level gpu records cbt's tracer, which "
+                         "runs with --enable-tracing: add it (and --otlp-endpoint)\n")
+        return 2
     import cbt.lmcache
 
-    cbt.lmcache.install(**cbt_config_from_env())
+    cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg)
     from lmcache.cli.main import main as lmcache_main
 
     rc = lmcache_main(args)
