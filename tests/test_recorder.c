@@ -1416,14 +1416,9 @@ static void huge_sessions_need_force(void **state)
  * dropped, a file no longer than the limit, and trace_records the complete
  * records really in it. The recording runs in a child (the test keeps its
  * limits); its metrics come back through a pipe.
- *
- * KNOWN BUG (lines as of 0844c92): write_pending (host/trace/lmct.c line
- * 124) writes a batch in as many write(2)s as it takes; at the limit the
- * first one writes part of the batch (its complete frames land in the file)
- * and the next fails (EFBIG). append (host/trace/recorder.c line 536) then
- * settles the whole batch as dropped, so trace_records undercounts the file
- * (seen: trace_records 0, 325 complete records in the 65536-byte file).
- * Only that last check is gated: it runs with CBT_TEST_KNOWN_BUGS=1. */
+ * At the limit the batch's first write(2) lands part of it and the next
+ * fails (EFBIG): the writer takes the written part back out (ftruncate), so
+ * the file holds exactly the records counted. */
 enum { FSIZE_LIMIT = 64 << 10 };
 
 static void fsize_child(const char *path, int wfd)
@@ -1502,11 +1497,6 @@ static void write_failure_counts(void **state)
     assert_true(size <= FSIZE_LIMIT);
     assert_int_equal(m.trace_write_errors, 1);
     assert_true(m.trace_records_dropped > 0);
-    if (n != m.trace_records && n > m.trace_records && !getenv("CBT_TEST_KNOWN_BUGS")) {
-        print_message("write_failure_counts: a known recorder bug (see the comment); "
-                      "CBT_TEST_KNOWN_BUGS=1 runs it\n");
-        skip();
-    }
     assert_int_equal(n, m.trace_records);
 }
 

@@ -120,10 +120,14 @@ static void frame_begin(cbt_lmct_writer *w)
     msgpack_sbuffer_write(&w->buf, zero, 4);
 }
 
-/* Write the complete frames held in w->buf, whole. */
+/* Write the complete frames held in w->buf, whole. A write that fails
+ * part way (a full disk, a file-size limit) takes the batch's written part
+ * back out of the file (ftruncate), so the file holds the frames before the
+ * batch and none of it: the caller counts the batch as lost. */
 static cbt_status write_pending(cbt_lmct_writer *w)
 {
     size_t off = 0;
+    uint64_t start = w->written;
     while (off < w->buf.size) {
         ssize_t k = write(w->fd, w->buf.data + off, w->buf.size - off);
         if (k < 0 && errno == EINTR)
@@ -131,6 +135,8 @@ static cbt_status write_pending(cbt_lmct_writer *w)
         if (k <= 0) {
             w->failed = true;
             w->buf.size = 0;
+            if (w->written != start && ftruncate(w->fd, (off_t)start) == 0)
+                w->written = start;
             return CBT_ERR_IO;
         }
         off += (size_t)k;
