@@ -37,6 +37,7 @@
 #define BUILDERS_MAX 8u
 #define BATCH 1024u /* records replayed under one hold of the tracer's lock */
 #define PACE_STEP_MAX_S 10.0 /* --speed: a longer recorded pause is cut to this */
+#define GAPS_SHOWN 5u        /* gap records named on the log (all are counted) */
 /* Sizes past these need force: a small file could otherwise ask a replay for
  * gigabytes (the live run chose them; a replay of a file from elsewhere may
  * not want to) */
@@ -62,6 +63,8 @@ struct cbt_replay {
     rp_builder b[BUILDERS_MAX];
     uint32_t n_b;
     int ran;
+    int stop_seen; /* o.stop said stop */
+    uint64_t gaps_said; /* gap lines written to the log (the first GAPS_SHOWN) */
     char msg[512];
 };
 
@@ -702,13 +705,23 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
         (void)arg_u64(rec, "dropped", &n);
         st->gaps++;
         st->gap_records += n;
-        fprintf(logf_(r), "cbt replay: %s: %" PRIu64 " records were dropped here while "
+        if (r->gaps_said++ < GAPS_SHOWN)
+            fprintf(logf_(r), "cbt replay: %s: %" PRIu64 " records were dropped here while "
                           "recording (its buffer was full): the spans that follow may differ "
                           "from the live run's\n", r->path, n);
     } else {
         return R_UNKNOWN;
     }
     return R_OK;
+}
+
+static int stopped(cbt_replay *r)
+{
+    if (r->stop_seen)
+        return 1;
+    if (r->o.stop && r->o.stop(r->o.stop_ctx))
+        r->stop_seen = 1;
+    return r->stop_seen;
 }
 
 static uint64_t mono_ns(void)
@@ -794,9 +807,12 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
                     double left = due_s - (double)(mono_ns() - start) / 1e9;
                     if (left > 0) {
                         pthread_mutex_unlock(&t->lock);
-                        struct timespec d = {(time_t)left,
-                                             (long)((left - (double)(time_t)left) * 1e9)};
-                        nanosleep(&d, NULL);
+                        while (left > 0 && !stopped(r)) { /* slices: the caller may stop us */
+                            double sl = left < 0.1 ? left : 0.1;
+                            struct timespec d = {0, (long)(sl * 1e9)};
+                            nanosleep(&d, NULL);
+                            left = due_s - (double)(mono_ns() - start) / 1e9;
+                        }
                         pthread_mutex_lock(&t->lock);
                     }
                 }
@@ -816,6 +832,12 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
             }
         }
         pthread_mutex_unlock(&t->lock);
+        if (!done && stopped(r)) {
+            say(r->msg, "%s: stopped by the caller after %" PRIu64 " records", r->path,
+                st.records);
+            rc = CBT_ERR_STOPPED;
+            done = 1;
+        }
         if (r->o.progress) {
             uint64_t now = mono_ns();
             if (now >= next_progress || done) {

@@ -63,9 +63,15 @@ typedef struct cbt_replay_options {
     double speed;
     FILE *log;              /* warnings and mismatches; NULL: stderr */
     FILE *progress;         /* a progress line about once a second; NULL: none */
+    /* Asked between batches of records (and every 100 ms of a paced wait),
+     * on the replaying thread: nonzero stops the replay there
+     * (cbt_replay_run returns CBT_ERR_STOPPED; what was replayed stands).
+     * NULL: never. */
+    int (*stop)(void *ctx);
+    void *stop_ctx;
 } cbt_replay_options;
 #define CBT_REPLAY_OPTIONS_VERSION 1u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_replay_options, progress);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_replay_options, stop_ctx);
 
 /* What a replay did. CBT_STRUCT_INIT(cbt_replay_stats) before the call. */
 typedef struct cbt_replay_stats {
@@ -174,7 +180,8 @@ CBT_API cbt_status cbt_replay_add_builders(const cbt_replay *r);
  * a replay tracer (CBT_ERR_INVAL otherwise; CBT_ERR_NOT_INITIALIZED
  * without one), on this thread, and flush its sinks. A record of a
  * qualname this build does not know, or with arguments it cannot take, is
- * skipped and counted; a truncated tail ends the replay with
+ * skipped and counted; options.stop returning nonzero ends it with
+ * CBT_ERR_STOPPED; a truncated tail ends the replay with
  * CBT_ERR_LMCT_TRUNCATED (a warning: what came before was replayed, *st is
  * filled); another bad frame ends it with its status. The recorded shutdown
  * (if the file has one) ends the open spans as the live run did; spans

@@ -1269,6 +1269,24 @@ typedef struct {
     int failed;
 } py_span_sink;
 
+/* cbt_replay_options.stop: the replay stops once on_span has raised, or a
+ * signal handler (Ctrl-C's KeyboardInterrupt) raised; its exception is kept
+ * as on_span's is, for cbt.replay to raise. Between batches of records. */
+static int py_replay_stop(void *ctx)
+{
+    py_span_sink *k = ctx;
+    if (k->failed)
+        return 1;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!k->failed && PyErr_CheckSignals() < 0) {
+        k->failed = 1;
+        PyErr_Fetch(&k->et, &k->ev, &k->tb);
+    }
+    int failed = k->failed;
+    PyGILState_Release(g);
+    return failed;
+}
+
 static cbt_status py_span_sink_on_span(void *ctx, const cbt_span *s)
 {
     py_span_sink *k = ctx;
@@ -1490,6 +1508,8 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     log = tmpfile(); /* the replay's warnings, for cbt.replay's warnings; NULL: stderr */
     ro.log = log;
     ro.progress = NULL;
+    ro.stop = py_replay_stop;
+    ro.stop_ctx = &ks;
     cbt_status st = cbt_replay_open(PyBytes_AS_STRING(path), &ro, &r);
     if (st != CBT_OK) {
         raise_statusf(st, "cbt.replay: %s", cbt_replay_message(NULL));
@@ -1542,12 +1562,14 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
         g_otlp_on = 0; /* py_shutdown's: this exporter is ours */
     }
 #endif
-    /* With on_span, the GIL stays held: the callable runs on this thread for
-     * every span, so a release would only hand the GIL back and forth per
-     * span. Without it nothing here needs Python: other threads run. */
+    /* With on_span and as fast as it can, the GIL stays held: the callable
+     * runs on this thread for every span, so a release would only hand the
+     * GIL back and forth per span. Paced (its waits are long), or without
+     * on_span (nothing here needs Python), other threads run; the sink and
+     * the stop hook take the GIL themselves (PyGILState_Ensure). */
     cbt_replay_stats rs = CBT_STRUCT_INIT(cbt_replay_stats);
     cbt_status rst;
-    if (fn != Py_None) {
+    if (fn != Py_None && ro.speed == 0.0) {
         rst = cbt_replay_run(r, &rs);
     } else {
         Py_BEGIN_ALLOW_THREADS
@@ -1558,8 +1580,10 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     Py_BEGIN_ALLOW_THREADS
     st = cbt_shutdown_final(&fin);
     Py_END_ALLOW_THREADS
-    started = 0;
-    g_replaying = 0;
+    if (st == CBT_OK) { /* refused only before anything stops (a bad size): never here */
+        started = 0;
+        g_replaying = 0;
+    }
     if (ks.failed) { /* the callable's exception, as it raised it */
         PyErr_Restore(ks.et, ks.ev, ks.tb);
         ks.et = ks.ev = ks.tb = NULL;

@@ -581,6 +581,20 @@ def test_main_takes_cbts_trace_level(lm, monkeypatch):
     assert m.take_trace_args(["s", "--trace-level=gpu"]) == (["s"], {"trace_level": "gpu"})
     with pytest.raises(ValueError, match="--trace-output"):
         m.take_trace_args(["s", "--trace-level", "gpu", "--trace-output"])
+    with pytest.raises(ValueError, match="--trace-output"):  # a flag is not a file name
+        m.take_trace_args(["s", "--trace-level", "gpu", "--trace-output", "--port", "8000"])
+    with pytest.raises(ValueError, match="mixed"):
+        m.take_trace_args(["s", "--trace-level", "gpu", "--trace-level", "events"])
+    with pytest.raises(ValueError, match="twice"):
+        m.take_trace_args(["s", "--trace-output", "a", "--trace-level", "gpu",
+                           "--trace-output", "b"])
+    # --trace-output before --trace-level, the level repeated: all taken
+    assert m.take_trace_args(["s", "--trace-output", "o.lct", "--trace-level", "gpu", "-p",
+                              "--trace-level=gpu"]) == (["s", "-p"], {"trace_level": "gpu",
+                                                                     "trace_output": "o.lct"})
+    # after --: not ours
+    tail = ["s", "--", "--trace-level", "gpu"]
+    assert m.take_trace_args(tail) == (tail, {})
     # without --enable-tracing there is no tracer to record: refused, exit 2
     assert m.main(["server", "--trace-level", "gpu"]) == 2
 

@@ -405,6 +405,56 @@ def test_on_span_exception_propagates_and_the_tracer_is_gone(rec):
     assert len(got) == rec["fin"]["spans_ended"]
 
 
+def test_on_span_exception_stops_a_long_replay(tmp_path):
+    # past the first batch of 1024 records the replay stops where on_span
+    # raised: the rest of the file is not replayed
+    lct, live = str(tmp_path / "long.lct"), str(tmp_path / "long.jsonl")
+    cbt.init(trace_level="gpu", trace_output=lct, spans_path=live, otlp_endpoint="")
+    for i in range(1500):
+        cbt.publish("mp.request.start", f"r{i}")
+        cbt.publish("mp.request.end", f"r{i}")
+    fin = cbt.shutdown()
+    assert fin["trace_records"] > 3000
+
+    class Boom(Exception):
+        pass
+
+    def on_span(s):
+        raise Boom()
+
+    out = str(tmp_path / "stopped.jsonl")
+    with pytest.raises(Boom):
+        cbt.replay(lct, spans_path=out, on_span=on_span)
+    with open(out) as f:
+        n = sum(1 for _ in f)
+    assert 0 < n < fin["spans_ended"], (n, fin["spans_ended"])
+    assert_no_tracer()
+
+
+def test_signal_stops_a_paced_replay(rec):
+    # a paced replay releases the GIL; a signal handler that raises (Ctrl-C's
+    # KeyboardInterrupt, here SIGALRM's) stops it within a slice
+    code = r'''
+import signal, sys, time, cbt
+class Stop(Exception): pass
+def handler(sig, frm): raise Stop()
+signal.signal(signal.SIGALRM, handler)
+signal.setitimer(signal.ITIMER_REAL, 0.2)
+t0 = time.monotonic()
+try:
+    cbt.replay(sys.argv[1], speed=0.001)   # 1000x slower than recorded: many seconds
+    print("finished")
+except Stop:
+    print("stopped %.2f" % (time.monotonic() - t0))
+assert not cbt.enabled()
+'''
+    p = subprocess.run([sys.executable, "-c", code, rec["lct"]], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("stopped"), p.stdout
+    assert float(p.stdout.split()[1]) < 5.0, p.stdout
+
+
 def test_replay_argument_errors_leave_no_tracer(rec):
     lct = rec["lct"]
     with pytest.raises(TypeError, match="on_span"):

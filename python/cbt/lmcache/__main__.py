@@ -69,27 +69,40 @@ def _flag(args: list[str], i: int, name: str):
 def take_trace_args(args: list[str]) -> tuple[list[str], dict]:
     """Take cbt's --trace-level gpu and its --trace-output out of LMCache's
     arguments: (the rest, cbt's config keywords). LMCache's own levels and
-    their --trace-output are left where they are. ValueError for a
-    --trace-level gpu without a file after --trace-output."""
-    level = output = None
-    at_level = at_output = None
-    for i in range(len(args)):
-        f = _flag(args, i, "--trace-level")
-        if f is not None:
-            level, at_level = f[0], (i, f[1])
-        f = _flag(args, i, "--trace-output")
-        if f is not None:
-            output, at_output = f[0], (i, f[1])
-    if level != "gpu":
+    their --trace-output are left where they are; options after a `--` are
+    not looked at. Spell the flags in full (argparse's abbreviations are
+    LMCache's). ValueError: a flag without its value (or with one that looks
+    like a flag), gpu given with another level, two --trace-output with gpu."""
+    levels, outputs = [], []  # (value, index, items)
+    i = 0
+    while i < len(args):
+        if args[i] == "--":
+            break
+        hit = False
+        for name, into in (("--trace-level", levels), ("--trace-output", outputs)):
+            f = _flag(args, i, name)
+            if f is not None:
+                value, n = f
+                if not value or (n == 2 and value.startswith("-")):
+                    raise ValueError(f"{name} needs a value")
+                into.append((value, i, n))
+                i += n
+                hit = True
+                break
+        if not hit:
+            i += 1
+    if not any(v == "gpu" for v, _, _ in levels):
         return list(args), {}
+    if any(v != "gpu" for v, _, _ in levels):
+        raise ValueError("--trace-level gpu (cbt's) and LMCache's own levels cannot be mixed")
+    if len(outputs) > 1:
+        raise ValueError("--trace-output is given twice")
     cfg = {"trace_level": "gpu"}
-    drop = {at_level[0] + k for k in range(at_level[1])}
-    if at_output is not None:
-        if not output:
-            raise ValueError("--trace-output needs a file name")
-        cfg["trace_output"] = output
-        drop |= {at_output[0] + k for k in range(at_output[1])}
-    return [a for i, a in enumerate(args) if i not in drop], cfg
+    drop = {j + k for _, j, n in levels for k in range(n)}
+    if outputs:
+        cfg["trace_output"] = outputs[0][0]
+        drop |= {outputs[0][1] + k for k in range(outputs[0][2])}
+    return [a for j, a in enumerate(args) if j not in drop], cfg
 
 
 def main(argv: list[str] | None = None) -> int:
