@@ -66,6 +66,11 @@ same CL.jsonl CR.jsonl
 same CL.json CR.json
 sidecar cb C.lct
 
+# without --quiet: a progress line on stderr (at least the last one, at 100%)
+run 0 progress "$cbt" replay X.lct --spans PR.jsonl
+said progress err "cbt replay: [0-9]* records, [0-9]* events, 100% of X.lct"
+same L.jsonl PR.jsonl
+
 # paced as recorded (--speed 1): the same spans, later
 run 0 paced "$cbt" replay X.lct --spans P.jsonl --output P.json --speed 1 --quiet
 same L.jsonl P.jsonl
