@@ -99,10 +99,10 @@ static void dispatch_recorded(cbt_tracer *t, const cbt_event *ev)
         if (!cbt_subscriber_wants(s, ev->type))
             continue;
         int mine = !cbt_rec_rebuilt_(s);
-        uint64_t before = mine ? t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3] : 0;
+        cbt_ids before = t->ids;
         if (s->on_event(s->ctx, t, ev) != CBT_OK)
             cbt_count1_(&t->subscriber_errors);
-        if (mine && (t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3]) != before)
+        if (mine && !cbt_ids_same_(&before, &t->ids))
             cbt_rec_ids_(t);
     }
     cbt_count1_(&t->dispatched);

@@ -422,9 +422,9 @@ void cbt_kspans_poll_(cbt_tracer *t)
         /* CUPTI's gpu.kernel spans are not recorded (docs/recording.md), but
          * they draw span ids: the generator's state after them keeps a
          * replay's later ids the live run's */
-        uint64_t before = t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3];
+        cbt_ids before = t->ids;
         cbt_cupti_poll_(t);
-        if ((t->ids.s[0] ^ t->ids.s[1] ^ t->ids.s[2] ^ t->ids.s[3]) != before)
+        if (!cbt_ids_same_(&before, &t->ids))
             cbt_rec_ids_(t);
         return;
     }

@@ -16,6 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cbt.h"
 #include "internal/bus.h"
@@ -53,6 +54,11 @@ void cbt_ids_seed(cbt_ids *g);
 uint64_t cbt_ids_next(cbt_ids *g); /* never 0 */
 void cbt_ids_trace(cbt_ids *g, uint8_t out[16]);
 void cbt_ids_span(cbt_ids *g, uint8_t out[8]);
+/* Whether two states of the generator are the same (no id drawn between). */
+static inline bool cbt_ids_same_(const cbt_ids *a, const cbt_ids *b)
+{
+    return memcmp(a->s, b->s, sizeof a->s) == 0;
+}
 
 /* True when the n bytes at p are all zero (an absent W3C id). */
 static inline bool cbt_bytes_zero_(const uint8_t *p, size_t n)

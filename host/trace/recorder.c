@@ -540,6 +540,14 @@ static cbt_status append(cbt_recorder *r, const char *qualname, uint64_t wall_ns
     return st;
 }
 
+/* A record of one uint argument (cbt.round, cbt.shutdown, cbt.gap). */
+static void append_u(cbt_recorder *r, const char *qualname, const char *key, uint64_t v,
+                     uint64_t wall_ns)
+{
+    cbt_lmct_kv a[] = {CBT_LMCT_KV(key, CBT_LMCT_U(v))};
+    append(r, qualname, wall_ns, a, 1);
+}
+
 static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json, size_t jl)
 {
     char js[JSON_MAX], digest[65];
@@ -657,12 +665,10 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
     case CBT_RK_EVENT:
         write_event(r, p);
         break;
-    case CBT_RK_ROUND: {
+    case CBT_RK_ROUND:
         memcpy(now, pl, 8);
-        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
-        append(r, "cbt.round", *now, a, 1);
+        append_u(r, "cbt.round", "now_ns", *now, *now);
         break;
-    }
     case CBT_RK_CLOCK: {
         clock_payload c;
         memcpy(&c, pl, sizeof c);
@@ -705,12 +711,10 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
     case CBT_RK_KPOLL:
         append(r, "cbt.kpoll", *now, NULL, 0);
         break;
-    case CBT_RK_SHUTDOWN: {
+    case CBT_RK_SHUTDOWN:
         memcpy(now, pl, 8);
-        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(*now))};
-        append(r, "cbt.shutdown", *now, a, 1);
+        append_u(r, "cbt.shutdown", "now_ns", *now, *now);
         break;
-    }
     case CBT_RK_IDS: {
         uint64_t s[4];
         memcpy(s, pl, sizeof s);
@@ -723,8 +727,7 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
     case CBT_RK_GAP: {
         uint64_t n;
         memcpy(&n, pl, 8);
-        cbt_lmct_kv a[] = {CBT_LMCT_KV("dropped", CBT_LMCT_U(n))};
-        append(r, "cbt.gap", *now, a, 1);
+        append_u(r, "cbt.gap", "dropped", n, *now);
         break;
     }
     default: break;
@@ -797,14 +800,11 @@ void cbt_recorder_close_(cbt_recorder *r)
      * has stopped: this thread writes now) */
     uint64_t now = r->final_now;
     if (r->w && r->pending_gap) {
-        cbt_lmct_kv a[] = {CBT_LMCT_KV("dropped", CBT_LMCT_U(r->pending_gap))};
-        append(r, "cbt.gap", now, a, 1);
+        append_u(r, "cbt.gap", "dropped", r->pending_gap, now);
         r->pending_gap = 0;
     }
-    if (r->w && r->final_shutdown) {
-        cbt_lmct_kv a[] = {CBT_LMCT_KV("now_ns", CBT_LMCT_U(now))};
-        append(r, "cbt.shutdown", now, a, 1);
-    }
+    if (r->w && r->final_shutdown)
+        append_u(r, "cbt.shutdown", "now_ns", now, now);
     drain_writer(r);
     if (r->w) {
         cbt_status st = cbt_lmct_writer_close(r->w); /* fsync */

@@ -269,12 +269,19 @@ bad:
 
 /* ---- open ------------------------------------------------------------------- */
 
+/* The value of the first entry named `key` among n map entries, or NULL:
+ * the one lookup of level_meta, a record's args and their nested maps. */
+static const cbt_lmct_value *kv_get(const cbt_lmct_kv *items, uint32_t n, const char *key)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(items[i].key, key) == 0)
+            return &items[i].value;
+    return NULL;
+}
+
 static const cbt_lmct_value *meta_get(const cbt_lmct_header *h, const char *key)
 {
-    for (uint32_t i = 0; i < h->level_meta_count; i++)
-        if (strcmp(h->level_meta[i].key, key) == 0)
-            return &h->level_meta[i].value;
-    return NULL;
+    return kv_get(h->level_meta, h->level_meta_count, key);
 }
 
 static int meta_str(const cbt_lmct_header *h, const char *key, const char *want)
@@ -474,10 +481,7 @@ cbt_status cbt_replay_add_builders(const cbt_replay *r)
 
 static const cbt_lmct_value *arg(const cbt_lmct_record *rec, const char *key)
 {
-    for (uint32_t i = 0; i < rec->arg_count; i++)
-        if (strcmp(rec->args[i].key, key) == 0)
-            return &rec->args[i].value;
-    return NULL;
+    return kv_get(rec->args, rec->arg_count, key);
 }
 
 static int arg_u64(const cbt_lmct_record *rec, const char *key, uint64_t *out)
@@ -528,30 +532,20 @@ static int field_u32(const cbt_lmct_record *rec, const char *key, uint32_t max, 
 
 static int get_bin(const cbt_lmct_value *m, const char *key, uint8_t *out, uint32_t n)
 {
-    for (uint32_t i = 0; i < m->v.map.count; i++) {
-        const cbt_lmct_kv *kv = &m->v.map.items[i];
-        if (strcmp(kv->key, key) == 0) {
-            if (kv->value.type != CBT_LMCT_BYTES || kv->value.v.s.len != n)
-                return 0;
-            memcpy(out, kv->value.v.s.ptr, n);
-            return 1;
-        }
-    }
-    return 0;
+    const cbt_lmct_value *v = kv_get(m->v.map.items, m->v.map.count, key);
+    if (!v || v->type != CBT_LMCT_BYTES || v->v.s.len != n)
+        return 0;
+    memcpy(out, v->v.s.ptr, n);
+    return 1;
 }
 
 static int get_map_u(const cbt_lmct_value *m, const char *key, uint64_t max, uint64_t *out)
 {
-    for (uint32_t i = 0; i < m->v.map.count; i++) {
-        const cbt_lmct_kv *kv = &m->v.map.items[i];
-        if (strcmp(kv->key, key) == 0) {
-            if (kv->value.type != CBT_LMCT_UINT || kv->value.v.u > max)
-                return 0;
-            *out = kv->value.v.u;
-            return 1;
-        }
-    }
-    return 0;
+    const cbt_lmct_value *v = kv_get(m->v.map.items, m->v.map.count, key);
+    if (!v || v->type != CBT_LMCT_UINT || v->v.u > max)
+        return 0;
+    *out = v->v.u;
+    return 1;
 }
 
 /* A "cbt.event" record back into the event the live harvester dispatched:
@@ -613,15 +607,10 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
             return 0;
         x.parent.trace_flags = (uint8_t)tf;
         x.kind = (uint8_t)kind;
-        for (uint32_t i = 0; i < tr->v.map.count; i++) {
-            const cbt_lmct_kv *kv = &tr->v.map.items[i];
-            if (strcmp(kv->key, "name") == 0) {
-                if (kv->value.type != CBT_LMCT_STR)
-                    return 0;
-                if (kv->value.v.s.len && cbt_intern(kv->value.v.s.ptr, &x.name) != CBT_OK)
-                    return 0;
-            }
-        }
+        const cbt_lmct_value *nm = kv_get(tr->v.map.items, tr->v.map.count, "name");
+        if (nm && (nm->type != CBT_LMCT_STR ||
+                   (nm->v.s.len && cbt_intern(nm->v.s.ptr, &x.name) != CBT_OK)))
+            return 0; /* absent: the span is unnamed, as recorded */
         ev->trace = x;
     }
     ev->ts = ts;
