@@ -17,7 +17,7 @@
 
 #include "bench_util.h"
 #include "cbt/kernel_span.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 
 static _Atomic int g_stop;
 

@@ -2,9 +2,9 @@
 # scripts/fuzz.sh — build and run the libFuzzer targets, with ASan + UBSan, each
 # for a bounded time: tests/fuzz_traceparent.c (W3C trace-context extraction,
 # host/trace/context.c) and tests/fuzz_jsonl_in.c (the JSON-lines reader of
-# `cbt replay`, host/cli/jsonl_in.c) and tests/fuzz_lmct_reader.c (the LMCT
-# reader, host/trace/lmct.c) and tests/fuzz_replay.c (a whole replay of a
-# fuzzed recording, host/trace/replay.c; both skipped, saying so, without
+# `cbt replay`, cli/jsonl_in.c) and tests/fuzz_lmct_reader.c (the LMCT
+# reader, host/record/lmct.c) and tests/fuzz_replay.c (a whole replay of a
+# fuzzed recording, host/record/replay.c; both skipped, saying so, without
 # msgpack-c). Exits non-zero when a fuzzer finds a crash
 # or an invariant violation; prints "SKIP: ..." and exits 0 when clang or
 # libFuzzer is missing (scripts/deps.sh installs both; make test repeats the
@@ -43,7 +43,7 @@ run_target() {
   shift 2
   local bin="$work/$name" corpus="$work/$name-corpus" log="$work/$name.log"
   "$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Ihost "tests/$name.c" "$@" -lm -o "$bin"
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Ihost -I. "tests/$name.c" "$@" -lm -o "$bin"
   echo "fuzz: running $bin for ${SECONDS_BUDGET}s"
   if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
      "$bin" -max_total_time="$SECONDS_BUDGET" -max_len="$max_len" -timeout=10 \
@@ -85,7 +85,7 @@ seed escapes '["\u00e9\ud83d\ude00\/\"\\\b\f\n\r\t", "a\u0000b", -0, 1e-400, 922
 seed nested '{"a": [[{"b": {}}], [], null, true, false]}'
 seed bad '{"a": 1,}'
 seed empty ''
-run_target fuzz_jsonl_in 4096 host/cli/jsonl_in.c
+run_target fuzz_jsonl_in 4096 cli/jsonl_in.c
 
 if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c - -lmsgpackc -o "$work/mp" >/dev/null 2>&1; then
   corpus="$work/fuzz_lmct_reader-corpus"
@@ -93,7 +93,7 @@ if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c 
   if [ -n "${CBT_LMCT_SEED:-}" ] && [ -f "$CBT_LMCT_SEED" ]; then cp "$CBT_LMCT_SEED" "$corpus/sample"; fi
   seed empty ''
   seed hdr $'\x00\x00\x00\x05\x81\xa1\x61\xc4\x00'
-  run_target fuzz_lmct_reader 4096 host/trace/lmct.c host/core/status.c -lmsgpackc
+  run_target fuzz_lmct_reader 4096 host/record/lmct.c host/core/status.c -lmsgpackc
 
   # a whole replay: the library's host sources on the CPU backend (no CUDA,
   # OTLP, NVTX or CUPTI), with a build_config.h saying so; seeded with a real
@@ -114,7 +114,7 @@ if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c 
       --output "$work/seed.json" --trace-level gpu --trace-output "$corpus/cb" >/dev/null 2>&1 || true
   fi
   seed empty ''
-  lib=$(ls host/core/*.c host/spans/*.c host/builders/*.c host/trace/*.c | grep -v record_none.c)
+  lib=$(ls host/core/*.c host/spans/*.c host/util/*.c host/builders/*.c host/trace/*.c host/record/*.c | grep -v record_none.c)
   run_target fuzz_replay 65536 -I"$work/include" $lib host/streams/stream.c host/streams/cuda_marks.c \
     host/streams/stream_cuda_none.c host/device/devclock.c host/device/ring.c \
     host/device/kernel_spans.c host/device/ring_cuda_none.c host/device/cupti_none.c \

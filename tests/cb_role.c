@@ -1,6 +1,6 @@
 /* tests/cb_role.c — one process of a CacheBlend request, for
  * tests/test_three_proc.c: the vLLM scheduler, the vLLM worker or the LMCache
- * blend server (host/cli/demo_cb.c does the work), each with its own tracer
+ * blend server (cli/demo_cb.c does the work), each with its own tracer
  * exporting OTLP/HTTP to the test's loopback collector (service.name = the
  * process, as the seed's tree names owners), on the CPU backend.
  *

@@ -1,5 +1,5 @@
 /* tests/fuzz_jsonl_in.c — libFuzzer target for the JSON-lines reader of
- * `cbt replay` (host/cli/jsonl_in.c). Built and run by scripts/fuzz.sh.
+ * `cbt replay` (cli/jsonl_in.c). Built and run by scripts/fuzz.sh.
  *
  * Invariants checked on arbitrary bytes (the input is one line, copied to a
  * heap block of exactly its size, so ASan catches any read past it):

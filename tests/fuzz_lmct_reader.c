@@ -1,5 +1,5 @@
 /* tests/fuzz_lmct_reader.c — libFuzzer target: the strict LMCT reader
- * (host/trace/lmct.c) on arbitrary bytes. Every status is one the header
+ * (host/record/lmct.c) on arbitrary bytes. Every status is one the header
  * names; a record, when returned, has a qualname and bounded args. */
 #include <stddef.h>
 #include <stdint.h>

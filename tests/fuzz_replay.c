@@ -1,4 +1,4 @@
-/* tests/fuzz_replay.c — libFuzzer target: a whole replay (host/trace/replay.c)
+/* tests/fuzz_replay.c — libFuzzer target: a whole replay (host/record/replay.c)
  * of arbitrary bytes as a recording, forced past every mismatch so fuzzed
  * records reach the builders: open, the replay tracer, the builders, every
  * record, shutdown. Any status is fine; a crash, a leak, a sanitizer report

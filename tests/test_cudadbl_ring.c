@@ -14,7 +14,7 @@
 #include "cbt/kernel_span.h"
 #include "cudadbl.h"
 #include "internal/clock.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 #include "testutil.h"
 
 static cbt_clock_map g_map;

@@ -1,5 +1,5 @@
 /* tests/test_jsonl_in.c — the strict JSON-lines reader of `cbt replay`
- * (host/cli/jsonl_in.c): what it accepts and what each value becomes; what
+ * (cli/jsonl_in.c): what it accepts and what each value becomes; what
  * it refuses, with the column and the problem; its bounds (nodes, depth,
  * number length, line length); and that random and mutated bytes end in a
  * value or an error, never a crash or a read past the line (run it under

@@ -1,4 +1,4 @@
-/* tests/test_lmct.c — the LMCT codec (host/trace/lmct.c, cbt/lmct.h): a round
+/* tests/test_lmct.c — the LMCT codec (host/record/lmct.c, cbt/lmct.h): a round
  * trip of every value type and each bad input the reader names. */
 #include <stdarg.h>
 #include <stddef.h>

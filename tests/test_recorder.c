@@ -1,5 +1,5 @@
 /* tests/test_recorder.c — trace recording at level "gpu" and its replay
- * (host/trace/recorder.c, host/trace/replay.c, cbt/replay.h): the SHA-256 the
+ * (host/record/recorder.c, host/record/replay.c, cbt/replay.h): the SHA-256 the
  * header's digest is, a live run's spans against its replay's field by field
  * (MP requests, CPU-backend kernel launches whose ring records are in the
  * file, a pspan, an event with a trace context, a CacheBlend subscriber added
@@ -419,7 +419,7 @@ static cbt_status replay_file(const char *path, bool force, cbt_replay_stats *st
     return replay_file_opts(path, &o, st, out);
 }
 
-/* ---- SHA-256 (host/trace/sha256.c): FIPS 180-2's examples ------------------------- */
+/* ---- SHA-256 (host/util/sha256.c): FIPS 180-2's examples ------------------------- */
 
 static void sha256_vectors(void **state)
 {

@@ -13,7 +13,7 @@
 #include "internal/clock.h"
 #include "internal/devclock.h"
 #include "internal/tracer.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 #include "testutil.h"
 
 static cbt_ring *new_ring(uint32_t cap)

@@ -10,7 +10,7 @@
 #include <time.h>
 
 #include "testutil.h"
-#include "internal/stream.h"
+#include "internal/stream_impl.h"
 
 static uint64_t now_ns(void)
 {

@@ -341,7 +341,7 @@ static void test_three_processes_one_trace(void **state)
             g_req[i], NULL);
 }
 
-/* ---- the roles on bad peers (host/cli/demo_cb.c, in this process) ---------------------------- */
+/* ---- the roles on bad peers (cli/demo_cb.c, in this process) ---------------------------- */
 
 static double thread_cpu_s(void)
 {

@@ -1,4 +1,4 @@
-/* tests/test_tree.c — the request-tree engine (host/builders/tree.c) through
+/* tests/test_tree.c — the request-tree engine (host/builders/request_tree.c) through
  * both paths, with explicit timestamps so every time is known:
  *   CacheBlend TP=2 closes at the last CB_RETRIEVE_END, a sibling's
  *   CB_REQUEST_END is no error, the workers' spans never cross;

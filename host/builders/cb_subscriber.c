@@ -1,5 +1,5 @@
 /* host/builders/cb_subscriber.c — owns the CacheBlend V3 path's table and
- * attribute rules (cbt/cb.h) on the request-tree engine (internal/tree.h):
+ * attribute rules (cbt/cb.h) on the request-tree engine (internal/reqtree.h):
  * which event opens which cb.* span under which parent, the request-level hit
  * attributes, cb.scatter's scatter_ms, the point spans and the
  * lmcache_blend.* metrics fed from every operation's END. Sessions, pairing,
@@ -19,7 +19,7 @@
 #include "cbt/cb.h"
 #include "internal/abi.h"
 #include "internal/end_status.h"
-#include "internal/tree.h"
+#include "internal/reqtree.h"
 
 enum {
     OP_LOOKUP = 0,

@@ -1,5 +1,5 @@
 /* host/builders/mp_subscriber.c — owns the MP path's table and attribute
- * rules (cbt/mp.h) on the request-tree engine (internal/tree.h): which event
+ * rules (cbt/mp.h) on the request-tree engine (internal/reqtree.h): which event
  * opens which span, where the lookup's hit counts go, the timeout span and
  * the transfer-phase spans. Sessions, pairing, the close rule, late children
  * and eviction are the engine's.
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "internal/abi.h"
-#include "internal/tree.h"
+#include "internal/reqtree.h"
 #include "internal/xfer.h"
 
 enum { OP_LOOKUP = 0, OP_STORE = 1, OP_RETRIEVE = 2, OP_COUNT_ };

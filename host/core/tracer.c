@@ -18,7 +18,7 @@
 #include "internal/abi.h"
 #include "internal/recorder.h"
 #include "internal/tracer.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 
 _Atomic(cbt_tracer *) cbt_active_tracer_ = NULL;
 

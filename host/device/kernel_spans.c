@@ -29,8 +29,8 @@
 #include "internal/abi.h"
 #include "internal/recorder.h"
 #include "internal/tracer.h"
-#include "internal/ring.h"
-#include "internal/stream.h"
+#include "internal/ring_host.h"
+#include "internal/stream_impl.h"
 
 #define KL_SLOTS 16384u     /* launches known at once */
 #define PARK_MAX 4096u      /* records waiting for their launch */

@@ -17,7 +17,7 @@
 
 #include "cbt/kernel_span.h"
 #include "internal/clock.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 
 /* Acquire loads for the fields: each orders the second look at the
  * sequence word after itself (the seqlock's read-side fence, free on x86). */

@@ -31,7 +31,7 @@
 #include <cuda_runtime_api.h>
 
 #include "internal/clock.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 #include "internal/ring_cuda.h"
 #include "internal/tracer.h"
 

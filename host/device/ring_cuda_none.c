@@ -1,7 +1,7 @@
 /* host/device/ring_cuda_none.c — the CUDA ring placements when cbt is built without
  * CUDA: creation reports CBT_ERR_UNSUPPORTED, so no CUDA ring ever exists. */
 #include "internal/tracer.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 
 cbt_status cbt_ring_create_cuda(uint32_t capacity, cbt_ring_placement placement,
                                 double host_ns_per_tick, cbt_ring **out)

@@ -1,6 +1,6 @@
 /* host/internal/recorder.h — the harvester's side of trace recording
- * (host/trace/recorder.c; cbt/replay.h, docs/recording.md), and the
- * replay-side entry points the builders expose (host/trace/replay.c).
+ * (host/record/recorder.c; cbt/replay.h, docs/recording.md), and the
+ * replay-side entry points the builders expose (host/record/replay.c).
  *
  * Threads. The harvester is the recorder's only producer: it copies each
  * record into a single-producer ring of 64-byte cells (the event records
@@ -93,13 +93,13 @@ const char *cbt_recorder_path_(const cbt_recorder *r);
  * or under the tracer's lock. */
 int cbt_recorder_started_(const cbt_recorder *r);
 
-/* ---- the configuration that shapes spans (host/trace/recorder.c) ----------- */
+/* ---- the configuration that shapes spans (host/record/recorder.c) ----------- */
 /* Its JSON (docs/recording.md, "The configuration") into buf (NUL-terminated;
  * returns the length, or 0 when it did not fit). Under t->lock or on the
  * harvester (the subscriber list). */
 size_t cbt_rec_config_json_(const struct cbt_tracer *t, char *buf, size_t cap);
 
-/* SHA-256 of n bytes as 64 lowercase hex digits and a NUL (host/trace/sha256.c). */
+/* SHA-256 of n bytes as 64 lowercase hex digits and a NUL (host/util/sha256.c). */
 void cbt_sha256_hex_(const void *data, size_t n, char out[65]);
 
 /* ---- replay entry points of the builders ------------------------------------ */

@@ -188,7 +188,7 @@ struct cbt_tracer {
      * sees the times the live run saw. Harvester. */
     uint64_t hv_now;
     int finished; /* the stop path ran (cbt_harvester_finish_) */
-    /* Trace recording (host/trace/recorder.c): NULL when off (the one
+    /* Trace recording (host/record/recorder.c): NULL when off (the one
      * branch cbt_dispatch_ pays). Written by cbt_init, closed by
      * cbt_shutdown after the harvester stopped; its counts are the
      * tracer's (cbt_metrics_get reads them without racing the close). */

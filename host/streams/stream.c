@@ -70,7 +70,7 @@
 #include "cbt/kernel_span.h"
 #include "internal/abi.h"
 #include "internal/futex.h"
-#include "internal/stream.h"
+#include "internal/stream_impl.h"
 
 _Static_assert(offsetof(cbt_event, pair) + sizeof(uint64_t) <= CBT_REC_EV_HEAD,
                "a record holds the event's pair in its head (record.h)");

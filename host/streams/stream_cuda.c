@@ -33,8 +33,8 @@
 #include <cuda_runtime_api.h>
 
 #include "internal/cuda_marks.h"
-#include "internal/ring.h"
-#include "internal/stream.h"
+#include "internal/ring_host.h"
+#include "internal/stream_impl.h"
 
 struct cbt_cuda_pool {
     pthread_mutex_t lock;

@@ -1,7 +1,7 @@
 /* host/streams/stream_cuda_none.c — the CUDA stream backend when cbt is built without
  * CUDA: creation reports CBT_ERR_UNSUPPORTED, so no CUDA stream ever exists
  * and the harvester-side hooks are never reached with one. */
-#include "internal/stream.h"
+#include "internal/stream_impl.h"
 
 cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
 {

@@ -15,7 +15,7 @@
  * own TraceReader reads what this writer writes (tests/lmcache/lmct_reader_check.py).
  * docs/recording.md has the format and what cbt records in it (cbt/replay.h).
  *
- * The codec is part of libcbt (host/trace/lmct.c) when msgpack-c is found
+ * The codec is part of libcbt (host/record/lmct.c) when msgpack-c is found
  * (CBT_WITH_MSGPACK; CBT_HAVE_MSGPACK in cbt/build_config.h); this header is
  * installed then. It is a file format, not a hot path: nothing here has a
  * CBT_DISABLE stub (tests/disable_coverage.py lists it in NOT_DISABLED).

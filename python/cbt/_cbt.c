@@ -1433,7 +1433,7 @@ static PyObject *log_lines(FILE *log)
 }
 
 /* _cbt.replay(path, *, spans_path, trace_path, otlp_endpoint, on_span, force,
- * speed): what the CLI's `cbt replay FILE` does (host/cli/replay_lmct.c),
+ * speed): what the CLI's `cbt replay FILE` does (cli/cmd_replay_lmct.c),
  * with the process's one tracer: open and check the file, start a replay
  * tracer with the recorded configuration and builders, add the sinks, run,
  * shut the replay tracer down (on every path), close. cbt.replay in

@@ -1,4 +1,4 @@
-/* host/internal/tree.h — owns the request-tree engine: the one mechanism that
+/* host/internal/reqtree.h — owns the request-tree engine: the one mechanism that
  * turns a request's events into a root span with children, used by both span
  * builders (the MP path, host/builders/mp_subscriber.c, and the CacheBlend
  * path, host/builders/cb_subscriber.c). A builder is a table (a cbt_tree_path:

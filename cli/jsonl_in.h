@@ -1,4 +1,4 @@
-/* host/cli/jsonl_in.h — owns reading JSON lines: a bounded line reader and a
+/* cli/jsonl_in.h — owns reading JSON lines: a bounded line reader and a
  * small strict JSON parser for one line (used by `cbt replay`; never part of
  * the library).
  *

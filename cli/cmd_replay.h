@@ -1,4 +1,4 @@
-/* host/cli/replay.h — owns `cbt replay`: a file of events, one JSON object a
+/* cli/cmd_replay.h — owns `cbt replay`: a file of events, one JSON object a
  * line, published in file order through a tracer with the MP and CacheBlend
  * subscribers, the spans written as JSON lines (docs/cli.md has the format).
  */
@@ -12,7 +12,7 @@
  * and 2 is returned when any was). */
 int cbt_replay_main(int argc, char **argv);
 
-/* `cbt replay FILE.lct [...]` (replay_lmct.c): a recording (cbt/replay.h)
+/* `cbt replay FILE.lct [...]` (cmd_replay_lmct.c): a recording (cbt/replay.h)
  * replayed into the spans of its live run. Exit: 0 replayed whole; 1 a
  * runtime failure or lost spans; 2 usage error or a file cbt refuses (bad
  * frames, a version or configuration mismatch without --force); 3 the file

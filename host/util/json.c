@@ -1,4 +1,4 @@
-/* host/spans/json.c — owns the bounded JSON writer (see json.h). */
+/* host/util/json.c — owns the bounded JSON writer (see json.h). */
 #include "internal/json.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* host/cli/replay.c — owns `cbt replay` (replay.h): read an event file, build
+/* cli/cmd_replay.c — owns `cbt replay` (cmd_replay.h): read an event file, build
  * each line's cbt_event, publish them in file order from this one thread
  * through a tracer with the MP and CacheBlend subscribers, write the spans.
  *
@@ -21,7 +21,7 @@
  * ones that do not (counted per key, and with --dropped listed one a line),
  * instead of refusing the line.
  */
-#include "replay.h"
+#include "cmd_replay.h"
 
 #include <errno.h>
 #include <inttypes.h>

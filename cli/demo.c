@@ -1,4 +1,4 @@
-/* host/cli/demo.c — owns the demo workload (see demo.h). */
+/* cli/demo.c — owns the demo workload (see demo.h). */
 #include "demo.h"
 
 #include <math.h>

@@ -1,4 +1,4 @@
-/* host/trace/replay.c — owns replaying a recorded LMCT file (cbt/replay.h):
+/* host/record/replay.c — owns replaying a recorded LMCT file (cbt/replay.h):
  * check its header, rebuild the configuration that shaped its spans, and
  * feed its records through the builders of a replay tracer, on the caller's
  * thread, exactly where the live harvester consumed them.
@@ -30,9 +30,9 @@
 #include "cbt/replay.h"
 #include "internal/abi.h"
 #include "internal/recorder.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 #include "internal/tracer.h"
-#include "internal/tree.h"
+#include "internal/reqtree.h"
 
 #define BUILDERS_MAX 8u
 #define BATCH 1024u /* records replayed under one hold of the tracer's lock */

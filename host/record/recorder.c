@@ -1,4 +1,4 @@
-/* host/trace/recorder.c — owns trace recording (internal/recorder.h,
+/* host/record/recorder.c — owns trace recording (internal/recorder.h,
  * cbt/replay.h): the harvester's copies into a bounded single-producer ring,
  * and the writer thread that turns them into LMCT frames (cbt/lmct.h).
  *
@@ -45,9 +45,9 @@
 #include "internal/futex.h"
 #include "internal/record.h"
 #include "internal/recorder.h"
-#include "internal/ring.h"
+#include "internal/ring_host.h"
 #include "internal/tracer.h"
-#include "internal/tree.h"
+#include "internal/reqtree.h"
 
 #define ENTRY_CELLS_MAX 255u      /* k is a byte */
 #define ENTRY_HEAD 16u            /* kind word, cells byte, padding */

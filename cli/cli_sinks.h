@@ -1,4 +1,4 @@
-/* host/cli/cli_sinks.h — the `cbt` command's sinks besides the demo's
+/* cli/cli_sinks.h — the `cbt` command's sinks besides the demo's
  * in-memory one: the trace file (--output) and the span file (--spans)
  * through a sink_watch each (their final spans_lost outlives them), and the
  * OTLP exporter (--otlp-endpoint) with its final_stats. Owned by the

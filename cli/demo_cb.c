@@ -1,4 +1,4 @@
-/* host/cli/demo_cb.c — owns the three roles of a CacheBlend request (demo_cb.h):
+/* cli/demo_cb.c — owns the three roles of a CacheBlend request (demo_cb.h):
  * what each process publishes, and the line protocol between them.
  */
 #include "demo_cb.h"

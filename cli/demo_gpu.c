@@ -1,4 +1,4 @@
-/* host/cli/demo_gpu.c — owns the demo's GPU backend (see demo_gpu.h). */
+/* cli/demo_gpu.c — owns the demo's GPU backend (see demo_gpu.h). */
 #include "demo_gpu.h"
 
 #include <stdio.h>

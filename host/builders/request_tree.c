@@ -1,4 +1,4 @@
-/* host/builders/tree.c — owns the request-tree engine (internal/tree.h): the
+/* host/builders/request_tree.c — owns the request-tree engine (internal/reqtree.h): the
  * session table, child pairing, pending-op counters, the close rule, late
  * children, eviction and shutdown, written once for every path.
  *
@@ -23,7 +23,7 @@
 #include "internal/clock.h"
 #include "internal/counter.h"
 #include "internal/end_status.h"
-#include "internal/tree.h"
+#include "internal/reqtree.h"
 
 #define NIL 0xffffffffu
 enum { L_NONE = 0, L_BUSY = 1, L_CLOSED = 2 };

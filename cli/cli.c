@@ -1,4 +1,4 @@
-/* host/cli/cli.c — owns the `cbt` command line: parse, validate, dispatch.
+/* cli/cli.c — owns the `cbt` command line: parse, validate, dispatch.
  *
  * Exit codes: 0 success, 1 runtime failure, 2 usage error (unknown or
  * malformed flag, missing value) or, for replay, bad input, with the problem
@@ -13,7 +13,7 @@
 
 #include "cbt.h"
 #include "demo.h"
-#include "replay.h"
+#include "cmd_replay.h"
 
 static void usage(FILE *f)
 {

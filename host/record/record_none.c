@@ -1,4 +1,4 @@
-/* host/trace/record_none.c — trace recording and replay in a build without
+/* host/record/record_none.c — trace recording and replay in a build without
  * msgpack-c (CBT_WITH_MSGPACK off): asking for a trace level, or replaying,
  * is CBT_ERR_UNSUPPORTED, said on stderr. */
 #include <stdio.h>

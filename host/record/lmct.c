@@ -1,4 +1,4 @@
-/* host/trace/lmct.c — owns the LMCT file codec (cbt/lmct.h): the writer and
+/* host/record/lmct.c — owns the LMCT file codec (cbt/lmct.h): the writer and
  * the strict reader of LMCache's length-prefixed msgpack trace format.
  *
  * Encoding and decoding go through msgpack-c. Its C unpacker has no limits

@@ -1,4 +1,4 @@
-/* exporter/tree.c — owns printing span trees (see tree.h). */
+/* exporter/console_tree.c — owns printing span trees (see tree.h). */
 #include "cbt/tree.h"
 
 #include <stdlib.h>

@@ -1,4 +1,4 @@
-/* host/cli/demo.h — owns `cbt demo`: a synthetic LMCache-style MP workload.
+/* cli/demo.h — owns `cbt demo`: a synthetic LMCache-style MP workload.
  *
  * Each request runs lookup_prefetch with a mix of hits and misses, then a
  * retrieve (on hits) and a store on its worker's stream, and ends its session

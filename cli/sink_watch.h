@@ -1,4 +1,4 @@
-/* host/cli/sink_watch.h — a sink's final losses, kept past its destroy.
+/* cli/sink_watch.h — a sink's final losses, kept past its destroy.
  *
  * The tracer destroys its sinks in cbt_shutdown, and a sink's spans_lost
  * goes with it; cbt_shutdown_final gives only the sum over all sinks. The

@@ -1,4 +1,4 @@
-/* host/cli/sink_watch.c — owns the wrapper sink that keeps a sink's final
+/* cli/sink_watch.c — owns the wrapper sink that keeps a sink's final
  * losses (see sink_watch.h). Every callback runs where the tracer calls it
  * (harvester thread; destroy in cbt_shutdown) and forwards as is. */
 #include "sink_watch.h"

@@ -1,4 +1,4 @@
-/* host/cli/demo_gpu.h — owns the demo's GPU backend: the same workload as the
+/* cli/demo_gpu.h — owns the demo's GPU backend: the same workload as the
  * CPU backend's, on a CUDA stream with device buffers and the CUDA kernels
  * (cbt/kv_kernels.h). Built with CUDA only; elsewhere demo_gpu_present() is 0. */
 #ifndef CBT_HOST_DEMO_GPU_H

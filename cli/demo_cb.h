@@ -1,4 +1,4 @@
-/* host/cli/demo_cb.h — owns the three roles of a CacheBlend request (seed
+/* cli/demo_cb.h — owns the three roles of a CacheBlend request (seed
  * cacheblend-v3-observability §2, §5): the vLLM scheduler, the vLLM worker and
  * the LMCache blend server, each publishing its part of the unified trace
  * and passing W3C traceparents to the next over a byte stream.

@@ -1,4 +1,4 @@
-/* host/cli/jsonl_in.c — owns the bounded line reader and the strict JSON
+/* cli/jsonl_in.c — owns the bounded line reader and the strict JSON
  * parser of jsonl_in.h.
  *
  * The parser is recursive descent with an explicit depth bound

@@ -1,4 +1,4 @@
-/* host/cli/replay_lmct.c — owns `cbt replay FILE.lct` (replay.h): a trace
+/* cli/cmd_replay_lmct.c — owns `cbt replay FILE.lct` (cmd_replay.h): a trace
  * recorded at level "gpu" (cbt/replay.h, docs/recording.md) replayed on
  * this machine, GPU or not, through a replay tracer into the span file, the
  * trace file and an OTLP collector, as the live run's spans. */
@@ -13,7 +13,7 @@
 #include "cbt/replay.h"
 #include "cli_sinks.h"
 #include "demo.h"
-#include "replay.h"
+#include "cmd_replay.h"
 
 static void usage(FILE *f)
 {

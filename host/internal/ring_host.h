@@ -1,4 +1,4 @@
-/* host/internal/ring.h — owns the host side of a device ring: its memory, the
+/* host/internal/ring_host.h — owns the host side of a device ring: its memory, the
  * harvesting read, and its clock calibration.
  *
  * Three placements: HOST (the CPU backend: plain host memory), MAPPED

@@ -1,4 +1,4 @@
-/* host/spans/strtab.c — owns the bounded (session, tag) hash table (see strtab.h). */
+/* host/util/strtab.c — owns the bounded (session, tag) hash table (see strtab.h). */
 #include "internal/strtab.h"
 
 #include <stdlib.h>

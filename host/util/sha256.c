@@ -1,4 +1,4 @@
-/* host/trace/sha256.c — owns SHA-256 (FIPS 180-4) for the trace file's
+/* host/util/sha256.c — owns SHA-256 (FIPS 180-4) for the trace file's
  * config digest (LMCache writes hashlib.sha256(json).hexdigest(); cbt writes
  * and checks the same). Not a hot path: one digest per recording or replay.
  * tests/test_recorder.c checks it against FIPS 180-2's examples. */

@@ -1,4 +1,4 @@
-/* host/internal/stream.h — the stream object shared by the CPU and CUDA backends.
+/* host/internal/stream_impl.h — the stream object shared by the CPU and CUDA backends.
  *
  * stream.c owns the interface and the CPU backend; stream_cuda.c owns the
  * CUDA backend (compiled only with CBT_WITH_CUDA). Fields under "CPU" follow

@@ -1,4 +1,4 @@
-/* host/cli/cli_sinks.c — owns the `cbt` command's file and collector sinks
+/* cli/cli_sinks.c — owns the `cbt` command's file and collector sinks
  * (cli_sinks.h): the trace file, the span file and the OTLP exporter, and
  * the report of what each delivered or lost, for `cbt demo` and `cbt replay`. */
 #include "cli_sinks.h"
