@@ -3,7 +3,7 @@
  * and, when the config names a metric set (cfg.blend), POSTs snapshots of it
  * to the metrics endpoint from the same thread.
  *
- * The queue: a byte ring of compact span records (exporter/span_queue.c:
+ * The queue: a byte ring of compact span records (host/util/span_queue.c:
  * only the used attributes, events and string bytes of each span, a few
  * hundred bytes for an MP span instead of a 2704-byte cbt_span) of
  * max_queue * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes allocated at create, with
@@ -60,9 +60,10 @@
  * metrics_exports / metrics_failures; retries and bytes in the shared ones.
  *
  * Threads and stop path: the exporter thread is started by create and is the
- * only user of the curl handles and buffers. flush (harvester thread) moves
+ * only user of the curl handles and buffers. flush (cbt_flush's thread) moves
  * `flush_target` to tail, wakes the thread and waits on `done_cv` until head
- * reaches the target or timeout_ms passes (CBT_ERR_TIMEOUT). cbt_shutdown()
+ * reaches the target or timeout_ms (or flush_within's bound) passes
+ * (CBT_ERR_TIMEOUT). cbt_shutdown()
  * calls the sinks' flush once more and then destroy; a flush that finds no
  * active tracer is that last one, and starts the shutdown clock: from then
  * on retries and transfers are bounded by shutdown_timeout_ms, and its wait
@@ -107,7 +108,7 @@
 #include "cbt/otlp.h"
 #include "internal/abi.h"
 #include "otlp_private.h"
-#include "span_queue.h"
+#include "internal/span_queue.h"
 
 #define BACKOFF_BASE_MS 100u
 #define BACKOFF_CAP_MS 5000u
@@ -1031,11 +1032,14 @@ static cbt_status sink_on_span(void *ctx, const cbt_span *s)
     return CBT_OK;
 }
 
-static cbt_status sink_flush(void *ctx)
+/* The queue sent (or dropped, past the shutdown deadline), waiting at most
+ * `bound_ms` (cbt_flush's time left) and the export timeout. */
+static cbt_status sink_flush_within(void *ctx, uint32_t bound_ms)
 {
     cbt_otlp_exporter *e = ctx;
     uint64_t t = now_ns();
-    uint64_t until = t + (uint64_t)e->cfg.timeout_ms * 1000000ull;
+    uint32_t ms = bound_ms < e->cfg.timeout_ms ? bound_ms : e->cfg.timeout_ms;
+    uint64_t until = t + (uint64_t)ms * 1000000ull;
     int final = cbt_tracer_get() == NULL; /* cbt_shutdown's last flush (see the top) */
     pthread_mutex_lock(&e->lock);
     if (final) {
@@ -1062,6 +1066,8 @@ static cbt_status sink_flush(void *ctx)
     pthread_mutex_unlock(&e->lock);
     return st;
 }
+
+static cbt_status sink_flush(void *ctx) { return sink_flush_within(ctx, 0xffffffffu); }
 
 static uint64_t sink_spans_lost(void *ctx)
 {
@@ -1168,6 +1174,7 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
         k.on_span = disabled_on_span;
         k.flush = disabled_flush;
         k.destroy = disabled_destroy;
+        k.flags = CBT_SINK_NONBLOCKING;
         cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
         *out = d;
         return CBT_OK;
@@ -1221,6 +1228,8 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
     k.flush = sink_flush;
     k.destroy = sink_destroy;
     k.spans_lost = sink_spans_lost;
+    k.flags = CBT_SINK_NONBLOCKING; /* on_span queues; flush waits at most its bound */
+    k.flush_within = sink_flush_within;
     cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     *out = e;
     return CBT_OK;

@@ -21,7 +21,7 @@ cbt_status cbt_otlp_config_in_(struct cbt_otlp_config *full, const struct cbt_ot
 /* The spans of a batch for the encoders below: span i (0, 1, ... n-1 in
  * order; each pass of an encoder starts again at 0), either a span of the
  * caller's or *scratch filled with it. The OTLP/HTTP exporter expands its
- * queued records (span_queue.h) into one scratch span this way, so a batch
+ * queued records (internal/span_queue.h) into one scratch span this way, so a batch
  * is never copied out whole. */
 struct cbt_span;
 struct cbt_buf;

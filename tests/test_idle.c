@@ -1,5 +1,5 @@
-/* tests/test_idle.c — the harvester's idle sleep (host/core/harvester.c,
- * "Idle"): once idle it sleeps on a futex for up to idle_sleep_ms, and
+/* tests/test_idle.c — the harvester's deep sleep (host/core/harvester.c,
+ * "Sleeping"): once idle it sleeps on a futex for up to idle_sleep_ms, and
  * whatever it must see — a publish into a lane or the shared bus, a flush,
  * shutdown — wakes it at once.
  *
@@ -182,18 +182,28 @@ typedef struct stress_arg {
     int late; /* a burst not dispatched within the bound */
 } stress_arg;
 
+static pthread_barrier_t g_bar; /* the threads' common long pauses */
+
 static void *stress_thread(void *p)
 {
     stress_arg *a = p;
     unsigned seed = (unsigned)a->who * 7919u + 1u;
-    for (int b = 0; b < STRESS_BURSTS && !a->late; b++) {
+    for (int b = 0; b < STRESS_BURSTS; b++) { /* on when late: the others wait at the barrier */
         int n = 1 + (int)(rand_r(&seed) % 8);
         for (int i = 0; i < n; i++)
             if (publish_one(a->who) == CBT_OK)
                 a->sent++;
         if (!wait_seen(a->who, a->sent, 5000))
             a->late = 1;
-        sleep_ms((uint32_t)(rand_r(&seed) % 6)); /* 0–5 ms: around IDLE_AFTER_US */
+        /* 0–5 ms: within a nap's reach; every 8th pause, all threads
+         * together, 95–125 ms: around IDLE_AFTER_US (100 ms), where the
+         * harvester goes to sleep deeply and the next burst must wake it */
+        if (b % 8 == 7) {
+            pthread_barrier_wait(&g_bar);
+            sleep_ms(95u + (uint32_t)(rand_r(&seed) % 31));
+        } else {
+            sleep_ms((uint32_t)(rand_r(&seed) % 6));
+        }
     }
     return NULL;
 }
@@ -202,6 +212,7 @@ static void sporadic_publishers_all_dispatched(void **state)
 {
     (void)state;
     start(2);
+    pthread_barrier_init(&g_bar, NULL, STRESS_THREADS);
     pthread_t th[STRESS_THREADS];
     stress_arg a[STRESS_THREADS];
     for (int i = 0; i < STRESS_THREADS; i++) {
@@ -222,6 +233,7 @@ static void sporadic_publishers_all_dispatched(void **state)
         seen += atomic_load(&g_seen[a[i].who]);
     assert_int_equal(seen, total);
     assert_true(m.harvester_wakeups > 0);
+    pthread_barrier_destroy(&g_bar);
     tu_stop();
 }
 

@@ -491,10 +491,15 @@ static void new_lane_is_populated(void **state)
     assert_int_equal(cbt_publish(&e), CBT_OK);
     assert_int_equal(cbt_flush(5000), CBT_OK);
     cbt_tracer *t = cbt_tracer_get();
-    assert_int_equal(t->n_lanes, 1);
+    assert_int_equal(cbt_lanes_in_use_(t), 1);
+    cbt_lane *lane = NULL;
+    for (uint32_t i = 0; i < t->n_pool && !lane; i++)
+        if (atomic_load(&t->lane_pool[i].state) == CBT_LANE_TAKEN)
+            lane = &t->lane_pool[i];
+    assert_non_null(lane);
     long page = sysconf(_SC_PAGESIZE);
-    uintptr_t a = (uintptr_t)t->lanes[0]->bus.cells;
-    uintptr_t end = a + (uintptr_t)(t->lanes[0]->bus.mask + 1) * CBT_REC_CELL;
+    uintptr_t a = (uintptr_t)lane->bus.cells;
+    uintptr_t end = a + (uintptr_t)(lane->bus.mask + 1) * CBT_REC_CELL;
     a = (a + (uintptr_t)page - 1) & ~((uintptr_t)page - 1);
     size_t pages = (size_t)((end - a) / (uintptr_t)page);
     unsigned char *vec = calloc(pages, 1);

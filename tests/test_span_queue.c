@@ -1,5 +1,5 @@
 /* tests/test_span_queue.c — the OTLP exporter's queue of compact span
- * records (exporter/span_queue.c): a record expands back into a span whose
+ * records (host/util/span_queue.c): a record expands back into a span whose
  * used parts, and whose OTLP bytes, are the original's; records are only
  * the used bytes; the ring wraps without overwriting what is held, refuses
  * what does not fit, and always fits one span when empty.
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cbt/otlp.h"
-#include "span_queue.h"
+#include "internal/span_queue.h"
 #include "testutil.h"
 
 /* A span with `n_attrs` attributes (every type, strings of `str_len`

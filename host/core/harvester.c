@@ -1,59 +1,65 @@
-/* host/core/harvester.c — owns the harvester thread: drain the bus, resolve stream
- * marks, dispatch events to subscribers in the order their times become known.
+/* host/core/harvester.c — owns the harvester thread: its rounds over the
+ * registered sources and taps (internal/harvest.h), its sleep, the flush
+ * handshake's harvester side and the stop path. It names no source: the
+ * lanes, the streams, the rings and CUPTI, the recorder are tables cbt_init
+ * registered, polled in that order.
  *
- * Order: events are dispatched in the order of their publish stamps, merged
- * across the per-thread lanes and the shared bus. A round reads the clock
- * (T, with no later load allowed to run first) and repeatedly takes the
- * committed lane head with the smallest stamp <= T. Why this is causal: if
- * event X was committed before the thread that publishes Y saw it (X caused
- * Y), Y is stamped after X's commit (publishes stamp with rdtscp, which waits
- * for the thread's earlier loads, clock.h), so X's stamp < Y's; and if Y's
- * stamp <= T, X was committed before the round read T and is visible to the
- * peeks that follow. Events stamped after T wait for the next round. A
- * CPU-stream mark is stamped by the stream's worker when reached, so it is
- * ordered at that moment. A CUDA mark is known only when its CUDA event
- * completes: it waits in its stream's pending FIFO (stream order) and is
- * dispatched by the poll after completion.
+ * A round: take the harvester's lock; read the clock once (the round's
+ * time, t->hv_now, which the builders use as "now", so that a replay sees
+ * the times the live run saw); let each source do its work (the lanes
+ * dispatch every committed event stamped before that read, in stamp order:
+ * lane.c says why that is causal); drop the lock; let each source do what
+ * needs a system call; complete a flush the round caught up with; refit
+ * the clock twice a second; tell the taps.
  *
- * Stop path: cbt_shutdown() clears the active tracer, sets `stop`, and joins.
- * The loop then drains the queue, waits for pending CUDA marks up to
- * shutdown_timeout_ms (marks still pending then are abandoned: their count is
- * left in t->abandoned_marks, so the CUDA ring's frees do not wait for the
- * device either), asks CUPTI for its completed records, calls every
- * subscriber's on_shutdown (which ends open spans as incomplete) and flushes
- * the sinks.
+ * Sleeping. Wake-ups are paced by time, not by requests:
+ *   - a round cut short by a batch bound goes again at once;
+ *   - otherwise, while work flows (a round handled something, or the
+ *     sources say something comes without a publish: CUDA marks pending,
+ *     kernel records awaited, CUPTI collecting, a flush waiting), the
+ *     harvester naps for poll_interval_us (default 10 ms: the bound on a
+ *     publish's wait to be dispatched under load). A nap sets hv_sleeping
+ *     to CBT_HV_NAP, which no publisher reacts to: in steady state
+ *     publishers make no system call. Only a kick ends a nap early: a
+ *     flush request, stop, or a lane past half full (lane.c), so a burst
+ *     cannot overflow a lane while we nap;
+ *   - after IDLE_AFTER_US of empty naps with nothing pending it sleeps
+ *     deeply: hv_sleeping = CBT_HV_DEEP, for at most idle_sleep_ms (the
+ *     sources' bound_ms: 250 ms while a ring exists, 10 ms while kernel
+ *     launches wait for records), and the next publish wakes it
+ *     (cbt_harvester_nudge_: one load after the commit; the one that clears
+ *     the word issues FUTEX_WAKE and counts it in hv_wakeups). Only the
+ *     first event after a real idle pays that wake-up.
  *
- * CUPTI: each round, outside the lock, cbt_cupti_periodic_ (a default flush
- * every 100 ms while CUPTI is enabled; one atomic load otherwise).
- *
- * Idle. While events flow, or anything is pending (CUDA stream marks, kernel
- * launches waiting for ring records, CUPTI collecting, a flush, stop), the
- * harvester polls every poll_interval_us. After IDLE_AFTER_US of empty
- * rounds with nothing pending it sleeps on the futex word t->hv_sleeping for
- * at most idle_sleep_ms (IDLE_RING_POLL_MS while a ring exists: ring
- * records need no publish), then does its periodic work (clock refit, the
- * rings) and looks again. Whoever commits something the harvester must see — a publish into
- * a lane or the bus (cbt_tracer_push_), a flush request, stop — reads that
- * word after the commit (cbt_harvester_nudge_: one plain load); the one that
- * finds it set and clears it (exchange) issues FUTEX_WAKE and counts it in
- * hv_wakeups.
- *
- * No lost wake-up (the Dekker pattern: we store the flag, then load the
- * sources; a publisher stores its commit, then loads the flag — each store
- * may sit in its CPU's store buffer past the load that follows it). The
- * publisher has no fence, only a compiler barrier; the harvester, after
- * storing the flag, calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+ * No lost wake-up from a deep sleep (the Dekker pattern: we store the word,
+ * then load the sources; a publisher stores its commit, then loads the
+ * word — each store may sit in its CPU's store buffer past the load that
+ * follows it). The publisher has no fence, only a compiler barrier; after
+ * storing the word, we call membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
  * which runs a full barrier on every CPU running a thread of this process
- * before it returns, and only then re-checks every source (each lane and the
- * bus under the lock, flush_req, stop). So for each publisher either its
- * commit preceded that barrier — and our re-check sees it — or its load of
- * the flag follows the barrier, which follows our store: it sees 1 and wakes
- * us (if it clears the flag before FUTEX_WAIT, the wait returns at once: the
- * word is no longer 1). A lane a thread takes after our re-check is taken
- * under the lock we held, so that thread's first load of the flag already
- * sees our store. Without membarrier (not Linux, or refused) there is no
- * such guarantee: the harvester then waits at most IDLE_FALLBACK_MS, so a
- * missed wake-up costs that much delay and no more.
+ * before it returns, and only then ask every source whether something is
+ * committed (each lane in the pool, claimed or not, and the bus). So for
+ * each publisher either its commit preceded that barrier — and the re-check
+ * sees it — or its load of the word follows the barrier, which follows our
+ * store: it sees CBT_HV_DEEP and wakes us (if it clears the word before
+ * FUTEX_WAIT, the wait returns at once). Without membarrier (not Linux, or
+ * refused) there is no such guarantee: a deep sleep then lasts at most
+ * IDLE_FALLBACK_MS. Kicks need no barrier: a kicker stores hv_kicked, then
+ * exchanges the word; we store the word, then exchange hv_kicked; both
+ * seq_cst, so one of us sees the other.
+ *
+ * Flush: cbt_flush (tracer.c) raises flush_req with the time it was asked
+ * (flush_ticks) under flush_mu and kicks us; a round that began after that
+ * time, left nothing behind (no `more`) and has no pending marks completes
+ * every request up to the newest, under flush_mu, which we hold for nothing
+ * else. The sinks' own flush is the flusher's (cbt_sinks_flush_, bounded by
+ * its timeout), never ours.
+ *
+ * Stop path: cbt_shutdown() clears the active tracer, sets `stop`, kicks us
+ * and joins. The loop drains, waits for pending marks up to
+ * shutdown_timeout_ms (marks still pending then are abandoned: their count
+ * is left in t->abandoned_marks, so the CUDA ring's frees do not wait for
+ * the device either), then runs cbt_harvester_finish_.
  */
 #include <stdio.h>
 #include <string.h>
@@ -66,102 +72,50 @@
 
 #include "internal/counter.h"
 #include "internal/futex.h"
-#include "internal/recorder.h"
 #include "internal/tracer.h"
 
-#define IDLE_AFTER_US 1000u   /* empty rounds for this long, nothing pending: sleep
-                                 (each round is a wake-up, ~30 us of CPU on a VM) */
-#define IDLE_FALLBACK_MS 1u   /* the sleep's bound when membarrier is unavailable */
-/* The sleep's bound while a ring exists: a kernel can write ring records no
- * publish announces (a launch outside CBT_KERNEL_SPAN's host side, a device
- * writing into the ring), and nothing can wake us for those; so we look at
- * least this often, and such records are read this late at worst (65536
- * records of a default ring last 250 ms at 262 k records/s). Each such
- * wake-up costs about 30 us of CPU on a VM, so 4 a second. */
-#define IDLE_RING_POLL_MS 250u
-/* The sleep's bound while kernel launches are open but nothing came for a
- * second (kernel_spans.c, WAIT_NS): their records may still come, in a
- * burst a ring must not overflow on (65536 records in 10 ms: 6.5 M/s). */
-#define KSPANS_QUIET_MS 10u
-
-#define BATCH_MAX 1024u
+#define IDLE_AFTER_US 100000u /* empty naps for this long, nothing pending: sleep deeply */
+#define IDLE_FALLBACK_MS 1u   /* a deep sleep's bound when membarrier is unavailable */
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
 
-/* Recording: the event, then the subscribers; a subscriber a replay does
- * not rebuild (a program's own) that starts spans draws span ids nothing in
- * the file explains, so the generator's state after it is recorded, and a
- * replay's later ids stay the live run's. */
-static void dispatch_recorded(cbt_tracer *t, const cbt_event *ev)
+void cbt_harvester_add_source_(cbt_tracer *t, const cbt_hv_source *src)
 {
-    cbt_rec_event_(t, ev);
-    for (uint32_t i = 0; i < t->n_subs; i++) {
-        cbt_subscriber *s = &t->subs[i];
-        if (!cbt_subscriber_wants(s, ev->type))
-            continue;
-        int mine = !cbt_rec_rebuilt_(s);
-        cbt_ids before = t->ids;
-        if (s->on_event(s->ctx, t, ev) != CBT_OK)
-            cbt_count1_(&t->subscriber_errors);
-        if (mine && !cbt_ids_same_(&before, &t->ids))
-            cbt_rec_ids_(t);
-    }
-    cbt_count1_(&t->dispatched);
+    if (t->n_sources < CBT_HV_MAX_SOURCES)
+        t->sources[t->n_sources++] = *src;
 }
 
-/* Dispatch to the subscribers; with `stamp_ticks` != 0, also record now -
- * stamp as the dispatch lag (done for the oldest event of each round). */
-void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
+void cbt_harvester_add_tap_(cbt_tracer *t, const cbt_hv_tap *tap)
 {
-    if (stamp_ticks) {
-        uint64_t now = cbt_clock_ticks();
-        uint64_t lag = now > stamp_ticks ? (uint64_t)((double)(now - stamp_ticks) *
-                                                       t->clock.ns_per_tick)
-                                         : 0;
-        atomic_store_explicit(&t->lag_last_ns, lag, memory_order_relaxed);
-        if (lag > atomic_load_explicit(&t->lag_max_ns, memory_order_relaxed))
-            atomic_store_explicit(&t->lag_max_ns, lag, memory_order_relaxed);
-    }
-    if (__builtin_expect(t->rec != NULL, 0)) { /* recording (cbt/replay.h): off by default */
-        dispatch_recorded(t, ev);
-        return;
-    }
-    for (uint32_t i = 0; i < t->n_subs; i++) {
-        cbt_subscriber *s = &t->subs[i];
-        if (!cbt_subscriber_wants(s, ev->type))
-            continue;
-        if (s->on_event(s->ctx, t, ev) != CBT_OK)
-            cbt_count1_(&t->subscriber_errors);
-    }
-    cbt_count1_(&t->dispatched);
+    if (t->n_taps < CBT_HV_MAX_TAPS)
+        t->taps[t->n_taps++] = *tap;
 }
 
-/* `lag_ticks`: the item's stamp when its dispatch lag should be measured
- * (the oldest item of a round), else 0. */
-static void handle(cbt_tracer *t, cbt_bus_item *it, uint64_t lag_ticks)
+/* ---- waking ---- */
+
+void cbt_harvester_wake_(cbt_tracer *t)
 {
-    if (it->stream) {
-        cbt_stream_defer_(it->stream, t, it);
-        return;
+    /* one winner: the caller that turns DEEP into AWAKE wakes and counts */
+    uint32_t deep = CBT_HV_DEEP;
+    if (atomic_compare_exchange_strong_explicit(&t->hv_sleeping, &deep, CBT_HV_AWAKE,
+                                                memory_order_relaxed, memory_order_relaxed)) {
+        cbt_futex_wake_(&t->hv_sleeping, 1);
+        atomic_fetch_add_explicit(&t->hv_wakeups, 1, memory_order_relaxed);
     }
-    if (!(it->ev.flags & CBT_EVF_EXPLICIT_TS))
-        it->ev.ts = cbt_clock_to_unix(&t->clock, it->ticks);
-    cbt_dispatch_(t, &it->ev, lag_ticks);
 }
 
-static void flush_sinks(cbt_tracer *t)
+static _Atomic uint32_t *kicked_word(cbt_tracer *t) { return &t->hv_kicked; }
+
+void cbt_harvester_kick_(cbt_tracer *t)
 {
-    for (uint32_t i = 0; i < t->n_sinks; i++)
-        if (t->sinks[i].flush && t->sinks[i].flush(t->sinks[i].ctx) != CBT_OK)
-            atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+    /* seq_cst store, then seq_cst exchange: pairs with nap()/deep_sleep()'s
+     * store of the word and exchange of hv_kicked (see the top) */
+    atomic_store_explicit(kicked_word(t), 1, memory_order_seq_cst);
+    if (atomic_exchange_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_seq_cst) !=
+        CBT_HV_AWAKE) {
+        cbt_futex_wake_(&t->hv_sleeping, 1);
+        atomic_fetch_add_explicit(&t->hv_kicks, 1, memory_order_relaxed);
+    }
 }
-
-static void sleep_us(uint32_t us)
-{
-    struct timespec d = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000L};
-    nanosleep(&d, NULL);
-}
-
-/* ---- idle sleep (see "Idle" at the top) ---- */
 
 #if defined(__linux__)
 static int membarrier_register(void)
@@ -176,178 +130,136 @@ static int membarrier_all(void)
 {
     return syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0;
 }
-
 #else
 static int membarrier_register(void) { return 0; }
 static int membarrier_all(void) { return 0; }
 #endif
 
-void cbt_harvester_wake_(cbt_tracer *t)
+/* A kick came since we last looked (and is consumed). */
+static int take_kick(cbt_tracer *t)
 {
-    /* one winner: the caller that turns 1 into 0 wakes and counts */
-    if (atomic_exchange_explicit(&t->hv_sleeping, 0, memory_order_relaxed) == 1) {
-        cbt_futex_wake_(&t->hv_sleeping, 1);
-        atomic_fetch_add_explicit(&t->hv_wakeups, 1, memory_order_relaxed);
-    }
+    return atomic_exchange_explicit(kicked_word(t), 0, memory_order_seq_cst) != 0;
 }
 
-/* Whether anything committed waits in a lane or the bus. Under t->lock
- * (the lane list). */
-static int any_committed_locked(cbt_tracer *t)
+/* A timed sleep between working rounds: only a kick ends it early. */
+static void nap(cbt_tracer *t, uint32_t us)
 {
-    uint64_t ticks;
-    if (cbt_bus_peek(&t->bus, &ticks))
-        return 1;
-    for (uint32_t i = 0; i < t->n_lanes; i++)
-        if (cbt_bus_peek(&t->lanes[i]->bus, &ticks))
+    atomic_store_explicit(&t->hv_sleeping, CBT_HV_NAP, memory_order_seq_cst);
+    t->hv_armed = 0;
+    if (!take_kick(t))
+        cbt_futex_wait_us_(&t->hv_sleeping, CBT_HV_NAP, us);
+    atomic_store_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_relaxed);
+    (void)take_kick(t);
+}
+
+static int any_committed(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_sources; i++)
+        if (t->sources[i].committed && t->sources[i].committed(t->sources[i].ctx))
             return 1;
     return 0;
 }
 
-/* Announce the sleep, make the announcement visible to every publisher
+/* Announce a deep sleep, make the announcement visible to every publisher
  * (membarrier), re-check every source, and sleep unless something came.
  *
- * A sleep that times out (the rings' bound, the clock refit) leaves the
+ * A sleep that times out (a source's bound, the clock refit) leaves the
  * announcement standing: the main loop does one round and comes back, and
- * while the word is still 1 — no publisher has cleared it since the barrier
- * — the barrier need not be repeated: a commit before it is seen by the
- * re-check, and every commit after it finds the word set and wakes us. A
- * publisher that finds it set while we are between two timed sleeps clears
- * it and wakes no one (counted all the same); we then arm afresh. */
-static void idle_sleep(cbt_tracer *t, uint32_t bound_ms)
+ * while the word is still DEEP — no publisher has cleared it since the
+ * barrier — the barrier need not be repeated: a commit before it is seen by
+ * the re-check, and every commit after it finds the word set and wakes us. */
+static void deep_sleep(cbt_tracer *t, uint32_t bound_ms)
 {
-    int armed = t->hv_armed && atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) == 1;
+    int armed = t->hv_armed &&
+                atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) == CBT_HV_DEEP;
     if (!armed) {
-        atomic_store_explicit(&t->hv_sleeping, 1, memory_order_seq_cst);
+        atomic_store_explicit(&t->hv_sleeping, CBT_HV_DEEP, memory_order_seq_cst);
         t->hv_armed = t->hv_membarrier && membarrier_all();
     }
-    pthread_mutex_lock(&t->lock);
-    int work = any_committed_locked(t) || t->flush_req > t->flush_done ||
+    int work = take_kick(t) || any_committed(t) ||
                atomic_load_explicit(&t->stop, memory_order_acquire);
-    pthread_mutex_unlock(&t->lock);
     if (!work) {
         uint32_t ms = t->hv_armed ? t->cfg.idle_sleep_ms : IDLE_FALLBACK_MS;
-        if ((t->host_ring || t->cuda_ring) && ms > IDLE_RING_POLL_MS)
-            ms = IDLE_RING_POLL_MS;
         if (bound_ms && ms > bound_ms)
             ms = bound_ms;
-        cbt_futex_wait_(&t->hv_sleeping, 1u, ms); /* while the word is 1 */
+        cbt_futex_wait_(&t->hv_sleeping, CBT_HV_DEEP, ms); /* while the word is DEEP */
     }
     if (work || !t->hv_armed ||
-        atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) == 0) {
+        atomic_load_explicit(&t->hv_sleeping, memory_order_seq_cst) != CBT_HV_DEEP) {
         /* something came, we were woken, or no barrier backs the word */
-        atomic_store_explicit(&t->hv_sleeping, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_relaxed);
         t->hv_armed = 0;
     }
 }
 
-/* One round over every source (shared bus + lanes), under t->lock. Returns
- * the number of events handled; *drained tells whether the round stopped
- * because nothing stamped at or before the cutoff was left. */
-static uint32_t drain_round(cbt_tracer *t, uint64_t cutoff, int *drained)
+/* ---- the round ---- */
+
+static void round_poll(cbt_tracer *t, cbt_hv_round *r)
 {
-    cbt_bus *src[1 + CBT_MAX_LANES];
-    uint64_t head[1 + CBT_MAX_LANES];
-    uint8_t has[1 + CBT_MAX_LANES], popped[1 + CBT_MAX_LANES];
-    uint32_t k = 0;
-    src[k++] = &t->bus;
-    for (uint32_t i = 0; i < t->n_lanes; i++)
-        src[k++] = &t->lanes[i]->bus;
-    for (uint32_t i = 0; i < k; i++) {
-        has[i] = (uint8_t)cbt_bus_peek(src[i], &head[i]);
-        popped[i] = 0;
+    pthread_mutex_lock(&t->lock);
+    r->ticks = cbt_clock_ticks_before_loads();
+    t->hv_now = cbt_clock_to_unix(&t->clock, r->ticks);
+    for (uint32_t i = 0; i < t->n_sources; i++)
+        t->sources[i].poll(t->sources[i].ctx, r);
+    pthread_mutex_unlock(&t->lock);
+    for (uint32_t i = 0; i < t->n_sources; i++)
+        if (t->sources[i].after)
+            t->sources[i].after(t->sources[i].ctx);
+    if (r->handled) {
+        uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - r->ticks) * t->clock.ns_per_tick);
+        atomic_fetch_add_explicit(&t->busy_ns, busy, memory_order_relaxed);
     }
-    uint32_t n = 0;
-    cbt_bus_item it;
-    *drained = 0;
-    while (n < BATCH_MAX) {
-        int best = -1;
-        for (uint32_t i = 0; i < k; i++)
-            if (has[i] && head[i] <= cutoff && (best < 0 || head[i] < head[best]))
-                best = (int)i;
-        if (best < 0) {
-            *drained = 1;
-            break;
-        }
-        if (!cbt_bus_pop(src[best], &it)) { /* cannot happen: peeked committed */
-            has[best] = 0;
-            continue;
-        }
-        handle(t, &it, n == 0 ? it.ticks : 0); /* the oldest sets the lag */
-        n++;
-        popped[best] = 1;
-        has[best] = (uint8_t)cbt_bus_peek(src[best], &head[best]);
+    atomic_store_explicit(&t->pending_marks, r->pending, memory_order_relaxed);
+}
+
+/* Complete the flush requests this round caught up with. Returns whether a
+ * request still waits. */
+static int round_flush(cbt_tracer *t, const cbt_hv_round *r)
+{
+    pthread_mutex_lock(&t->flush_mu);
+    if (t->flush_req > t->flush_done && !r->more && r->pending == 0 &&
+        r->ticks >= t->flush_ticks) {
+        t->flush_done = t->flush_req;
+        pthread_cond_broadcast(&t->flush_cv);
     }
-    for (uint32_t i = 0; i < k; i++)
-        if (popped[i])
-            cbt_bus_release(src[i]);
-    return n;
+    int waiting = t->flush_req > t->flush_done;
+    pthread_mutex_unlock(&t->flush_mu);
+    return waiting;
+}
+
+static void taps_round_end(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_taps; i++)
+        if (t->taps[i].on_round_end)
+            t->taps[i].on_round_end(t->taps[i].ctx);
 }
 
 void *cbt_harvester_main_(void *arg)
 {
     cbt_tracer *t = arg;
-    if (t->cuda_ring)
-        cbt_ring_cuda_bind_(t->cuda_ring);
+    for (uint32_t i = 0; i < t->n_sources; i++)
+        if (t->sources[i].start)
+            t->sources[i].start(t->sources[i].ctx);
     uint64_t refresh_ticks = (uint64_t)((double)CLOCK_REFRESH_NS / t->clock.ns_per_tick);
     uint64_t next_refresh = cbt_clock_ticks() + refresh_ticks;
     uint64_t stop_deadline = 0;
     t->hv_membarrier = membarrier_register();
-    uint32_t idle_rounds = 0, idle_after = IDLE_AFTER_US / t->cfg.poll_interval_us;
+    uint32_t period = t->cfg.poll_interval_us;
+    uint64_t idle_ticks = (uint64_t)((double)IDLE_AFTER_US * 1000.0 / t->clock.ns_per_tick);
+    uint64_t last_work = cbt_clock_ticks(); /* the last round that had work or something pending */
 
     for (;;) {
         int stopping = atomic_load_explicit(&t->stop, memory_order_acquire);
-        uint32_t pending = 0;
-        int kw = 0; /* cbt_kspans_waiting_, when asked */
-        int drained = 0, flush_waiting = 0;
-        pthread_mutex_lock(&t->lock);
-        uint64_t round_ticks = cbt_clock_ticks_before_loads();
-        t->hv_now = cbt_clock_to_unix(&t->clock, round_ticks);
-        uint32_t n = drain_round(t, round_ticks, &drained);
-        if (n) {
-            uint64_t busy = (uint64_t)((double)(cbt_clock_ticks() - round_ticks) *
-                                       t->clock.ns_per_tick);
-            atomic_fetch_add_explicit(&t->busy_ns, busy, memory_order_relaxed);
-        }
-        /* CUDA marks first: a launch's KERNEL_LAUNCH mark resolves before
-         * its records are joined */
-        for (uint32_t i = 0; i < t->n_streams; i++)
-            pending += cbt_stream_poll_(t->streams[i], t);
-        cbt_kspans_poll_(t);
-        atomic_store_explicit(&t->pending_marks, pending, memory_order_relaxed);
-        cbt_lanes_reap_(t);
-        cbt_pop_range pop[8];
-        uint32_t n_pop = cbt_lanes_populate_plan_(t, pop, 8);
-        uint64_t flush_to = 0;
-        cbt_sink snap[CBT_MAX_SINKS];
-        uint32_t n_snap = 0;
-        flush_waiting = t->flush_req > t->flush_done;
-        if (t->flush_req > t->flush_done && drained && pending == 0 &&
-            round_ticks >= t->flush_ticks) {
-            flush_to = t->flush_req;
-            n_snap = t->n_sinks;
-            memcpy(snap, t->sinks, n_snap * sizeof *snap);
-        }
-        pthread_mutex_unlock(&t->lock);
-        cbt_lanes_populate_run_(pop, n_pop); /* lanes in their first lap: ahead of their producers */
-        if (flush_to) {
-            /* a sink's flush may wait (the OTLP exporter sends its queue):
-             * never while holding the lock publishers' first publish needs */
-            for (uint32_t i = 0; i < n_snap; i++)
-                if (snap[i].flush && snap[i].flush(snap[i].ctx) != CBT_OK)
-                    atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
-            pthread_mutex_lock(&t->lock);
-            if (t->flush_done < flush_to)
-                t->flush_done = flush_to;
-            pthread_cond_broadcast(&t->flush_cv);
-            pthread_mutex_unlock(&t->lock);
-        }
+        cbt_hv_round r = {0};
+        r.stopping = stopping;
+        round_poll(t, &r);
+        int flush_waiting = round_flush(t, &r);
 
-        if (stopping && drained && n == 0) {
+        if (stopping && !r.more && r.handled == 0) {
             uint64_t now = cbt_clock_unix_now();
             if (!stop_deadline)
                 stop_deadline = now + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
-            if (pending == 0)
+            if (r.pending == 0)
                 break;
             if (now >= stop_deadline) {
                 /* a stream that never completes (a hung kernel) must not
@@ -355,59 +267,63 @@ void *cbt_harvester_main_(void *arg)
                 fprintf(stderr,
                         "cbt: shutdown: %u stream mark(s) still pending after %u ms were "
                         "dropped (their events and spans are lost)\n",
-                        pending, t->cfg.shutdown_timeout_ms);
-                t->abandoned_marks = pending;
+                        r.pending, t->cfg.shutdown_timeout_ms);
+                t->abandoned_marks = r.pending;
                 break;
             }
         }
-        if (n == 0 || drained) {
+        if (!r.more) {
             uint64_t now_t = cbt_clock_ticks();
             if (now_t >= next_refresh) {
                 /* under the lock: cbt_ring_stats_get reads the map from
-                 * the caller's thread under it (a race TSan saw once the
-                 * refit came with every wake from an idle sleep) */
+                 * the caller's thread under it */
                 pthread_mutex_lock(&t->lock);
                 cbt_clock_map_refresh(&t->clock);
-                if (t->rec)
-                    cbt_rec_clock_(t); /* ring records after it convert by the new map */
+                for (uint32_t i = 0; i < t->n_taps; i++)
+                    if (t->taps[i].on_clock)
+                        t->taps[i].on_clock(t->taps[i].ctx);
                 pthread_mutex_unlock(&t->lock);
                 next_refresh = now_t + refresh_ticks;
             }
         }
-        cbt_cupti_periodic_();
-        if (t->rec)
-            cbt_rec_round_end_(t);
-        if (n) {
-            idle_rounds = 0;
-        } else if (stopping) {
-            sleep_us(50);
-        } else if (pending || flush_waiting || (kw = cbt_kspans_waiting_(t)) == 1 ||
-                   cbt_cupti_enabled_()) {
-            idle_rounds = 0; /* something will come without a publish: keep polling */
-            sleep_us(t->cfg.poll_interval_us);
-        } else if (++idle_rounds <= idle_after) {
-            sleep_us(t->cfg.poll_interval_us);
+        taps_round_end(t);
+
+        if (r.more)
+            continue; /* a batch bound cut the round short */
+        if (stopping) {
+            nap(t, 50);
+            continue;
+        }
+        uint32_t us = period;
+        if (r.bound_ms && (uint64_t)r.bound_ms * 1000u < us)
+            us = r.bound_ms * 1000u;
+        if (r.handled || r.pending || r.keep_polling || flush_waiting) {
+            /* work flows, or comes without a publish: keep polling */
+            last_work = r.ticks;
+            nap(t, us);
+        } else if (r.ticks - last_work < idle_ticks) {
+            nap(t, us);
         } else {
-            /* launches open but quiet: records may still come, in a burst */
-            idle_sleep(t, kw == 2 ? KSPANS_QUIET_MS : 0);
-            idle_rounds = idle_after; /* woken for nothing: the next empty round sleeps again */
+            deep_sleep(t, r.bound_ms);
         }
     }
 
-    (void)cbt_cupti_flush(); /* completed kernel records, for the last poll */
     pthread_mutex_lock(&t->lock);
     cbt_harvester_finish_(t);
+    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_lock(&t->flush_mu);
     t->flush_done = t->flush_req;
     pthread_cond_broadcast(&t->flush_cv);
-    pthread_mutex_unlock(&t->lock);
-    if (t->rec)
-        cbt_rec_round_end_(t);
+    pthread_mutex_unlock(&t->flush_mu);
+    taps_round_end(t);
     return NULL;
 }
 
-/* The stop path (under t->lock), once. Live: the last ring poll, then the
- * shutdown record; a replay has read both from the file. Then what is
- * still open ends at the harvester's time, and the sinks flush. */
+/* The stop path (under t->lock), once. Live: the sources' last poll, then
+ * the taps' on_stop (the recorder's shutdown record); a replay has read
+ * both from the file. Then the sources end what is still open, and the
+ * subscribers end theirs at the harvester's time. The sinks are flushed by
+ * cbt_shutdown, with its bound. */
 void cbt_harvester_finish_(cbt_tracer *t)
 {
     if (t->finished)
@@ -415,13 +331,18 @@ void cbt_harvester_finish_(cbt_tracer *t)
     t->finished = 1;
     if (!t->cfg.replay) {
         t->hv_now = cbt_clock_unix_now();
-        cbt_kspans_poll_(t);
-        if (t->rec)
-            cbt_rec_shutdown_(t);
+        for (uint32_t i = 0; i < t->n_sources; i++)
+            if (t->sources[i].last)
+                t->sources[i].last(t->sources[i].ctx);
+        for (uint32_t i = 0; i < t->n_taps; i++)
+            if (t->taps[i].on_stop)
+                t->taps[i].on_stop(t->taps[i].ctx);
     }
-    cbt_kspans_shutdown_(t);
-    for (uint32_t i = 0; i < t->n_subs; i++)
+    for (uint32_t i = 0; i < t->n_sources; i++)
+        if (t->sources[i].finish)
+            t->sources[i].finish(t->sources[i].ctx);
+    uint32_t n = cbt_subscribers_n_(t);
+    for (uint32_t i = 0; i < n; i++)
         if (t->subs[i].on_shutdown)
             t->subs[i].on_shutdown(t->subs[i].ctx, t, t->hv_now);
-    flush_sinks(t);
 }

@@ -8,7 +8,9 @@
  *   -> cbt_bus_push_spsc_           size the record, claim its cells (no CAS), copy
  *                                   the used parts, publish tail (internal/bus.h)
  *   -> cbt_harvester_nudge_         one load: wake the harvester if it sleeps
- *                                   (internal/tracer.h, harvester.c "Idle")
+ *                                   deeply (internal/tracer.h, harvester.c
+ *                                   "Sleeping"); every quarter lap, one more
+ *                                   load: kick it if the lane is past half full
  *
  * Each publishing thread gets a lane of its own the first time it publishes
  * under a tracer: a single-producer ring of 64-byte cells (the cbt_bus
@@ -16,26 +18,33 @@
  * it uses: internal/record.h), so the hot path needs no CAS and touches no
  * line another producer writes. A thread that finds cbt_config.max_lanes taken (or
  * lane_capacity 0) publishes into the tracer's shared many-producer bus
- * instead (host/core/bus.c). The harvester merges all of them in stamp order
- * (host/core/harvester.c).
+ * instead (host/core/bus.c). The lanes and the bus are the harvester's
+ * first source (cbt_lanes_source_, at the end of this file): each round
+ * merges them in stamp order and dispatches (dispatch.c).
  *
  * Lanes belong to the tracer, not the threads: cbt_init() makes max_lanes of
- * them (their pages are touched only when used), a thread takes a free one
- * on its first publish, and the harvester puts it back once the thread has
- * exited (a pthread key destructor marks it orphaned) and it is drained. So
- * the publishing path never allocates. The thread keeps only a thread-local
- * (tracer generation, lane) pair; a generation that no longer matches the
- * running tracer sends it back through lane_attach.
+ * them (their pages are touched only when used), a thread claims a free one
+ * on its first publish by a CAS on its state (no lock: nothing slow can make
+ * a new thread's first publish wait), and the harvester frees it again once
+ * the thread has exited (a pthread key destructor marks it orphaned) and it
+ * is drained. So the publishing path never allocates and never locks. The
+ * thread keeps only a thread-local (tracer generation, lane) pair; a
+ * generation that no longer matches the running tracer sends it back
+ * through lane_attach.
  */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
 #endif
 
+#include "internal/counter.h"
 #include "internal/tracer.h"
+
+#define BATCH_MAX 1024u /* events a round dispatches before it lets the other sources in */
 
 typedef struct lane_tls {
     uint64_t gen;   /* generation of the tracer the lane belongs to; 0 = none */
@@ -67,20 +76,31 @@ static void lane_thread_exit(void *arg)
 
 static void key_init(void) { pthread_key_create(&g_key, lane_thread_exit); }
 
+/* Claim a free lane: a CAS on each pool lane's state until one is ours.
+ * acquire: pairs with the harvester's release when it freed the lane, after
+ * its last read of the lane's cells and positions. */
+static cbt_lane *lane_claim(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_pool; i++) {
+        cbt_lane *l = &t->lane_pool[i];
+        uint32_t free_ = CBT_LANE_FREE;
+        if (atomic_load_explicit(&l->state, memory_order_relaxed) == CBT_LANE_FREE &&
+            atomic_compare_exchange_strong_explicit(&l->state, &free_, CBT_LANE_TAKEN,
+                                                    memory_order_acquire,
+                                                    memory_order_relaxed)) {
+            /* a reused lane keeps its positions: the new producer continues them */
+            l->bus.cached_head = atomic_load_explicit(&l->bus.head, memory_order_acquire);
+            return l;
+        }
+    }
+    return NULL;
+}
+
 static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
                               struct cbt_stream *s, void *mark)
 {
-    cbt_lane *l = NULL;
     pthread_once(&g_key_once, key_init);
-    pthread_mutex_lock(&t->lock);
-    if (t->n_free_lanes) {
-        l = t->free_lanes[--t->n_free_lanes];
-        /* a reused lane keeps its positions: the new producer continues them */
-        l->bus.cached_head = atomic_load_explicit(&l->bus.head, memory_order_acquire);
-        atomic_store_explicit(&l->orphaned, 0, memory_order_relaxed);
-        t->lanes[t->n_lanes++] = l;
-    }
-    pthread_mutex_unlock(&t->lock);
+    cbt_lane *l = lane_claim(t);
     tls.gen = t->gen;
     tls.lane = l;
     pthread_setspecific(g_key, &tls);
@@ -89,19 +109,34 @@ static cbt_status lane_attach(cbt_tracer *t, const cbt_event *ev, uint64_t ticks
     return cbt_bus_push(&t->bus, ev, ticks, s, mark);
 }
 
+/* Every quarter lap of a lane: if it is past half full, the harvester naps
+ * too long for this burst; kick it (one load of head, which the harvester
+ * writes once per batch; a system call only then). */
+static void lane_fill_check(cbt_tracer *t, cbt_lane *l)
+{
+    uint64_t used = l->bus.own_tail - atomic_load_explicit(&l->bus.head, memory_order_relaxed);
+    if (used > (l->bus.mask + 1) / 2)
+        cbt_harvester_kick_(t);
+}
+
 /* Every push (publishes, CPU-stream workers, stream marks) ends with the
  * harvester's nudge: one load of its sleeping word, a wake-up only when it
- * sleeps (harvester.c, "Idle"). */
+ * sleeps deeply (harvester.c, "Sleeping"). */
 cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
                             struct cbt_stream *s, void *mark)
 {
     cbt_status st;
     if (__builtin_expect(tls.gen == t->gen, 1)) {
         cbt_lane *l = tls.lane;
-        if (__builtin_expect(l != NULL, 1))
+        if (__builtin_expect(l != NULL, 1)) {
+            uint64_t before = l->bus.own_tail;
             st = lane_push(l, ev, ticks, s, mark);
-        else
+            /* crossed a quarter-lap boundary: look at the fill */
+            if (__builtin_expect(((before ^ l->bus.own_tail) & ~(l->bus.mask >> 2)) != 0, 0))
+                lane_fill_check(t, l);
+        } else {
             st = cbt_bus_push(&t->bus, ev, ticks, s, mark);
+        }
     } else {
         st = lane_attach(t, ev, ticks, s, mark);
     }
@@ -141,25 +176,31 @@ cbt_status cbt_lanes_init_(cbt_tracer *t)
         if (st)
             return st; /* cbt_lanes_free_ releases what was made */
         t->lane_pool[i].gen = t->gen;
-        t->free_lanes[t->n_free_lanes++] = &t->lane_pool[i];
+        atomic_init(&t->lane_pool[i].state, CBT_LANE_FREE);
         t->n_pool = i + 1;
     }
     return CBT_OK;
 }
 
-void cbt_lanes_reap_(cbt_tracer *t)
+uint32_t cbt_lanes_in_use_(cbt_tracer *t)
 {
-    for (uint32_t i = 0; i < t->n_lanes;) {
-        cbt_lane *l = t->lanes[i];
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < t->n_pool; i++)
+        n += atomic_load_explicit(&t->lane_pool[i].state, memory_order_relaxed) != CBT_LANE_FREE;
+    return n;
+}
+
+/* Free the drained lanes of exited threads. Harvester. */
+static void lanes_reap(cbt_tracer *t)
+{
+    for (uint32_t i = 0; i < t->n_pool; i++) {
+        cbt_lane *l = &t->lane_pool[i];
         /* acquire: pairs with the release in cbt_lane_orphan_, after which the
          * lane's thread pushes nothing more */
-        if (atomic_load_explicit(&l->orphaned, memory_order_acquire) &&
-            cbt_bus_drained(&l->bus)) {
-            t->lanes[i] = t->lanes[--t->n_lanes];
-            t->free_lanes[t->n_free_lanes++] = l;
-        } else {
-            i++;
-        }
+        if (atomic_load_explicit(&l->state, memory_order_acquire) == CBT_LANE_ORPHANED &&
+            cbt_bus_drained(&l->bus))
+            /* release: our reads of the lane happen before a new owner's claim */
+            atomic_store_explicit(&l->state, CBT_LANE_FREE, memory_order_release);
     }
 }
 
@@ -177,12 +218,14 @@ void cbt_lanes_reap_(cbt_tracer *t)
 #define POP_AHEAD_CELLS 16384u     /* 1 MiB ahead of the producer */
 #define CBT_POP_BUDGET_CELLS 16384u /* 1 MiB a round, all lanes together */
 
-uint32_t cbt_lanes_populate_plan_(cbt_tracer *t, cbt_pop_range *out, uint32_t max)
+static uint32_t populate_plan(cbt_tracer *t, cbt_pop_range *out, uint32_t max)
 {
     uint64_t budget = CBT_POP_BUDGET_CELLS;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < t->n_lanes && n < max && budget; i++) {
-        cbt_lane *l = t->lanes[i];
+    for (uint32_t i = 0; i < t->n_pool && n < max && budget; i++) {
+        cbt_lane *l = &t->lane_pool[i];
+        if (atomic_load_explicit(&l->state, memory_order_relaxed) != CBT_LANE_TAKEN)
+            continue;
         uint64_t cap = l->bus.mask + 1;
         if (l->pop_upto >= cap)
             continue;
@@ -206,7 +249,7 @@ uint32_t cbt_lanes_populate_plan_(cbt_tracer *t, cbt_pop_range *out, uint32_t ma
     return n;
 }
 
-void cbt_lanes_populate_run_(const cbt_pop_range *r, uint32_t n)
+static void populate_run(const cbt_pop_range *r, uint32_t n)
 {
 #if defined(__linux__) && defined(MADV_POPULATE_WRITE)
     long page = n ? sysconf(_SC_PAGESIZE) : 0;
@@ -229,5 +272,112 @@ void cbt_lanes_free_(cbt_tracer *t)
         cbt_bus_destroy(&t->lane_pool[i].bus);
     free(t->lane_pool);
     t->lane_pool = NULL;
-    t->n_pool = t->n_lanes = t->n_free_lanes = 0;
+    t->n_pool = 0;
+}
+
+/* ---- the harvester's source: merge the lanes and the bus in stamp order ----
+ *
+ * Order: events are dispatched in the order of their publish stamps, merged
+ * across the per-thread lanes and the shared bus. A round reads the clock
+ * (T, with no later load allowed to run first: harvester.c) and repeatedly
+ * takes the committed lane head with the smallest stamp <= T. Why this is
+ * causal: if event X was committed before the thread that publishes Y saw
+ * it (X caused Y), Y is stamped after X's commit (publishes stamp with
+ * rdtscp, which waits for the thread's earlier loads, clock.h), so X's
+ * stamp < Y's; and if Y's stamp <= T, X was committed before the round read
+ * T and is visible to the peeks that follow. Events stamped after T wait
+ * for the next round. A CPU-stream mark is stamped by the stream's worker
+ * when reached, so it is ordered at that moment. A CUDA mark is known only
+ * when its CUDA event completes: it is handed to its stream's pending FIFO
+ * (stream order, cbt_stream_defer_) and dispatched by the streams' source
+ * after completion. */
+
+/* `lag_ticks`: the item's stamp when its dispatch lag should be measured
+ * (the oldest item of a round), else 0. */
+static void handle(cbt_tracer *t, cbt_bus_item *it, uint64_t lag_ticks)
+{
+    if (it->stream) {
+        cbt_stream_defer_(it->stream, t, it);
+        return;
+    }
+    if (!(it->ev.flags & CBT_EVF_EXPLICIT_TS))
+        it->ev.ts = cbt_clock_to_unix(&t->clock, it->ticks);
+    cbt_dispatch_(t, &it->ev, lag_ticks);
+}
+
+static void lanes_poll(void *ctx, cbt_hv_round *r)
+{
+    cbt_tracer *t = ctx;
+    cbt_bus *src[1 + CBT_MAX_LANES];
+    uint64_t head[1 + CBT_MAX_LANES];
+    uint8_t has[1 + CBT_MAX_LANES], popped[1 + CBT_MAX_LANES];
+    uint32_t k = 0;
+    src[k++] = &t->bus;
+    for (uint32_t i = 0; i < t->n_pool; i++)
+        if (atomic_load_explicit(&t->lane_pool[i].state, memory_order_acquire) != CBT_LANE_FREE)
+            src[k++] = &t->lane_pool[i].bus;
+    for (uint32_t i = 0; i < k; i++) {
+        has[i] = (uint8_t)cbt_bus_peek(src[i], &head[i]);
+        popped[i] = 0;
+    }
+    uint32_t n = 0;
+    cbt_bus_item it;
+    int drained = 0;
+    while (n < BATCH_MAX) {
+        int best = -1;
+        for (uint32_t i = 0; i < k; i++)
+            if (has[i] && head[i] <= r->ticks && (best < 0 || head[i] < head[best]))
+                best = (int)i;
+        if (best < 0) {
+            drained = 1;
+            break;
+        }
+        if (!cbt_bus_pop(src[best], &it)) { /* cannot happen: peeked committed */
+            has[best] = 0;
+            continue;
+        }
+        handle(t, &it, n == 0 ? it.ticks : 0); /* the oldest sets the lag */
+        n++;
+        popped[best] = 1;
+        has[best] = (uint8_t)cbt_bus_peek(src[best], &head[best]);
+    }
+    for (uint32_t i = 0; i < k; i++)
+        if (popped[i])
+            cbt_bus_release(src[i]);
+    r->handled += n;
+    if (!drained)
+        r->more = 1;
+    lanes_reap(t);
+    t->n_pop = populate_plan(t, t->pop, CBT_POP_RANGES);
+}
+
+static void lanes_after(void *ctx)
+{
+    cbt_tracer *t = ctx;
+    populate_run(t->pop, t->n_pop); /* lanes in their first lap: ahead of their producers */
+    t->n_pop = 0;
+}
+
+/* Every pool lane, claimed or not (a claim after the caller's barrier is
+ * followed by a commit the re-check must see), and the bus. */
+static int lanes_committed(void *ctx)
+{
+    cbt_tracer *t = ctx;
+    uint64_t ticks;
+    if (cbt_bus_peek(&t->bus, &ticks))
+        return 1;
+    for (uint32_t i = 0; i < t->n_pool; i++)
+        if (cbt_bus_peek(&t->lane_pool[i].bus, &ticks))
+            return 1;
+    return 0;
+}
+
+void cbt_lanes_source_(cbt_tracer *t, cbt_hv_source *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = "lanes";
+    out->ctx = t;
+    out->poll = lanes_poll;
+    out->after = lanes_after;
+    out->committed = lanes_committed;
 }

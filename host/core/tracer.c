@@ -1,5 +1,6 @@
-/* host/core/tracer.c — owns the process-wide tracer: configuration, lifecycle,
- * publishing, subscriber/sink lists, flush, self-metrics.
+/* host/core/tracer.c — owns the process-wide tracer: configuration, lifecycle
+ * (it composes the components and registers the harvester's sources and
+ * taps), the flush handshake's caller side, self-metrics.
  *
  * The only process-wide state of cbt besides the name tables is
  * cbt_active_tracer_, written by cbt_init/cbt_shutdown and read (acquire) by
@@ -159,9 +160,7 @@ static void tracer_free(cbt_tracer *t)
     for (uint32_t i = 0; i < t->n_subs; i++)
         if (t->subs[i].destroy)
             t->subs[i].destroy(t->subs[i].ctx);
-    for (uint32_t i = 0; i < t->n_sinks; i++)
-        if (t->sinks[i].destroy)
-            t->sinks[i].destroy(t->sinks[i].ctx);
+    cbt_sinks_destroy_(&t->sinks);
     cbt_lanes_free_(t);
     cbt_kspans_free_(t);
     cbt_recorder_close_(t->rec); /* an init that failed after opening it */
@@ -175,43 +174,10 @@ static void tracer_free(cbt_tracer *t)
     cbt_blend_metrics_free(t->blend); /* after the sinks: exporters read it last */
     cbt_bus_destroy(&t->bus);
     pthread_cond_destroy(&t->flush_cv);
+    pthread_mutex_destroy(&t->flush_mu);
+    pthread_mutex_destroy(&t->sub_lock);
     pthread_mutex_destroy(&t->lock);
     free(t);
-}
-
-/* A subscriber or sink from an older caller: the callbacks it does not know
- * are NULL (internal/abi.h). */
-static cbt_status add_subscriber_locked(cbt_tracer *t, const cbt_subscriber *sub)
-{
-    cbt_subscriber s = {0};
-    cbt_status st = cbt_abi_in_(&s, sizeof s, sub, CBT_SUBSCRIBER_VERSION);
-    if (st)
-        return st;
-    if (!s.on_event)
-        return CBT_ERR_INVAL;
-    if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
-        return CBT_ERR_FULL;
-    if (cbt_recorder_started_(t->rec) && cbt_rec_rebuilt_(&s))
-        fprintf(stderr, "cbt: the '%s' builder was added after the recording began: the trace "
-                        "file's configuration lacks it, and a replay of the file will not build "
-                        "its spans (add builders before the first event)\n",
-                s.name ? s.name : "?");
-    t->subs[t->n_subs++] = s;
-    return CBT_OK;
-}
-
-static cbt_status add_sink_locked(cbt_tracer *t, const cbt_sink *sink)
-{
-    cbt_sink k = {0};
-    cbt_status st = cbt_abi_in_(&k, sizeof k, sink, CBT_SINK_VERSION);
-    if (st)
-        return st;
-    if (!k.on_span)
-        return CBT_ERR_INVAL;
-    if (t->n_sinks >= CBT_MAX_SINKS)
-        return CBT_ERR_FULL;
-    t->sinks[t->n_sinks++] = k;
-    return CBT_OK;
 }
 
 cbt_status cbt_init(const cbt_config *cfg)
@@ -245,7 +211,16 @@ cbt_status cbt_init(const cbt_config *cfg)
     t->cfg = c;
     t->gen = g_next_gen++;
     pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->flush_cv, NULL);
+    pthread_mutex_init(&t->sub_lock, NULL);
+    pthread_mutex_init(&t->flush_mu, NULL);
+    {
+        pthread_condattr_t ca; /* cbt_flush's deadline is on the monotonic clock */
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&t->flush_cv, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    cbt_sinks_init_(&t->sinks, !c.replay, c.shutdown_timeout_ms);
     if ((st = cbt_bus_init(&t->bus, c.queue_capacity, 0)) ||
         (st = cbt_lanes_init_(t)) || (st = cbt_spans_init_(t, c.span_pool)) ||
         (st = cbt_blend_metrics_create(&t->blend)) ||
@@ -284,7 +259,7 @@ cbt_status cbt_init(const cbt_config *cfg)
     }
     {
         cbt_subscriber ps; /* spans opened by the process itself (cbt/pspan.h) */
-        if ((st = cbt_pspan_subscriber_create_(&ps)) || (st = add_subscriber_locked(t, &ps))) {
+        if ((st = cbt_pspan_subscriber_create_(&ps)) || (st = cbt_subscribers_add_(t, &ps))) {
             tracer_free(t);
             pthread_mutex_unlock(&g_life_lock);
             return st;
@@ -295,21 +270,37 @@ cbt_status cbt_init(const cbt_config *cfg)
         cbt_tree_options to = {CBT_TREE_OPTIONS_VERSION, sizeof to, c.max_sessions,
                                c.mp_root_end, c.session_idle_ms, c.late_grace_ms};
         if ((st = cbt_mp_subscriber_create_opts(&to, &mp)) ||
-            (st = add_subscriber_locked(t, &mp))) {
+            (st = cbt_subscribers_add_(t, &mp))) {
             tracer_free(t);
             pthread_mutex_unlock(&g_life_lock);
             return st;
         }
     }
     if (c.jsonl_path) {
-        cbt_sink js;
+        cbt_sink js; /* not CBT_SINK_NONBLOCKING: it writes from a sink thread */
         if ((st = cbt_jsonl_sink_create(c.jsonl_path, &js))) {
-            fprintf(stderr, "cbt: cannot open span file '%s': %s\n", c.jsonl_path, strerror(errno));
+            /* sink_jsonl.c said why on stderr */
             tracer_free(t);
             pthread_mutex_unlock(&g_life_lock);
             return st;
         }
-        add_sink_locked(t, &js);
+        if ((st = cbt_sinks_add_(&t->sinks, &js))) {
+            if (js.destroy)
+                js.destroy(js.ctx);
+            tracer_free(t);
+            pthread_mutex_unlock(&g_life_lock);
+            return st;
+        }
+    }
+    {
+        /* what the harvester drives, in the order of each round */
+        cbt_hv_source src;
+        cbt_lanes_source_(t, &src);
+        cbt_harvester_add_source_(t, &src);
+        cbt_streams_source_(t, &src);
+        cbt_harvester_add_source_(t, &src);
+        cbt_kspans_source_(t, &src);
+        cbt_harvester_add_source_(t, &src);
     }
     if (c.replay) {
         /* no harvester: cbt_replay_run is it, on the caller's thread */
@@ -322,6 +313,11 @@ cbt_status cbt_init(const cbt_config *cfg)
         tracer_free(t);
         pthread_mutex_unlock(&g_life_lock);
         return st;
+    }
+    if (t->rec) {
+        cbt_hv_tap tap;
+        cbt_recorder_tap_(t, &tap);
+        cbt_harvester_add_tap_(t, &tap);
     }
     if (pthread_create(&t->harvester, NULL, cbt_harvester_main_, t) != 0) {
         tracer_free(t);
@@ -359,7 +355,7 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         nanosleep(&d, NULL);
     }
     atomic_store_explicit(&t->stop, 1, memory_order_release);
-    cbt_harvester_nudge_(t); /* it may sleep (harvester.c, "Idle") */
+    cbt_harvester_kick_(t); /* it may sleep (harvester.c, "Sleeping") */
     if (t->started)
         pthread_join(t->harvester, NULL);
     if (t->cfg.replay) { /* the stop path a harvester would run, unless the file's shutdown did */
@@ -368,6 +364,10 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         pthread_mutex_unlock(&t->lock);
         atomic_store_explicit(&g_replay, NULL, memory_order_release);
     }
+    /* the sinks' last flush and stop: shutdown_timeout_ms each at most; a
+     * sink thread still busy then is abandoned (internal/sinks.h) */
+    (void)cbt_sinks_flush_(&t->sinks, t->cfg.shutdown_timeout_ms);
+    cbt_sinks_stop_(&t->sinks);
     cbt_recorder_close_(t->rec); /* everything the harvester recorded, written */
     t->rec = NULL;
     if (final)
@@ -417,10 +417,7 @@ cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
     cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    pthread_mutex_lock(&t->lock);
-    cbt_status st = add_subscriber_locked(t, sub);
-    pthread_mutex_unlock(&t->lock);
-    return st;
+    return cbt_subscribers_add_(t, sub);
 }
 
 cbt_status cbt_add_sink(const cbt_sink *sink)
@@ -428,54 +425,51 @@ cbt_status cbt_add_sink(const cbt_sink *sink)
     cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    pthread_mutex_lock(&t->lock);
-    cbt_status st = add_sink_locked(t, sink);
-    pthread_mutex_unlock(&t->lock);
-    return st;
+    return cbt_sinks_add_(&t->sinks, sink);
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Two steps, both bounded by the one deadline: the harvester dispatches
+ * everything stamped before the call (it completes the request after a
+ * round that began later and left nothing behind: harvester.c, "Flush"),
+ * then the sinks flush what they were handed (cbt_sinks_flush_: a sink
+ * thread's flush waits for that thread at most the time left). Neither
+ * waits on a lock that slow work holds. */
 cbt_status cbt_flush(uint32_t timeout_ms)
 {
     cbt_tracer *t = admin_tracer();
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    if (t->cfg.replay) { /* no harvester: everything replayed is dispatched already */
-        pthread_mutex_lock(&t->lock);
-        cbt_status fst = CBT_OK;
-        for (uint32_t i = 0; i < t->n_sinks; i++)
-            if (t->sinks[i].flush && t->sinks[i].flush(t->sinks[i].ctx) != CBT_OK) {
-                atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
-                fst = CBT_ERR_IO;
-            }
-        pthread_mutex_unlock(&t->lock);
-        (void)fst;
-        return CBT_OK;
-    }
-    struct timespec dl;
-    clock_gettime(CLOCK_REALTIME, &dl);
-    dl.tv_sec += timeout_ms / 1000;
-    dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (dl.tv_nsec >= 1000000000L) {
-        dl.tv_sec++;
-        dl.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&t->lock);
-    /* everything this thread published (and every stream it synced) was
-     * stamped before now; the harvester completes the flush after a round
-     * that began later and left nothing stamped before its start */
-    t->flush_ticks = cbt_clock_ticks_ordered();
-    uint64_t mine = ++t->flush_req;
-    /* under the lock the harvester re-checks flush_req with before it sleeps */
-    cbt_harvester_nudge_(t);
-    cbt_status st = CBT_OK;
-    while (t->flush_done < mine) {
-        if (pthread_cond_timedwait(&t->flush_cv, &t->lock, &dl) == ETIMEDOUT) {
-            st = t->flush_done >= mine ? CBT_OK : CBT_ERR_TIMEOUT;
-            break;
+    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    if (!t->cfg.replay) {
+        pthread_mutex_lock(&t->flush_mu);
+        /* everything this thread published (and every stream it synced) was
+         * stamped before now */
+        t->flush_ticks = cbt_clock_ticks_ordered();
+        uint64_t mine = ++t->flush_req;
+        pthread_mutex_unlock(&t->flush_mu);
+        cbt_harvester_kick_(t); /* it may nap or sleep */
+        struct timespec dl = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
+        pthread_mutex_lock(&t->flush_mu);
+        while (t->flush_done < mine &&
+               pthread_cond_timedwait(&t->flush_cv, &t->flush_mu, &dl) != ETIMEDOUT) {
         }
+        int done = t->flush_done >= mine;
+        pthread_mutex_unlock(&t->flush_mu);
+        if (!done)
+            return CBT_ERR_TIMEOUT;
     }
-    pthread_mutex_unlock(&t->lock);
-    return st;
+    /* a replay has no harvester: everything replayed is dispatched already */
+    uint64_t now = mono_ns();
+    uint32_t left = now < deadline ? (uint32_t)((deadline - now) / 1000000ull) : 0;
+    cbt_status st = cbt_sinks_flush_(&t->sinks, left);
+    return st == CBT_ERR_TIMEOUT ? CBT_ERR_TIMEOUT : CBT_OK; /* a sink's failure is counted */
 }
 
 cbt_status cbt_publish_checked(const cbt_event *ev)
@@ -488,10 +482,11 @@ cbt_status cbt_publish_checked(const cbt_event *ev)
 
 void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane)
 {
-    /* g_life_lock keeps the tracer (and so the lane) alive while we look */
+    /* g_life_lock keeps the tracer (and so the lane) alive while we look;
+     * release: our pushes happen before the harvester frees the lane */
     pthread_mutex_lock(&g_life_lock);
     if (g_owned && g_owned->gen == gen)
-        atomic_store_explicit(&lane->orphaned, 1, memory_order_release);
+        atomic_store_explicit(&lane->state, CBT_LANE_ORPHANED, memory_order_release);
     pthread_mutex_unlock(&g_life_lock);
 }
 
@@ -509,25 +504,13 @@ void cbt_count_meta_truncated_(void)
         atomic_fetch_add_explicit(&t->meta_truncated, 1, memory_order_relaxed);
 }
 
-/* Spans the sinks will never deliver: the sum of their spans_lost (a
- * version-1 sink has none: the field is NULL after add_sink_locked). Under
- * t->lock, which guards the list. */
-static uint64_t sink_spans_lost_locked(cbt_tracer *t)
-{
-    uint64_t lost = 0;
-    for (uint32_t i = 0; i < t->n_sinks; i++)
-        if (t->sinks[i].spans_lost)
-            lost += t->sinks[i].spans_lost(t->sinks[i].ctx);
-    return lost;
-}
-
 /* The self-metrics of `t` as of now (cbt_metrics_get, cbt_shutdown_final). */
 static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
 {
     memset(out, 0, sizeof *out);
 #define R(x) atomic_load_explicit(&(x), memory_order_relaxed)
-    pthread_mutex_lock(&t->lock);
-    out->sink_spans_lost = sink_spans_lost_locked(t);
+    /* no lock: counters, the fixed lane pool, the append-only sink list */
+    out->sink_spans_lost = cbt_sinks_lost_(&t->sinks);
     out->published = cbt_bus_accepted(&t->bus);
     out->dropped_full = R(t->bus.dropped);
     out->queue_depth = cbt_bus_depth(&t->bus);
@@ -536,14 +519,13 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
         out->dropped_full += R(t->lane_pool[i].bus.dropped);
         out->queue_depth += cbt_bus_depth(&t->lane_pool[i].bus);
     }
-    out->lanes = t->n_lanes;
-    pthread_mutex_unlock(&t->lock);
+    out->lanes = cbt_lanes_in_use_(t);
     out->rejected = R(t->rejected);
     out->session_too_long = R(t->session_too_long);
     out->meta_truncated = R(t->meta_truncated);
     out->dispatched = R(t->dispatched);
     out->subscriber_errors = R(t->subscriber_errors);
-    out->sink_errors = R(t->sink_errors);
+    out->sink_errors = R(t->sinks.errors);
     out->queue_capacity = t->bus.mask + 1;
     out->pending_stream_marks = R(t->pending_marks);
     out->stream_marks_dropped = R(t->stream_marks_dropped);
@@ -641,11 +623,10 @@ cbt_status cbt_find_subscriber_named_(const cbt_subscriber *sub,
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     void *found = NULL;
-    pthread_mutex_lock(&t->lock);
-    for (uint32_t i = 0; i < t->n_subs && !found; i++)
+    uint32_t n = cbt_subscribers_n_(t); /* append-only: no lock */
+    for (uint32_t i = 0; i < n && !found; i++)
         if (t->subs[i].on_event == fn && (!name || t->subs[i].name == name))
             found = t->subs[i].ctx;
-    pthread_mutex_unlock(&t->lock);
     *ctx_out = found;
     return found ? CBT_OK : CBT_ERR_NOT_FOUND;
 }

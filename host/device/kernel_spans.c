@@ -269,9 +269,7 @@ static void cta_to_sinks(cbt_tracer *t, struct cbt_kspans *k, const kl_entry *e,
     c.reserved = 0;
     c.user = rec->user;
     c.parent = e->parent;
-    for (uint32_t i = 0; i < t->n_sinks; i++)
-        if (t->sinks[i].on_cta && t->sinks[i].on_cta(t->sinks[i].ctx, &c) != CBT_OK)
-            atomic_fetch_add_explicit(&t->sink_errors, 1, memory_order_relaxed);
+    cbt_sinks_cta_(&t->sinks, &c);
     atomic_fetch_add_explicit(&k->cta_records, 1, memory_order_relaxed);
 }
 
@@ -445,7 +443,10 @@ void cbt_kspans_replay_retry_(cbt_tracer *t)
         retry_parked(t, k, t->hv_now);
 }
 
-int cbt_kspans_waiting_(cbt_tracer *t)
+/* Whether a launch still waits for its ring records, or records for their
+ * launch: 1 (keep polling the rings), 2 (launches are open but nothing came
+ * for a second), 0 (none). */
+static int cbt_kspans_waiting_(cbt_tracer *t)
 {
     struct cbt_kspans *k = t->kspans;
     if (!k)
@@ -494,10 +495,7 @@ cbt_status cbt_kspans_init_(cbt_tracer *t)
     cbt_subscriber sub;
     cbt_subscriber_init(&sub, "kernel-spans", k, on_launch_event, NULL, NULL);
     cbt_subscriber_want(&sub, CBT_EV_KERNEL_LAUNCH);
-    if (t->n_subs >= CBT_MAX_SUBSCRIBERS)
-        return CBT_ERR_FULL;
-    t->subs[t->n_subs++] = sub; /* freed by cbt_kspans_free_, not by a destroy hook */
-    return CBT_OK;
+    return cbt_subscribers_add_(t, &sub); /* its ctx is freed by cbt_kspans_free_ */
 }
 
 void cbt_kspans_free_(cbt_tracer *t)
@@ -536,4 +534,66 @@ cbt_status cbt_ring_stats_get(cbt_ring_stats *caller)
     pthread_mutex_unlock(&t->lock);
     cbt_abi_out_(caller, out, sizeof *out, CBT_RING_STATS_VERSION);
     return CBT_OK;
+}
+
+/* ---- the harvester's source: the rings, kernel spans and CUPTI ----
+ * After the streams' source (a launch's mark resolves before its records
+ * are joined). Ring records need no publish: while a ring exists the
+ * harvester looks at least every IDLE_RING_POLL_MS (65536 records of a
+ * default ring last 250 ms at 262 k records/s; each such wake-up costs about
+ * 30 us of CPU on a VM, so 4 a second); while a launch waits for its records
+ * (or CUPTI collects) it keeps polling at its working period; while launches
+ * are open but nothing came for a second (WAIT_NS), every KSPANS_QUIET_MS
+ * (their records may still come, in a burst a ring must not overflow on). */
+#define IDLE_RING_POLL_MS 250u
+#define KSPANS_QUIET_MS 10u
+
+static void kspans_start(void *ctx)
+{
+    cbt_tracer *t = ctx;
+    if (t->cuda_ring)
+        cbt_ring_cuda_bind_(t->cuda_ring); /* the harvester reads the device's ring */
+}
+
+static void kspans_poll(void *ctx, cbt_hv_round *r)
+{
+    cbt_tracer *t = ctx;
+    cbt_kspans_poll_(t);
+    if (t->host_ring || t->cuda_ring)
+        cbt_hv_bound(r, IDLE_RING_POLL_MS);
+    int w = cbt_kspans_waiting_(t);
+    if (w == 1 || cbt_cupti_enabled_())
+        r->keep_polling = 1;
+    else if (w == 2)
+        cbt_hv_bound(r, KSPANS_QUIET_MS);
+}
+
+/* CUPTI's periodic flush may take a while: outside the lock. */
+static void kspans_after(void *ctx)
+{
+    (void)ctx;
+    cbt_cupti_periodic_();
+}
+
+static void kspans_last(void *ctx)
+{
+    cbt_tracer *t = ctx;
+    pthread_mutex_unlock(&t->lock); /* CUPTI's flush calls back into its buffers: no lock */
+    (void)cbt_cupti_flush();        /* completed kernel records, for the last poll */
+    pthread_mutex_lock(&t->lock);
+    cbt_kspans_poll_(t);
+}
+
+static void kspans_finish(void *ctx) { cbt_kspans_shutdown_(ctx); }
+
+void cbt_kspans_source_(cbt_tracer *t, cbt_hv_source *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = "kernel-spans";
+    out->ctx = t;
+    out->start = kspans_start;
+    out->poll = kspans_poll;
+    out->after = kspans_after;
+    out->last = kspans_last;
+    out->finish = kspans_finish;
 }

@@ -32,6 +32,18 @@ static inline void cbt_futex_wait_(_Atomic uint32_t *w, uint32_t v, uint32_t ms)
 #endif
 }
 
+/* The same for at most `us` microseconds (0: at once). */
+static inline void cbt_futex_wait_us_(_Atomic uint32_t *w, uint32_t v, uint32_t us)
+{
+    struct timespec d = {.tv_sec = us / 1000000u, .tv_nsec = (long)(us % 1000000u) * 1000L};
+#if defined(__linux__)
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAIT_PRIVATE, v, &d, NULL, 0);
+#else
+    (void)w, (void)v;
+    nanosleep(&d, NULL);
+#endif
+}
+
 static inline void cbt_futex_wake_(_Atomic uint32_t *w, int n)
 {
 #if defined(__linux__)

@@ -77,6 +77,11 @@ void cbt_rec_ids_(struct cbt_tracer *t);
 /* Harvester, once per round that recorded something: wake the writer if it
  * sleeps. */
 void cbt_rec_round_end_(struct cbt_tracer *t);
+/* The recorder as the harvester's tap (internal/harvest.h): the clock at
+ * each refit, the round's end, the shutdown record. cbt_init registers it
+ * when it opened a recorder. */
+struct cbt_hv_tap;
+void cbt_recorder_tap_(struct cbt_tracer *t, struct cbt_hv_tap *out);
 /* Whether `s` is one of the builders a replay rebuilds (its span-id draws
  * need no record). */
 int cbt_rec_rebuilt_(const cbt_subscriber *s);

@@ -1,12 +1,27 @@
-/* host/internal/tracer.h — the tracer's private state, shared by the host/ modules.
+/* host/internal/tracer.h — the tracer: what it composes, and the private
+ * calls the host/ modules share.
+ *
+ * The tracer composes components that own their state: the lanes and the
+ * shared bus (lane.c, bus.c), the span pool and the registry (span.c,
+ * registry.c), the sinks (internal/sinks.h), the streams (stream.c), the
+ * kernel spans and rings (kernel_spans.c, ring.c), the recorder
+ * (internal/recorder.h). The harvester (harvester.c) drives them through
+ * the source and tap tables of internal/harvest.h.
  *
  * Ownership (one writer each):
- *   - publishers: bus tail, counters marked "any thread" (atomics);
+ *   - publishers: their lane's tail, the bus, counters marked "any thread";
  *   - the harvester thread: clock map, id generator, span pool, registry,
  *     per-stream pending marks, every subscriber's state;
  *   - cbt_init/cbt_shutdown: the tracer's lifetime.
- * `lock` guards the subscriber and sink lists, the stream list and the flush
- * handshake; the harvester takes it once per drained batch, never per event.
+ *
+ * Who waits for whom (docs/architecture.md): `lock` is the harvester's, held
+ * for each round (a replay's batch), and taken elsewhere only by calls that
+ * change what a round reads (a stream's attach and detach, ring stats). No
+ * publish, lane attach, cbt_metrics_get, cbt_flush, cbt_add_sink or
+ * cbt_add_subscriber takes it: the subscriber and sink lists are append-only
+ * (count published with release), the lanes are claimed by CAS, the flush
+ * handshake has its own mutex that no slow work holds, and a sink that may
+ * wait runs on its own thread (host/spans/sink_thread.c).
  */
 #ifndef CBT_HOST_INTERNAL_TRACER_H
 #define CBT_HOST_INTERNAL_TRACER_H
@@ -21,13 +36,14 @@
 #include "cbt.h"
 #include "internal/bus.h"
 #include "internal/clock.h"
+#include "internal/harvest.h"
 #include "internal/hash.h"
 #include "internal/publish_hook.h"
 #include "internal/recorder.h"
+#include "internal/sinks.h"
 #include "internal/strtab.h"
 
 #define CBT_MAX_SUBSCRIBERS 16
-#define CBT_MAX_SINKS 16
 #define CBT_MAX_CUDA_STREAMS 64
 #define CBT_MAX_LANES 256 /* hard bound on cbt_config.max_lanes */
 
@@ -35,12 +51,17 @@
 typedef struct cbt_lane {
     cbt_bus bus;           /* single producer: the lane's thread */
     uint64_t gen;          /* the owning tracer's generation */
-    _Atomic int orphaned;  /* set once the thread has exited */
+    /* CBT_LANE_FREE -> TAKEN (a thread's CAS) -> ORPHANED (its exit) ->
+     * FREE (the harvester, once drained) */
+    _Atomic uint32_t state;
     uint64_t pop_upto;     /* harvester: cells from the start the harvester has
                               faulted in (lane.c, "Populating") */
 } cbt_lane;
+enum { CBT_LANE_FREE = 0, CBT_LANE_TAKEN = 1, CBT_LANE_ORPHANED = 2 };
 
-/* A range of a lane's cells for the harvester to fault in. */
+/* A range of a lane's cells for the harvester to fault in; at most
+ * CBT_POP_RANGES a round. */
+#define CBT_POP_RANGES 8
 typedef struct cbt_pop_range {
     unsigned char *p;
     size_t len;
@@ -116,21 +137,36 @@ struct cbt_tracer {
      * busy, so the CUDA ring's frees must not wait for it: ring.h) */
     uint32_t abandoned_marks;
 
-    pthread_mutex_t lock;
-    pthread_cond_t flush_cv;
+    pthread_mutex_t lock; /* the harvester's round (above) */
+
+    /* subscribers: append-only; n_subs is published with release after the
+     * slot is written (cbt_add_subscriber, under sub_lock) */
+    pthread_mutex_t sub_lock;
     cbt_subscriber subs[CBT_MAX_SUBSCRIBERS];
-    uint32_t n_subs;
-    cbt_sink sinks[CBT_MAX_SINKS];
-    uint32_t n_sinks;
-    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS];
+    _Atomic uint32_t n_subs;
+    cbt_sinks sinks;
+
+    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS]; /* under lock */
     uint32_t n_streams;
+
+    /* the flush handshake (tracer.c cbt_flush, harvester.c): under flush_mu,
+     * which the harvester holds only to read or publish these words */
+    pthread_mutex_t flush_mu;
+    pthread_cond_t flush_cv;
     uint64_t flush_req, flush_done, flush_ticks;
-    cbt_lane *lane_pool;                /* max_lanes lanes, made at init */
+
+    /* lanes: max_lanes of them, made at init; a thread claims a free one by
+     * CAS on its state (lane.c) */
+    cbt_lane *lane_pool;
     uint32_t n_pool;
-    cbt_lane *lanes[CBT_MAX_LANES];     /* in use by a thread (or draining) */
-    uint32_t n_lanes;
-    cbt_lane *free_lanes[CBT_MAX_LANES];
-    uint32_t n_free_lanes;
+    cbt_pop_range pop[CBT_POP_RANGES]; /* harvester: planned under the lock, run after */
+    uint32_t n_pop;
+
+    /* what the harvester drives (internal/harvest.h), registered by cbt_init */
+    cbt_hv_source sources[CBT_HV_MAX_SOURCES];
+    uint32_t n_sources;
+    cbt_hv_tap taps[CBT_HV_MAX_TAPS];
+    uint32_t n_taps;
 
     /* any thread */
     _Atomic uint64_t rejected, session_too_long, meta_truncated;
@@ -139,19 +175,22 @@ struct cbt_tracer {
     _Atomic uint64_t stream_marks_dropped; /* marks accepted (CBT_OK), lost later (stream.c) */
 
     /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
-    _Atomic uint64_t dispatched, subscriber_errors, sink_errors;
+    _Atomic uint64_t dispatched, subscriber_errors;
     _Atomic uint64_t lag_last_ns, lag_max_ns;
     _Atomic uint64_t spans_started, spans_ended, spans_dropped, spans_unsampled;
     _Atomic uint64_t registry_full;
     _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 
-    /* The harvester's idle sleep (harvester.c, "Idle"). `hv_sleeping` is 1
-     * while the harvester sleeps (or is about to) on it as a futex word; a
-     * publisher reads it once after each commit (cbt_harvester_nudge_), so
+    /* The harvester's sleep (harvester.c, "Sleeping"). `hv_sleeping` is
+     * CBT_HV_AWAKE, CBT_HV_NAP (a timed sleep between working rounds: only a
+     * kick ends it early) or CBT_HV_DEEP (idle: the next publish wakes it);
+     * a publisher reads it once after each commit (cbt_harvester_nudge_), so
      * it sits alone on a line that changes only when the harvester sleeps
      * or wakes. */
     _Alignas(64) _Atomic uint32_t hv_sleeping;
-    _Alignas(64) _Atomic uint64_t hv_wakeups; /* publishers that woke it */
+    _Alignas(64) _Atomic uint64_t hv_wakeups; /* publishers that woke it from a deep sleep */
+    _Atomic uint64_t hv_kicks;                /* naps or sleeps a kick ended */
+    _Atomic uint32_t hv_kicked;               /* a kick since the harvester last looked */
     int hv_membarrier; /* harvester: MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered */
     int hv_armed;      /* harvester: hv_sleeping was set before a barrier that
                           succeeded, and nothing has cleared it since */
@@ -218,30 +257,28 @@ void cbt_registry_remove_k_(cbt_tracer *t, const cbt_skey *k, cbt_name name,
 /* Push an event through the calling thread's lane (or the shared bus). */
 cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
                             struct cbt_stream *s, void *mark);
-/* Lanes (lanes.c): make the pool (init); return drained lanes of exited
- * threads to it (harvester, under lock); free all (shutdown); mark one
- * orphaned (thread exit; tracer.c). */
+/* Lanes (lane.c): make the pool (init); free all (shutdown); mark one
+ * orphaned (thread exit; tracer.c). The lanes and the shared bus are the
+ * harvester's first source: cbt_lanes_source_ fills its table. */
 cbt_status cbt_lanes_init_(cbt_tracer *t);
-void cbt_lanes_reap_(cbt_tracer *t);
-/* Populating (lane.c): the ranges of lanes in their first lap to fault in
- * ahead of their producers, at most CBT_POP_BUDGET_CELLS in all (harvester,
- * under lock, each round); then fault them in (harvester, outside it). */
-uint32_t cbt_lanes_populate_plan_(cbt_tracer *t, cbt_pop_range *out, uint32_t max);
-void cbt_lanes_populate_run_(const cbt_pop_range *r, uint32_t n);
 void cbt_lanes_free_(cbt_tracer *t);
 void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane);
+void cbt_lanes_source_(cbt_tracer *t, cbt_hv_source *out);
+/* Lanes claimed by a thread or still draining (cbt_metrics.lanes). Any thread. */
+uint32_t cbt_lanes_in_use_(cbt_tracer *t);
+
+/* Streams (stream.c): the CUDA streams' pending marks, the second source. */
+void cbt_streams_source_(cbt_tracer *t, cbt_hv_source *out);
+/* Kernel spans, rings and CUPTI (kernel_spans.c), the third source. */
+void cbt_kspans_source_(cbt_tracer *t, cbt_hv_source *out);
 
 /* Kernel spans (kernel_spans.c): set up (registers the KERNEL_LAUNCH
- * subscriber), poll the rings (harvester, under lock, each round), end what
- * is left (the stop path, after its last poll), free. */
+ * subscriber), poll the rings (harvester, under lock, each round: through
+ * the source table, and once more on the stop path), end what is left (the
+ * stop path, after its last poll), free. */
 cbt_status cbt_kspans_init_(cbt_tracer *t);
 void cbt_kspans_poll_(cbt_tracer *t);
 void cbt_kspans_shutdown_(cbt_tracer *t);
-/* Whether a launch still waits for its ring records, or records for their
- * launch: 1 (the harvester keeps polling the rings), 2 (launches are open
- * but nothing came for a second: it may sleep, 10 ms at a time), 0 (none).
- * Harvester. */
-int cbt_kspans_waiting_(cbt_tracer *t);
 void cbt_kspans_free_(cbt_tracer *t);
 /* The parent context (and ring span start, unix ns, 0 if none yet) of a
  * recent launch id: 1 when known. Harvester. */
@@ -256,7 +293,7 @@ void cbt_cupti_poll_(cbt_tracer *t);
  * each round. */
 void cbt_cupti_periodic_(void);
 /* CUPTI: whether activity collection is on (the harvester then keeps polling
- * instead of sleeping; harvester.c, "Idle"). One atomic load. */
+ * instead of sleeping deeply). One atomic load. */
 int cbt_cupti_enabled_(void);
 /* Make the ring's CUDA device current on the calling thread (ring_cuda.cu). */
 void cbt_ring_cuda_bind_(struct cbt_ring *r);
@@ -272,27 +309,47 @@ void cbt_tracer_unpin_(void);
  * replay tracer (tracer.c). NULL when none. */
 cbt_tracer *cbt_tracer_admin_(void);
 
-/* Dispatch one event (ts already in unix ns) to the subscribers. Harvester. */
+/* Dispatch one event (ts already in unix ns) to the subscribers; with
+ * `stamp_ticks` != 0 also record its dispatch lag (dispatch.c). Harvester. */
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
-
+/* Append a subscriber (append-only list: the slot, then the count with
+ * release). Any thread; waits only for another adder. dispatch.c. */
+cbt_status cbt_subscribers_add_(cbt_tracer *t, const cbt_subscriber *sub);
+/* The subscribers published so far (acquire). */
+static inline uint32_t cbt_subscribers_n_(cbt_tracer *t)
+{
+    return atomic_load_explicit(&t->n_subs, memory_order_acquire);
+}
 
 /* The harvester thread body. */
 void *cbt_harvester_main_(void *arg);
+/* Register a source / a tap (cbt_init, before the harvester starts). */
+void cbt_harvester_add_source_(cbt_tracer *t, const cbt_hv_source *src);
+void cbt_harvester_add_tap_(cbt_tracer *t, const cbt_hv_tap *tap);
 
-/* Wake the harvester from its idle sleep (harvester.c, "Idle"); the one
- * caller that finds it asleep counts a wake-up. A syscall when it sleeps. */
+/* hv_sleeping's values (harvester.c, "Sleeping") */
+enum { CBT_HV_AWAKE = 0, CBT_HV_DEEP = 1, CBT_HV_NAP = 2 };
+
+/* Wake the harvester from a deep sleep; the one caller that finds it so
+ * asleep counts a wake-up. A system call when it sleeps deeply. */
 void cbt_harvester_wake_(cbt_tracer *t);
+/* Wake the harvester from any sleep, a nap included: a flush request, stop,
+ * a lane past half full. Never waits; a system call when it sleeps. */
+void cbt_harvester_kick_(cbt_tracer *t);
 
-/* After a commit (an event in a lane or the bus, a flush request, stop):
- * wake the harvester if it sleeps. Costs one plain load and a predicted
- * branch while it is awake. No fence here: the harvester's membarrier after
- * it sets hv_sleeping is the other half of the pairing (harvester.c,
- * "Idle"); the signal fence only keeps the compiler from moving the load
- * above the commit. */
+/* After a commit (an event in a lane or the bus): wake the harvester if it
+ * sleeps deeply (an idle harvester, about to take no more than its
+ * idle_sleep_ms). While it works or naps between working rounds — steady
+ * state — this is one plain load and a predicted branch, and no publisher
+ * ever makes a system call. No fence here: the harvester's membarrier
+ * after it sets CBT_HV_DEEP is the other half of the pairing (harvester.c,
+ * "Sleeping"); the signal fence only keeps the compiler from moving the
+ * load above the commit. */
 static inline void cbt_harvester_nudge_(cbt_tracer *t)
 {
     atomic_signal_fence(memory_order_seq_cst);
-    if (__builtin_expect(atomic_load_explicit(&t->hv_sleeping, memory_order_relaxed) != 0, 0))
+    if (__builtin_expect(atomic_load_explicit(&t->hv_sleeping, memory_order_relaxed) ==
+                             CBT_HV_DEEP, 0))
         cbt_harvester_wake_(t);
 }
 

@@ -7,6 +7,7 @@
 
 #include "cbt/replay.h"
 #include "internal/abi.h"
+#include "internal/harvest.h"
 #include "internal/recorder.h"
 
 cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt_recorder **out)
@@ -103,3 +104,9 @@ const char *cbt_replay_header_json(const cbt_replay *r)
     return "";
 }
 void cbt_replay_close(cbt_replay *r) { (void)r; }
+
+void cbt_recorder_tap_(struct cbt_tracer *t, struct cbt_hv_tap *out)
+{
+    (void)t;
+    memset(out, 0, sizeof *out); /* never registered: no recorder opens here */
+}

@@ -835,3 +835,17 @@ int cbt_rec_rebuilt_(const cbt_subscriber *s)
     return cbt_tree_sub_opts_(s, &o) ||
            (s->name && (!strcmp(s->name, "kernel-spans") || !strcmp(s->name, "pspan")));
 }
+
+static void tap_clock(void *ctx) { cbt_rec_clock_(ctx); }
+static void tap_round_end(void *ctx) { cbt_rec_round_end_(ctx); }
+static void tap_stop(void *ctx) { cbt_rec_shutdown_(ctx); }
+
+void cbt_recorder_tap_(struct cbt_tracer *t, struct cbt_hv_tap *out)
+{
+    memset(out, 0, sizeof *out);
+    out->name = "recorder";
+    out->ctx = t;
+    out->on_clock = tap_clock;
+    out->on_round_end = tap_round_end;
+    out->on_stop = tap_stop;
+}

@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cbt/span.h"
@@ -239,12 +240,30 @@ cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
     jsonl_sink *j = calloc(1, sizeof *j);
     if (!j)
         return CBT_ERR_NOMEM;
-    j->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    /* A FIFO: opened without waiting for a reader (a plain open would wait
+     * for one forever); none is an error, said now. Its writes then happen
+     * on the sink's thread (the sink is not CBT_SINK_NONBLOCKING), so a
+     * reader that stops makes spans be dropped and counted, never a
+     * publisher or the harvester wait. */
+    struct stat sb;
+    int fifo = stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode);
+    j->fd = fifo ? open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+                 : open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
     if (j->fd < 0) {
         int e = errno;
+        if (fifo && e == ENXIO)
+            fprintf(stderr, "cbt: span file '%s' is a FIFO with no reader: start the reader "
+                            "first\n", path);
+        else
+            fprintf(stderr, "cbt: cannot open span file '%s': %s\n", path, strerror(e));
         free(j);
-        errno = e; /* cbt_init names it */
+        errno = e;
         return CBT_ERR_IO;
+    }
+    if (fifo) {
+        int fl = fcntl(j->fd, F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(j->fd, F_SETFL, fl & ~O_NONBLOCK); /* its thread may wait; nobody else */
     }
     atomic_init(&j->lost, 0);
     cbt_sink k;

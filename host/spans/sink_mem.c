@@ -75,6 +75,7 @@ cbt_status cbt_memsink_create_into(uint32_t capacity, cbt_memsink **out, cbt_sin
     k.name = "memory";
     k.ctx = m;
     k.on_span = mem_on_span;
+    k.flags = CBT_SINK_NONBLOCKING; /* a copy under its own short lock */
     k.destroy = mem_destroy;
     cbt_abi_out_(sink_out, &k, sizeof k, CBT_SINK_VERSION);
     *out = m;

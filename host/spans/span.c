@@ -370,11 +370,7 @@ void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
         return;
     s->end_ns = end_ns < s->start_ns ? s->start_ns : end_ns;
     if (s->ctx.trace_flags & 1u) {
-        for (uint32_t i = 0; i < t->n_sinks; i++) {
-            cbt_sink *k = &t->sinks[i];
-            if (k->on_span && k->on_span(k->ctx, s) != CBT_OK)
-                cbt_count1_(&t->sink_errors);
-        }
+        cbt_sinks_span_(&t->sinks, s);
     } else {
         /* its trace was sampled out (a not-sampled context it joined, or a
          * parent that did): recorded nowhere, as OpenTelemetry's

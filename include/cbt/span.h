@@ -138,36 +138,66 @@ typedef struct cbt_cta_record {
     cbt_span_ctx parent; /* the span the launch nests under (zero if none) */
 } cbt_cta_record;
 
+/* A sink: where finished spans go.
+ *
+ * Threads, and who may wait. The harvester never waits for a sink. A sink
+ * whose flags say CBT_SINK_NONBLOCKING promises that on_span, on_cta,
+ * flush_within and spans_lost never wait for I/O, the network or another
+ * thread's slow work (they copy and queue, taking at most a lock that only
+ * such short work holds); the harvester calls it directly, and cbt_flush
+ * calls its flush_within from the flushing thread while on_span may run on
+ * the harvester. Every other sink — a file, a pipe, a program's own — runs
+ * on a sink thread of its own behind a bounded queue (CBT_SINK_QUEUE_BYTES
+ * of compact span records, docs/architecture.md): all its callbacks but
+ * spans_lost are called on that thread, one at a time; when its queue is
+ * full the span is dropped and counted in its spans_lost; a flush waits for
+ * it at most cbt_flush's timeout; and at cbt_shutdown a sink still busy after
+ * shutdown_timeout_ms is abandoned: what it still held counts as lost, and
+ * its thread destroys it once its call returns. A replay (cbt/replay.h)
+ * calls every sink on the replaying thread. */
 typedef struct cbt_sink {
     uint32_t version; /* CBT_SINK_VERSION */
     uint32_t size;    /* sizeof(cbt_sink) */
     const char *name;
     void *ctx;
-    /* Called on the harvester thread for every finished span. Must not block
-     * for long: exporters copy and queue. Non-zero return counts as a sink error. */
+    /* Every finished span (the harvester, or the sink's thread: above).
+     * Non-zero return counts as a sink error. */
     cbt_status (*on_span)(void *ctx, const cbt_span *s);
-    /* Make everything handed over so far durable/visible. May be NULL. */
+    /* Make everything handed over so far durable/visible. May be NULL. Used
+     * when flush_within is NULL. */
     cbt_status (*flush)(void *ctx);
     /* Release everything. Called once, from cbt_shutdown. May be NULL. */
     void (*destroy)(void *ctx);
-    /* Per-CTA kernel records (harvester thread). May be NULL. */
+    /* Per-CTA kernel records. May be NULL. */
     cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);
     /* version 2 */
     /* Spans this sink was handed and will never deliver, since it was
      * created: a write that failed (every span in the failed buffer), an
      * export that failed for good, a full exporter queue, a span refused by
      * on_span. Summed over the sinks into cbt_metrics.sink_spans_lost, by
-     * cbt_metrics_get (any thread, while on_span may run, and under the
-     * tracer's lock: read a counter, never block, and call nothing of cbt
-     * that takes that lock — cbt_metrics_get, cbt_flush, cbt_add_sink —
-     * or it deadlocks) and by cbt_shutdown_final after the sink's last flush
-     * and before its destroy. May be NULL (counted as 0); a version-1 sink,
-     * which has no such field, counts 0. */
+     * cbt_metrics_get (any thread, while on_span may run: read a counter,
+     * never block, call nothing of cbt) and by cbt_shutdown_final after the
+     * sink's last flush and before its destroy. May be NULL (counted as 0);
+     * a version-1 sink, which has no such field, counts 0. */
     uint64_t (*spans_lost)(void *ctx);
+    /* version 3 */
+    uint32_t flags;    /* CBT_SINK_NONBLOCKING, or 0 */
+    uint32_t reserved; /* must be zero */
+    /* flush, waiting at most timeout_ms: CBT_ERR_TIMEOUT when everything
+     * was not durable by then. May be NULL (flush is used). */
+    cbt_status (*flush_within)(void *ctx, uint32_t timeout_ms);
 } cbt_sink;
-#define CBT_SINK_VERSION 2u
+#define CBT_SINK_VERSION 3u
 #define cbt_sink_version_ CBT_SINK_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, spans_lost);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, flush_within);
+/* cbt_sink.flags: the callbacks never wait (above); the harvester calls the
+ * sink itself, with no sink thread in between. */
+#define CBT_SINK_NONBLOCKING 1u
+/* The bound on one sink thread's queue of span records (bytes; a record is
+ * the used part of a span, a few hundred bytes for an MP span), and on its
+ * queue of CTA records. */
+#define CBT_SINK_QUEUE_BYTES (8u << 20)
+#define CBT_SINK_CTA_QUEUE 16384u
 
 /* The in-memory sink (cbt_memsink_create, below). */
 typedef struct cbt_memsink cbt_memsink;

@@ -1,6 +1,7 @@
-/* exporter/span_queue.h — a byte ring of compact span records: what the
+/* host/internal/span_queue.h — a byte ring of compact span records: what the
  * OTLP/HTTP exporter queues between the harvester (on_span) and its own
- * thread. Private to exporter/.
+ * thread, and what a sink thread (host/spans/sink_thread.c) queues for the
+ * sink it runs.
  *
  * A record holds only the used part of a cbt_span: its fixed head (every
  * field before `attrs`), the n_attrs attributes in use, the n_events span
@@ -17,7 +18,7 @@
  * never straddles the ring's end: one that does not fit before it is put at
  * the start, and the bytes left before the end are one skip record.
  *
- * Threads: none of its own, no lock of its own. The exporter pushes under
+ * Threads: none of its own, no lock of its own. The owner pushes under
  * its lock (one writer) and releases under the same lock; it reads records
  * below a tail it saw under that lock without holding it, since a push
  * only writes the free bytes in [tail, head + size) and head moves only by

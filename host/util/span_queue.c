@@ -1,5 +1,5 @@
-/* exporter/span_queue.c — owns the compact span record and the byte ring
- * that holds them (span_queue.h): sizing a record, writing it, expanding it
+/* host/util/span_queue.c — owns the compact span record and the byte ring
+ * that holds them (internal/span_queue.h): sizing a record, writing it, expanding it
  * back into a cbt_span.
  *
  * Record layout, at an 8-aligned position of the ring:
@@ -13,7 +13,7 @@
  * or the end of a string attribute that lies past it (but inside the
  * arena). The expansion is exact for every byte an encoder reads.
  */
-#include "span_queue.h"
+#include "internal/span_queue.h"
 
 #include <stdlib.h>
 #include <string.h>

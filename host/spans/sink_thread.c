@@ -1,0 +1,349 @@
+/* host/spans/sink_thread.c — owns the sink thread: a sink that may wait (a
+ * file, a pipe, a program's own) runs here, behind a bounded queue, so that
+ * neither the harvester nor a publisher ever waits for it (internal/sinks.h,
+ * cbt/span.h "Threads, and who may wait").
+ *
+ * The wrapper is a CBT_SINK_NONBLOCKING sink. Its on_span copies the used
+ * part of the span into a byte ring of compact records (internal/
+ * span_queue.h) under `mu`, which is held only for such copies and index
+ * updates — never across a call into the inner sink — and wakes the thread
+ * if it sleeps (at most once per sleep: the waker clears `sleeping`). A full
+ * queue drops the span and counts it in `lost`. CTA records go into a plain
+ * array ring the same way.
+ *
+ * The thread takes the records below the tail it saw under `mu`, expands
+ * and delivers each without the lock (a push only writes free bytes), then
+ * releases them. A flush (flush_within, any thread) notes the queue's tails
+ * and a ticket; the thread, once it has delivered up to those tails, calls
+ * the inner flush and publishes the ticket; the flusher waits on `done_cv`
+ * until then or its deadline.
+ *
+ * Stop (cbt_sink_thread_stop_, at shutdown): `stop` is set; the thread
+ * delivers what is queued, keeps the inner sink's loss count, destroys the
+ * inner sink (on its own thread: a destroy may write), exits and says so.
+ * Every signal is blocked on the thread: a write into a pipe whose reader
+ * left fails with EPIPE (counted) instead of raising SIGPIPE. If it has not by the
+ * deadline — the inner sink is stuck in a write — the wrapper is abandoned:
+ * the spans still queued (and the one in flight) are counted lost now, the
+ * inner spans_lost is read once and kept, the thread is detached, and from
+ * then on it delivers nothing more: when its call returns it destroys the
+ * inner sink. The wrapper is freed by whichever of the thread and the
+ * tracer's destroy lets go last (`refs`).
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal/abi.h"
+#include "internal/sinks.h"
+#include "internal/span_queue.h"
+
+typedef struct sink_thread {
+    cbt_sink inner;
+    _Atomic uint64_t *errors;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv; /* the thread waits for work */
+    pthread_cond_t done_cv; /* flushers and the stop wait for the thread */
+    /* under mu */
+    cbt_spanq q;
+    cbt_cta_record *cta;
+    uint64_t cta_head, cta_tail;          /* running counts */
+    uint64_t pushed;                      /* span records queued */
+    uint64_t flush_req, flush_done;       /* tickets */
+    uint64_t flush_pos, flush_cta;        /* tails the newest request waits for */
+    int sleeping, stop, exited, abandoned;
+    int refs;                             /* the thread and the tracer */
+    /* counters any thread reads */
+    _Atomic uint64_t delivered;           /* span records whose on_span returned (the thread) */
+    _Atomic uint64_t lost;                /* dropped: queue full, or abandoned */
+    _Atomic uint64_t inner_lost_final;    /* the inner spans_lost, kept at abandonment */
+    _Atomic int gone;                     /* abandoned: read the kept count only */
+    cbt_span scratch;                     /* the thread's expanded record */
+} sink_thread;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void wait_until(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t deadline_ns)
+{
+    struct timespec ts = {(time_t)(deadline_ns / 1000000000ull),
+                          (long)(deadline_ns % 1000000000ull)};
+    pthread_cond_timedwait(cv, m, &ts);
+}
+
+static void st_free(sink_thread *w)
+{
+    cbt_spanq_free(&w->q);
+    free(w->cta);
+    pthread_cond_destroy(&w->work_cv);
+    pthread_cond_destroy(&w->done_cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+/* Drop one reference (under mu); the last frees. Returns 1 when freed. */
+static int unref_locked(sink_thread *w)
+{
+    if (--w->refs > 0)
+        return 0;
+    pthread_mutex_unlock(&w->mu);
+    st_free(w);
+    return 1;
+}
+
+static void count_error(sink_thread *w, cbt_status st)
+{
+    if (st != CBT_OK)
+        atomic_fetch_add_explicit(w->errors, 1, memory_order_relaxed);
+}
+
+static void *st_main(void *arg)
+{
+    sink_thread *w = arg;
+    /* signals are the program's threads' business: a write to a pipe whose
+     * reader left returns EPIPE here (counted lost), never SIGPIPE */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        if (w->abandoned)
+            break;
+        int spans = w->q.tail != w->q.head, ctas = w->cta_tail != w->cta_head;
+        int flush = w->flush_req > w->flush_done && w->q.head >= w->flush_pos &&
+                    w->cta_head >= w->flush_cta;
+        if (!spans && !ctas && !flush) {
+            if (w->stop)
+                break;
+            w->sleeping = 1;
+            pthread_cond_wait(&w->work_cv, &w->mu);
+            w->sleeping = 0;
+            continue;
+        }
+        if (spans) {
+            uint64_t pos = w->q.head, tail = w->q.tail;
+            pthread_mutex_unlock(&w->mu);
+            while (pos < tail) {
+                pos = cbt_spanq_read(&w->q, pos, &w->scratch);
+                count_error(w, w->inner.on_span(w->inner.ctx, &w->scratch));
+                atomic_fetch_add_explicit(&w->delivered, 1, memory_order_relaxed);
+                if (atomic_load_explicit(&w->gone, memory_order_acquire))
+                    break; /* abandoned while we wrote: deliver nothing more */
+            }
+            pthread_mutex_lock(&w->mu);
+            if (w->abandoned)
+                break;
+            cbt_spanq_release(&w->q, tail);
+        }
+        if (ctas) {
+            uint64_t from = w->cta_head, to = w->cta_tail;
+            pthread_mutex_unlock(&w->mu);
+            for (uint64_t i = from; i < to; i++)
+                if (w->inner.on_cta)
+                    count_error(w, w->inner.on_cta(w->inner.ctx,
+                                                   &w->cta[i % CBT_SINK_CTA_QUEUE]));
+            pthread_mutex_lock(&w->mu);
+            if (w->abandoned)
+                break;
+            w->cta_head = to;
+        }
+        if (w->flush_req > w->flush_done && w->q.head >= w->flush_pos &&
+            w->cta_head >= w->flush_cta) {
+            uint64_t ticket = w->flush_req;
+            pthread_mutex_unlock(&w->mu);
+            if (w->inner.flush)
+                count_error(w, w->inner.flush(w->inner.ctx));
+            pthread_mutex_lock(&w->mu);
+            if (w->abandoned)
+                break;
+            w->flush_done = ticket;
+            pthread_cond_broadcast(&w->done_cv);
+        }
+    }
+    /* The inner sink ends here, on its own thread (its destroy may write:
+     * a pipe whose reader left must not raise SIGPIPE in the program's
+     * thread, nor a slow disk hold it): its loss count is kept first. */
+    if (!w->abandoned)
+        atomic_store_explicit(&w->inner_lost_final,
+                              w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
+                              memory_order_relaxed);
+    atomic_store_explicit(&w->gone, 1, memory_order_release);
+    pthread_mutex_unlock(&w->mu);
+    if (w->inner.destroy)
+        w->inner.destroy(w->inner.ctx);
+    w->inner.destroy = NULL;
+    pthread_mutex_lock(&w->mu);
+    w->exited = 1;
+    pthread_cond_broadcast(&w->done_cv);
+    if (!unref_locked(w))
+        pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static cbt_status st_on_span(void *ctx, const cbt_span *s)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    int ok = !w->stop && cbt_spanq_push(&w->q, s);
+    if (ok) {
+        w->pushed++;
+        if (w->sleeping) {
+            w->sleeping = 0; /* one wake per sleep */
+            pthread_cond_signal(&w->work_cv);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (!ok) {
+        atomic_fetch_add_explicit(&w->lost, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    return CBT_OK;
+}
+
+static cbt_status st_on_cta(void *ctx, const cbt_cta_record *r)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    int ok = !w->stop && w->cta_tail - w->cta_head < CBT_SINK_CTA_QUEUE;
+    if (ok) {
+        w->cta[w->cta_tail++ % CBT_SINK_CTA_QUEUE] = *r;
+        if (w->sleeping) {
+            w->sleeping = 0;
+            pthread_cond_signal(&w->work_cv);
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return ok ? CBT_OK : CBT_ERR_FULL;
+}
+
+static cbt_status st_flush_within(void *ctx, uint32_t timeout_ms)
+{
+    sink_thread *w = ctx;
+    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    pthread_mutex_lock(&w->mu);
+    if (w->exited || w->abandoned) {
+        pthread_mutex_unlock(&w->mu);
+        return CBT_OK;
+    }
+    uint64_t mine = ++w->flush_req;
+    w->flush_pos = w->q.tail;
+    w->flush_cta = w->cta_tail;
+    if (w->sleeping) {
+        w->sleeping = 0;
+        pthread_cond_signal(&w->work_cv);
+    }
+    while (w->flush_done < mine && !w->exited && mono_ns() < deadline)
+        wait_until(&w->done_cv, &w->mu, deadline);
+    cbt_status st = w->flush_done >= mine || w->exited ? CBT_OK : CBT_ERR_TIMEOUT;
+    pthread_mutex_unlock(&w->mu);
+    return st;
+}
+
+static cbt_status st_flush(void *ctx) { return st_flush_within(ctx, 0xffffffffu); }
+
+static uint64_t st_spans_lost(void *ctx)
+{
+    sink_thread *w = ctx;
+    uint64_t n = atomic_load_explicit(&w->lost, memory_order_relaxed);
+    if (atomic_load_explicit(&w->gone, memory_order_acquire))
+        return n + atomic_load_explicit(&w->inner_lost_final, memory_order_relaxed);
+    return n + (w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0);
+}
+
+int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->stop = 1;
+    if (w->sleeping) {
+        w->sleeping = 0;
+        pthread_cond_signal(&w->work_cv);
+    }
+    while (!w->exited && mono_ns() < deadline_ns)
+        wait_until(&w->done_cv, &w->mu, deadline_ns);
+    int exited = w->exited;
+    if (!exited && !w->abandoned) {
+        /* stuck in the inner sink: what it still holds will never arrive */
+        uint64_t held = w->pushed - atomic_load_explicit(&w->delivered, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->lost, held, memory_order_relaxed);
+        atomic_store_explicit(&w->inner_lost_final,
+                              w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
+                              memory_order_relaxed);
+        atomic_store_explicit(&w->gone, 1, memory_order_release);
+        w->abandoned = 1;
+        pthread_detach(w->th);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (exited)
+        pthread_join(w->th, NULL);
+    return exited;
+}
+
+static void st_destroy(void *ctx)
+{
+    sink_thread *w = ctx;
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    if (!w->stop || (!w->exited && !w->abandoned)) {
+        pthread_mutex_unlock(&w->mu);
+        /* not stopped yet (an add that failed after the wrap): stop now */
+        (void)cbt_sink_thread_stop_(w, mono_ns() + 2000000000ull);
+        pthread_mutex_lock(&w->mu);
+    }
+    if (!unref_locked(w))
+        pthread_mutex_unlock(&w->mu);
+}
+
+int cbt_sink_is_thread_(const cbt_sink *k) { return k->on_span == st_on_span; }
+
+cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, _Atomic uint64_t *errors,
+                                 uint32_t shutdown_ms, cbt_sink *out)
+{
+    (void)shutdown_ms;
+    sink_thread *w = calloc(1, sizeof *w);
+    if (!w)
+        return CBT_ERR_NOMEM;
+    w->inner = *inner;
+    w->errors = errors;
+    if (cbt_spanq_init(&w->q, CBT_SINK_QUEUE_BYTES) != CBT_OK ||
+        !(w->cta = calloc(CBT_SINK_CTA_QUEUE, sizeof *w->cta))) {
+        cbt_spanq_free(&w->q);
+        free(w->cta);
+        free(w);
+        return CBT_ERR_NOMEM;
+    }
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->done_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&w->work_cv, NULL);
+    w->refs = 2;
+    if (pthread_create(&w->th, NULL, st_main, w) != 0) {
+        st_free(w);
+        return CBT_ERR_THREAD;
+    }
+    memset(out, 0, sizeof *out);
+    out->version = CBT_SINK_VERSION;
+    out->size = sizeof *out;
+    out->name = inner->name;
+    out->ctx = w;
+    out->on_span = st_on_span;
+    out->flush = st_flush;
+    out->destroy = st_destroy;
+    out->on_cta = st_on_cta;
+    out->spans_lost = st_spans_lost;
+    out->flags = CBT_SINK_NONBLOCKING;
+    out->flush_within = st_flush_within;
+    return CBT_OK;
+}
