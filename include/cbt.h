@@ -164,8 +164,13 @@ typedef struct cbt_config {
     uint32_t span_pool;          /* spans open at once */
     uint32_t registry_capacity;  /* (session, name) entries, power of two */
     uint32_t max_sessions;       /* sessions tracked by the MP subscriber */
-    uint32_t poll_interval_us;   /* harvester's poll period while work flows or
-                                    anything is pending (default 200) */
+    uint32_t poll_interval_us;   /* the harvester's nap between working rounds, in
+                                    [1, 1000000] (default 10000): under load an
+                                    event is dispatched at most this (plus a
+                                    round) after its publish, and publishers
+                                    never wake the harvester; a lane past half
+                                    full, cbt_flush() and cbt_shutdown() end a
+                                    nap early (docs/architecture.md) */
     uint32_t shutdown_timeout_ms;/* bound on draining at shutdown */
     const char *jsonl_path;      /* if set, a JSON-lines span file sink */
     uint32_t ring_capacity;      /* records in the CPU backend's ring, power of two; 0 = none */
@@ -179,8 +184,9 @@ typedef struct cbt_config {
     uint32_t late_grace_ms;      /* late-children window (CBT_LATE_GRACE_MS); CBT_TREE_OFF: none */
     uint32_t reserved2;          /* must be zero */
     /* version 3 */
-    uint32_t idle_sleep_ms;      /* longest harvester sleep once idle, in [1, 60000]
-                                    (default 1000): a publish, cbt_flush() or
+    uint32_t idle_sleep_ms;      /* longest harvester sleep once idle (100 ms with
+                                    nothing to do), in [1, 60000] (default 1000):
+                                    the first publish after it, cbt_flush() or
                                     cbt_shutdown() wakes it at once; the timeout
                                     paces its periodic work (clock refit) and,
                                     capped at 250 ms while a kernel ring exists,
@@ -242,9 +248,9 @@ typedef struct cbt_metrics {
     uint64_t sink_spans_lost;   /* spans sinks accepted and will never deliver
                                    (a failed write or export, a full exporter
                                    queue): the sum of cbt_sink.spans_lost */
-    uint64_t harvester_wakeups; /* times a publisher (or cbt_flush, cbt_shutdown) woke
-                                   a sleeping harvester, or found it between
-                                   two timed sleeps */
+    uint64_t harvester_wakeups; /* times a publisher woke the harvester from its
+                                   idle sleep (the first publish after 100 ms
+                                   with nothing to do); 0 in steady state */
     /* version 4: trace recording (cbt_config.trace_level) */
     uint64_t trace_records;     /* records in the trace file (counted as their batch
                                    is written) */
@@ -277,7 +283,7 @@ static inline cbt_status cbt_config_default_into(cbt_config *c)
     d.span_pool = 8192;
     d.registry_capacity = 16384;
     d.max_sessions = 4096;
-    d.poll_interval_us = 200;
+    d.poll_interval_us = 10000;
     d.idle_sleep_ms = 1000;
     d.shutdown_timeout_ms = 2000;
     d.ring_capacity = 1u << 16;

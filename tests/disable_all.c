@@ -143,7 +143,7 @@ static void test_cbt_h(void)
     CHECK(!c.enabled);
     CHECK(c.mp_subscriber && c.queue_capacity == 65536 && c.lane_capacity == 131072 &&
           c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
-          c.max_sessions == 4096 && c.poll_interval_us == 200 && c.shutdown_timeout_ms == 2000);
+          c.max_sessions == 4096 && c.poll_interval_us == 10000 && c.shutdown_timeout_ms == 2000);
     CHECK(c.jsonl_path == NULL && c.ring_capacity == 65536 && c.cuda_ring_capacity == 65536 &&
           c.ring_placement == CBT_RING_MAPPED);
     CHECK(cbt_init(&c) == CBT_OK);

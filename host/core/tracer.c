@@ -76,7 +76,10 @@ cbt_status cbt_config_default_into(cbt_config *out)
     c.span_pool = 8192;
     c.registry_capacity = 16384;
     c.max_sessions = 4096;
-    c.poll_interval_us = 200; /* while work flows: a publish waits <= 0.2 ms */
+    /* the harvester's nap between working rounds: under load an event waits
+     * at most this (plus a round) to be dispatched, and the harvester wakes
+     * about 100 times a second, never woken by a publish (harvester.c) */
+    c.poll_interval_us = 10000;
     c.idle_sleep_ms = 1000;   /* idle: a publish wakes it; this paces the clock refit */
     c.shutdown_timeout_ms = 2000;
     c.jsonl_path = NULL;
