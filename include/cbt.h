@@ -17,12 +17,17 @@
  *   cbt_publish() / cbt_publish_on_stream()  stamp and enqueue   host/core/lane.c, host/streams/stream*.c
  *   harvester thread                         dispatch in order   host/core/harvester.c
  *   builders (MP, CacheBlend, user)          events -> spans     host/builders/
- *   sinks                                    spans -> files/...  host/spans/sink_*.c, exporter/
+ *   sinks (a sink that may wait: own thread) spans -> files/...  host/spans/sink*.c, exporter/
  *
  * Costs: cbt_publish() is a timestamp (rdtscp) and a copy into the calling
  * thread's own bounded lane (a single-producer ring: no lock, no CAS); it
- * never blocks, and allocates only once per thread (its lane). With no tracer (not
- * initialised, or disabled by configuration) it is one predictable branch.
+ * never blocks, never allocates, and makes no system call in steady state
+ * (the harvester wakes on its own timer while work flows; only the first
+ * publish after 100 ms of idleness wakes it). A thread's first publish
+ * claims a lane from the pool made at init by a CAS (no lock). With no
+ * tracer (not initialised, or disabled by configuration) it is one
+ * predictable branch. Nothing a program calls waits for a sink, a file or
+ * the network: docs/architecture.md, "Who waits for whom".
  *
  * CBT_DISABLE: defined before the first cbt include, it compiles every cbt
  * call out. Each function of this header and of every header under cbt/
@@ -387,18 +392,26 @@ CBT_API cbt_status cbt_shutdown_final(cbt_metrics *out);
 CBT_API cbt_tracer *cbt_tracer_get(void);
 
 /* Add a subscriber / sink (copied). May be called while running; takes
- * effect for events dispatched afterwards. At most 16 of each. */
+ * effect for events dispatched afterwards. At most 16 of each. Waits only
+ * for another thread adding one. A sink that is not CBT_SINK_NONBLOCKING
+ * gets a thread of its own (cbt/span.h): CBT_ERR_THREAD if it cannot. */
 CBT_API cbt_status cbt_add_subscriber(const cbt_subscriber *sub);
 CBT_API cbt_status cbt_add_sink(const cbt_sink *sink);
 
 /* Wait until every event published before this call has been dispatched,
  * every pending stream mark has resolved, and sinks are flushed; at most
- * `timeout_ms` (CBT_ERR_TIMEOUT). Call cbt_stream_sync() first for streams. */
+ * `timeout_ms` (CBT_ERR_TIMEOUT), whatever a sink is doing: a sink stalled
+ * on a write makes this return CBT_ERR_TIMEOUT at the bound, and a sink that
+ * gives up by its own bound first (an exporter's timeout) counts a sink
+ * error. Takes no lock the harvester holds for its work. Call
+ * cbt_stream_sync() first for streams. */
 CBT_API cbt_status cbt_flush(uint32_t timeout_ms);
 
-/* The self-metrics (cbt_metrics, above) as of now. CBT_ERR_INVAL for NULL;
- * CBT_ERR_VERSION when out->size is smaller than the header (set version
- * and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a tracer. */
+/* The self-metrics (cbt_metrics, above) as of now: relaxed reads of
+ * counters, no lock, never waits (a few hundred ns; each sink's spans_lost
+ * reads a counter). CBT_ERR_INVAL for NULL; CBT_ERR_VERSION when out->size
+ * is smaller than the header (set version and size: CBT_STRUCT_INIT);
+ * CBT_ERR_NOT_INITIALIZED without a tracer. */
 CBT_API cbt_status cbt_metrics_get(cbt_metrics *out);
 
 /* ---- publishing ------------------------------------------------------------ */

@@ -18,7 +18,9 @@
  *     sources say something comes without a publish: CUDA marks pending,
  *     kernel records awaited, CUPTI collecting, a flush waiting), the
  *     harvester naps for poll_interval_us (default 10 ms: the bound on a
- *     publish's wait to be dispatched under load). A nap sets hv_sleeping
+ *     publish's wait to be dispatched under load; a tenth of it after a
+ *     round of HEAVY_ROUND events or more, so a burst keeps the lanes
+ *     short and the wake-ups stay at most ~1000 a second). A nap sets hv_sleeping
  *     to CBT_HV_NAP, which no publisher reacts to: in steady state
  *     publishers make no system call. Only a kick ends a nap early: a
  *     flush request, stop, or a lane past half full (lane.c), so a burst
@@ -77,6 +79,7 @@
 #define IDLE_AFTER_US 100000u /* empty naps for this long, nothing pending: sleep deeply */
 #define IDLE_FALLBACK_MS 1u   /* a deep sleep's bound when membarrier is unavailable */
 #define CLOCK_REFRESH_NS 500000000ull /* refit the tick->unix map twice a second */
+#define HEAVY_ROUND 512u /* events in a round that make the next nap a tenth as long */
 
 void cbt_harvester_add_source_(cbt_tracer *t, const cbt_hv_source *src)
 {
@@ -298,9 +301,10 @@ void *cbt_harvester_main_(void *arg)
         if (r.bound_ms && (uint64_t)r.bound_ms * 1000u < us)
             us = r.bound_ms * 1000u;
         if (r.handled || r.pending || r.keep_polling || flush_waiting) {
-            /* work flows, or comes without a publish: keep polling */
+            /* work flows, or comes without a publish: keep polling; a heavy
+             * round (a burst) naps a tenth as long, so lanes stay short */
             last_work = r.ticks;
-            nap(t, us);
+            nap(t, r.handled >= HEAVY_ROUND && us / 10 ? us / 10 : us);
         } else if (r.ticks - last_work < idle_ticks) {
             nap(t, us);
         } else {
