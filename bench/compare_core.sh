@@ -233,6 +233,7 @@ mapcells v cells paced publish_median_ns;       row "publish median ns (paced 25
 mapcells v cells paced publish_mean_ns;         row "publish mean ns (paced)" "<= 100" le:100 "${v[@]}"
 mapcells v cells paced publish_p99_ns;          row "publish p99 ns (paced)" "" "" "${v[@]}"
 mapcells v cells paced first_of_request_median_ns; row "first of a request, median ns" "" "" "${v[@]}"
+mapcells v cells paced first_publish_us;        row "a thread's first publish us (lane)" "<= 1000" le:1000 "${v[@]}"
 mapcells v cells flat publish_median_ns;        row "publish median ns (flat)" "<= 60" le:60 "${v[@]}"
 mapcells v cells flat publish_mean_ns;          row "publish mean ns (flat)" "<= 100" le:100 "${v[@]}"
 mapcells v cells paced cpu_per_span_us;         row "CPU us/span, paced 250 req/s" "" "" "${v[@]}"
