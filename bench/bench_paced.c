@@ -58,6 +58,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -318,8 +319,8 @@ static uint64_t run_requests(publisher *p, uint64_t q0, uint64_t n, double until
                     ;
             }
         }
-        if (opt.flat && q % 64 == 0)
-            while (p->given > exported() + FLAT_IN_FLIGHT) {
+        if (opt.flat && q % 64 == 0) /* at most 5 s: an exporter that stopped shows as loss */
+            for (double w0 = now_s(); p->given > exported() + FLAT_IN_FLIGHT && now_s() - w0 < 5;) {
                 struct timespec zz = {0, 100000};
                 nanosleep(&zz, NULL);
                 p->flat_waits++;
@@ -519,6 +520,15 @@ static void run_load(void)
     free(p);
 }
 
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "bench_paced\twaited > the alarm (blocked)\t(the run did not "
+                              "end in 3 times its length + 2 min: giving up)\n";
+    (void)!write(1, msg, sizeof msg - 1);
+    _exit(3);
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -547,6 +557,8 @@ int main(int argc, char **argv)
     }
     if (opt.warmup < 0)
         opt.warmup = opt.flat ? 0.5 : 1.0;
+    signal(SIGALRM, on_alarm); /* a core that hangs must not hang a script */
+    alarm((unsigned)(3 * (opt.warmup + (opt.idle > 0 ? opt.idle : opt.seconds))) + 120);
     http_sink *hs = http_sink_fork(); /* before any thread */
     start_cbt(hs);
     if (opt.idle > 0)

@@ -33,7 +33,7 @@
 #   bench_publish --quick                     publish_on, publish_slept
 # About 1.5 minutes a build and round on a 2-vCPU machine, plus the builds.
 #
-# Environment: ROUNDS, PACED_S, FLAT_S, STRACE_S, IDLE_S, LOAD_S, WATCHDOG,
+# Environment (whole seconds): ROUNDS, PACED_S, FLAT_S, STRACE_S, IDLE_S, LOAD_S, WATCHDOG,
 # JOBS (build parallelism, 2), CMAKE_ARGS (extra, for both builds),
 # COMPARE_DIR (default build-compare in the repository).
 set -euo pipefail
@@ -110,26 +110,31 @@ count_syscalls() { # strace-file tid
     }' "$1"
 }
 
+# Every run is bounded (timeout, and inside strace so that it is the bench
+# that dies): a core that hangs shows as a missing figure, not a stuck script.
+T="timeout -k 5"
 run_build() { # old|new round
   local b=$1 r=$2 bin=$WORK/$1/bench out=$RES/$1-$2
   echo "== $b, round $r"
-  "$bin/bench_paced" --seconds "$PACED_S" > "$out-paced.txt" 2>&1 || true
-  "$bin/bench_paced" --flat --seconds "$FLAT_S" > "$out-flat.txt" 2>&1 || true
+  $T $((PACED_S * 3 + 60)) "$bin/bench_paced" --seconds "$PACED_S" > "$out-paced.txt" 2>&1 || true
+  $T $((FLAT_S * 3 + 60)) "$bin/bench_paced" --flat --seconds "$FLAT_S" > "$out-flat.txt" 2>&1 || true
   if [ $HAVE_STRACE = 1 ]; then
     # shellcheck disable=SC2086
     strace $SECCOMP -f -e trace=futex,membarrier,madvise,nanosleep,clock_nanosleep \
-      -o "$out.strace" "$bin/bench_paced" --seconds "$STRACE_S" > "$out-strace-paced.txt" 2>&1 || true
+      -o "$out.strace" $T $((STRACE_S * 5 + 60)) "$bin/bench_paced" --seconds "$STRACE_S" \
+      > "$out-strace-paced.txt" 2>&1 || true
     local tid
     tid=$(awk -F'\t' '$1 == "publisher_tid" { print $2 }' "$out-strace-paced.txt")
     printf 'syscalls\t%s\n' "$(count_syscalls "$out.strace" "$tid")" > "$out-syscalls.txt"
     printf 'requests\t%s\n' \
       "$(awk -F'\t' '$1 == "requests" { print $2 }' "$out-strace-paced.txt")" >> "$out-syscalls.txt"
   fi
-  "$bin/bench_paced" --idle "$IDLE_S" > "$out-idle.txt" 2>&1 || true
-  "$bin/bench_stall" --watchdog "$WATCHDOG" > "$out-stall.txt" 2>&1 || true
-  "$bin/bench_stall" --watchdog "$WATCHDOG" --sink fifo > "$out-stallfifo.txt" 2>&1 || true
-  "$bin/bench_load" --rate 1000000 --seconds "$LOAD_S" > "$out-load.txt" 2>&1 || true
-  "$bin/bench_publish" --quick > "$out-publish.txt" 2>&1 || true
+  $T $((IDLE_S + 60)) "$bin/bench_paced" --idle "$IDLE_S" > "$out-idle.txt" 2>&1 || true
+  $T $((WATCHDOG * 12 + 60)) "$bin/bench_stall" --watchdog "$WATCHDOG" > "$out-stall.txt" 2>&1 || true
+  $T $((WATCHDOG * 12 + 60)) "$bin/bench_stall" --watchdog "$WATCHDOG" --sink fifo \
+    > "$out-stallfifo.txt" 2>&1 || true
+  $T $((LOAD_S * 3 + 60)) "$bin/bench_load" --rate 1000000 --seconds "$LOAD_S" > "$out-load.txt" 2>&1 || true
+  $T 300 "$bin/bench_publish" --quick > "$out-publish.txt" 2>&1 || true
 }
 
 for r in $(seq 1 "$ROUNDS"); do
