@@ -2,8 +2,8 @@
  * threads publish MP requests (7 events, 3 spans each: the request root,
  * mp.lookup_prefetch, mp.store), cbt with its default config builds the
  * spans, and its OTLP/HTTP exporter (default config but the endpoint) sends
- * them to a loopback HTTP sink in this process that reads each request and
- * answers 200.
+ * them to a loopback HTTP sink in this process (http_sink.h) that reads
+ * each request and answers 200.
  *
  * Load (the default): for each target rate (spans/s), run for a while, then
  * cbt_flush, and print what was delivered (spans the collector accepted per
@@ -23,157 +23,20 @@
  * options change the cbt / exporter defaults (to measure them); without
  * them, every setting is the default. docs/performance.md has the figures.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memmem */
-#endif
-#include <errno.h>
 #include <dirent.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "bench_util.h"
+#include "http_sink.h"
 #include "cbt.h"
 #include "cbt/otlp.h"
-
-/* ---- a loopback HTTP sink: read each request, answer 200 ---- */
-
-#define SINK_CONNS 16
-#define SINK_BUF (64u << 20) /* the largest request it reads (bytes) */
-
-typedef struct conn {
-    int fd;
-    char *buf;
-    size_t len;
-} conn;
-
-typedef struct http_sink {
-    int lfd;
-    uint16_t port;
-    pthread_t th;
-    _Atomic int stop;
-    conn c[SINK_CONNS];
-    _Atomic uint64_t requests, bytes;
-} http_sink;
-
-static const char OK_REPLY[] = "HTTP/1.1 200 OK\r\nContent-Type: application/x-protobuf\r\n"
-                               "Content-Length: 0\r\n\r\n";
-
-/* Answer every complete request in c->buf; 0 when the connection must close. */
-static int serve(http_sink *s, conn *c)
-{
-    for (;;) {
-        char *end = memmem(c->buf, c->len, "\r\n\r\n", 4);
-        if (!end)
-            return c->len < SINK_BUF;
-        size_t hdr = (size_t)(end - c->buf) + 4, body = 0;
-        for (char *p = c->buf; p < end; p++) {
-            if ((p == c->buf || p[-1] == '\n') && strncasecmp(p, "content-length:", 15) == 0)
-                body = strtoull(p + 15, NULL, 10);
-            if ((p == c->buf || p[-1] == '\n') && strncasecmp(p, "expect: 100", 11) == 0 &&
-                c->len == hdr) {
-                static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
-                if (write(c->fd, cont, sizeof cont - 1) < 0)
-                    return 0;
-            }
-        }
-        if (hdr + body > SINK_BUF)
-            return 0;
-        if (c->len < hdr + body)
-            return 1;
-        if (write(c->fd, OK_REPLY, sizeof OK_REPLY - 1) != (ssize_t)(sizeof OK_REPLY - 1))
-            return 0;
-        atomic_fetch_add(&s->requests, 1);
-        atomic_fetch_add(&s->bytes, body);
-        memmove(c->buf, c->buf + hdr + body, c->len - hdr - body);
-        c->len -= hdr + body;
-    }
-}
-
-static void *sink_main(void *arg)
-{
-    http_sink *s = arg;
-    while (!atomic_load(&s->stop)) {
-        struct pollfd p[1 + SINK_CONNS];
-        int map[1 + SINK_CONNS], n = 0;
-        p[n] = (struct pollfd){.fd = s->lfd, .events = POLLIN};
-        map[n++] = -1;
-        for (int i = 0; i < SINK_CONNS; i++)
-            if (s->c[i].fd >= 0) {
-                p[n] = (struct pollfd){.fd = s->c[i].fd, .events = POLLIN};
-                map[n++] = i;
-            }
-        if (poll(p, (nfds_t)n, 500) <= 0) /* stop is seen within 0.5 s */
-            continue;
-        for (int k = 0; k < n; k++) {
-            if (!p[k].revents)
-                continue;
-            if (map[k] < 0) {
-                int fd = accept(s->lfd, NULL, NULL);
-                int slot = -1;
-                for (int i = 0; i < SINK_CONNS && slot < 0; i++)
-                    if (s->c[i].fd < 0)
-                        slot = i;
-                if (fd >= 0 && slot < 0)
-                    close(fd);
-                else if (fd >= 0)
-                    s->c[slot] = (conn){fd, s->c[slot].buf, 0};
-                continue;
-            }
-            conn *c = &s->c[map[k]];
-            ssize_t r = read(c->fd, c->buf + c->len, SINK_BUF - c->len);
-            if (r > 0)
-                c->len += (size_t)r;
-            if (r <= 0 || !serve(s, c)) {
-                close(c->fd);
-                c->fd = -1;
-            }
-        }
-    }
-    return NULL;
-}
-
-static http_sink *sink_start(void)
-{
-    http_sink *s = calloc(1, sizeof *s);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    s->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    if (s->lfd < 0 || bind(s->lfd, (struct sockaddr *)&a, sizeof a) || listen(s->lfd, 16) ||
-        getsockname(s->lfd, (struct sockaddr *)&a, &al)) {
-        perror("bench_load: loopback sink");
-        exit(1);
-    }
-    s->port = ntohs(a.sin_port);
-    for (int i = 0; i < SINK_CONNS; i++) {
-        s->c[i].fd = -1;
-        s->c[i].buf = malloc(SINK_BUF);
-    }
-    pthread_create(&s->th, NULL, sink_main, s);
-    return s;
-}
-
-static void sink_stop(http_sink *s)
-{
-    atomic_store(&s->stop, 1);
-    pthread_join(s->th, NULL);
-    for (int i = 0; i < SINK_CONNS; i++) {
-        if (s->c[i].fd >= 0)
-            close(s->c[i].fd);
-        free(s->c[i].buf);
-    }
-    close(s->lfd);
-    free(s);
-}
 
 /* ---- options ---- */
 
@@ -201,7 +64,8 @@ static void start_cbt(http_sink *s)
     }
     cbt_otlp_config oc;
     cbt_otlp_config_default(&oc);
-    snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u/v1/traces", (unsigned)s->port);
+    snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u/v1/traces",
+             (unsigned)http_sink_port(s));
     if (opt.max_queue)
         oc.max_queue = opt.max_queue;
     if (opt.max_batch)
@@ -231,13 +95,6 @@ typedef struct producer {
     uint64_t requests, refused;
     double cpu_s;
 } producer;
-
-static double thread_cpu_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 static void publish_request(producer *p, uint64_t q)
 {
@@ -278,14 +135,6 @@ static void *producer_main(void *arg)
     }
     p->cpu_s = thread_cpu_s() - c0;
     return NULL;
-}
-
-static double process_cpu_s(void)
-{
-    struct rusage u;
-    getrusage(RUSAGE_SELF, &u);
-    return (double)u.ru_utime.tv_sec + (double)u.ru_utime.tv_usec * 1e-6 +
-           (double)u.ru_stime.tv_sec + (double)u.ru_stime.tv_usec * 1e-6;
 }
 
 /* CPU seconds of every thread of this process, by tid (ascending: the order
@@ -336,7 +185,7 @@ static void run_load(http_sink *s, double rate, double secs)
     producer p[16];
     int nt = opt.threads;
     double cpu0 = process_cpu_s(), t0 = now_s();
-    uint64_t req0 = atomic_load(&s->requests), bytes0 = atomic_load(&s->bytes);
+    http_sink_counts k0 = http_sink_now(s);
     for (int i = 0; i < nt; i++) {
         p[i] = (producer){.id = i, .req_rate = rate / SPANS_PER_REQ / nt, .until = t0 + secs};
         pthread_create(&p[i].th, NULL, producer_main, &p[i]);
@@ -358,6 +207,7 @@ static void run_load(http_sink *s, double rate, double secs)
     cbt_otlp_stats x = CBT_STRUCT_INIT(cbt_otlp_stats);
     cbt_otlp_exporter_stats(g_exp, &x);
     cbt_shutdown();
+    http_sink_counts k1 = http_sink_now(s);
     uint64_t spans = requests * SPANS_PER_REQ;
     double pc = 0;
     for (int i = 0; i < nt; i++)
@@ -371,8 +221,8 @@ static void run_load(http_sink *s, double rate, double secs)
            x.spans_exported ? cpu / (double)x.spans_exported * 1e6 : 0.0,
            x.spans_exported ? (cpu - pc) / (double)x.spans_exported * 1e6 : 0.0,
            (double)m.lag_max_ns * 1e-6,
-           (unsigned long long)(atomic_load(&s->requests) - req0),
-           (double)(atomic_load(&s->bytes) - bytes0) / 1e6,
+           (unsigned long long)(k1.requests - k0.requests),
+           (double)(k1.bytes - k0.bytes) / 1e6,
            fst == CBT_OK ? "" : "  (flush timed out)");
     /* threads in creation order: main, the sink, the harvester, the
      * exporter, the producers (the producers have exited: their CPU is the
@@ -446,7 +296,7 @@ int main(int argc, char **argv)
     }
     if (opt.threads < 1 || opt.threads > 16)
         opt.threads = 1;
-    http_sink *s = sink_start();
+    http_sink *s = http_sink_start();
     if (opt.idle) {
         run_idle(s, opt.seconds > 0 ? opt.seconds : opt.quick ? 2.0 : 5.0);
     } else {
@@ -457,6 +307,6 @@ int main(int argc, char **argv)
         for (int i = 0; i < n; i++)
             run_load(s, r[i], secs);
     }
-    sink_stop(s);
+    (void)http_sink_stop(s);
     return 0;
 }
