@@ -20,9 +20,10 @@
  *     harvester naps for poll_interval_us (default 10 ms: the bound on a
  *     publish's wait to be dispatched under load; a tenth of it after a
  *     round of HEAVY_ROUND events or more, so a burst keeps the lanes
- *     short and the wake-ups stay at most ~1000 a second). A nap sets hv_sleeping
- *     to CBT_HV_NAP, which no publisher reacts to: in steady state
- *     publishers make no system call. Only a kick ends a nap early: a
+ *     short and the wake-ups stay at most ~1000 a second). A nap waits on
+ *     hv_napping, which no publisher reads: in steady state publishers make
+ *     no system call, and the word they do read (hv_sleeping) stays in
+ *     their caches. Only a kick ends a nap early: a
  *     flush request, stop, or a lane past half full (lane.c), so a burst
  *     cannot overflow a lane while we nap;
  *   - after IDLE_AFTER_US of empty naps with nothing pending it sleeps
@@ -110,9 +111,13 @@ static _Atomic uint32_t *kicked_word(cbt_tracer *t) { return &t->hv_kicked; }
 
 void cbt_harvester_kick_(cbt_tracer *t)
 {
-    /* seq_cst store, then seq_cst exchange: pairs with nap()/deep_sleep()'s
-     * store of the word and exchange of hv_kicked (see the top) */
+    /* seq_cst store, then seq_cst exchanges: pairs with nap()/deep_sleep()'s
+     * store of their word and exchange of hv_kicked (see the top) */
     atomic_store_explicit(kicked_word(t), 1, memory_order_seq_cst);
+    if (atomic_exchange_explicit(&t->hv_napping, 0, memory_order_seq_cst) != 0) {
+        cbt_futex_wake_(&t->hv_napping, 1);
+        atomic_fetch_add_explicit(&t->hv_kicks, 1, memory_order_relaxed);
+    }
     if (atomic_exchange_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_seq_cst) !=
         CBT_HV_AWAKE) {
         cbt_futex_wake_(&t->hv_sleeping, 1);
@@ -144,14 +149,19 @@ static int take_kick(cbt_tracer *t)
     return atomic_exchange_explicit(kicked_word(t), 0, memory_order_seq_cst) != 0;
 }
 
-/* A timed sleep between working rounds: only a kick ends it early. */
+/* A timed sleep between working rounds: only a kick ends it early. It
+ * waits on hv_napping, a word of its own that no publisher reads, so that
+ * the line publishers read after each commit (hv_sleeping) is not written
+ * at every nap; that word is cleared here only when a deep sleep left it. */
 static void nap(cbt_tracer *t, uint32_t us)
 {
-    atomic_store_explicit(&t->hv_sleeping, CBT_HV_NAP, memory_order_seq_cst);
+    if (atomic_load_explicit(&t->hv_sleeping, memory_order_relaxed) != CBT_HV_AWAKE)
+        atomic_store_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_relaxed);
     t->hv_armed = 0;
+    atomic_store_explicit(&t->hv_napping, 1, memory_order_seq_cst);
     if (!take_kick(t))
-        cbt_futex_wait_us_(&t->hv_sleeping, CBT_HV_NAP, us);
-    atomic_store_explicit(&t->hv_sleeping, CBT_HV_AWAKE, memory_order_relaxed);
+        cbt_futex_wait_us_(&t->hv_napping, 1, us);
+    atomic_store_explicit(&t->hv_napping, 0, memory_order_relaxed);
     (void)take_kick(t);
 }
 

@@ -208,7 +208,8 @@ static void lanes_reap(cbt_tracer *t)
  * first touch, a page fault (2-3 us on a VM) every 64 cells of the first
  * lap, on the producer's path. So while a lane is in its first lap the
  * harvester keeps the next POP_AHEAD_CELLS past its producer's tail faulted
- * in (MADV_POPULATE_WRITE, Linux 5.14; elsewhere, or when refused, the
+ * in (refilled once less than half of that is left: one madvise per 512 KiB
+ * of the lane) (MADV_POPULATE_WRITE, Linux 5.14; elsewhere, or when refused, the
  * producer faults as before), at most CBT_POP_BUDGET_CELLS a round in all,
  * so a burst of new threads never holds the drain for long, and a lane is
  * resident only as far as its thread has gone. The producer may write
@@ -234,6 +235,11 @@ static uint32_t populate_plan(cbt_tracer *t, cbt_pop_range *out, uint32_t max)
             l->pop_upto = cap;
             continue;
         }
+        /* hysteresis: refill only once less than half the distance is
+         * left, so a slow producer costs one madvise per 512 KiB, not one
+         * per round */
+        if (l->pop_upto > tail + POP_AHEAD_CELLS / 2)
+            continue;
         uint64_t want = tail + POP_AHEAD_CELLS < cap ? tail + POP_AHEAD_CELLS : cap;
         if (want <= l->pop_upto)
             continue;

@@ -182,13 +182,14 @@ struct cbt_tracer {
     _Atomic uint64_t busy_ns; /* time spent draining non-empty batches */
 
     /* The harvester's sleep (harvester.c, "Sleeping"). `hv_sleeping` is
-     * CBT_HV_AWAKE, CBT_HV_NAP (a timed sleep between working rounds: only a
-     * kick ends it early) or CBT_HV_DEEP (idle: the next publish wakes it);
+     * CBT_HV_AWAKE or CBT_HV_DEEP (idle: the next publish wakes it); its
+     * naps between working rounds wait on hv_napping instead;
      * a publisher reads it once after each commit (cbt_harvester_nudge_), so
      * it sits alone on a line that changes only when the harvester sleeps
      * or wakes. */
     _Alignas(64) _Atomic uint32_t hv_sleeping;
-    _Alignas(64) _Atomic uint64_t hv_wakeups; /* publishers that woke it from a deep sleep */
+    _Alignas(64) _Atomic uint32_t hv_napping; /* 1 while it naps (futex word; kicks clear it) */
+    _Atomic uint64_t hv_wakeups; /* publishers that woke it from a deep sleep */
     _Atomic uint64_t hv_kicks;                /* naps or sleeps a kick ended */
     _Atomic uint32_t hv_kicked;               /* a kick since the harvester last looked */
     int hv_membarrier; /* harvester: MEMBARRIER_CMD_PRIVATE_EXPEDITED is registered */
@@ -328,7 +329,7 @@ void cbt_harvester_add_source_(cbt_tracer *t, const cbt_hv_source *src);
 void cbt_harvester_add_tap_(cbt_tracer *t, const cbt_hv_tap *tap);
 
 /* hv_sleeping's values (harvester.c, "Sleeping") */
-enum { CBT_HV_AWAKE = 0, CBT_HV_DEEP = 1, CBT_HV_NAP = 2 };
+enum { CBT_HV_AWAKE = 0, CBT_HV_DEEP = 1 };
 
 /* Wake the harvester from a deep sleep; the one caller that finds it so
  * asleep counts a wake-up. A system call when it sleeps deeply. */
