@@ -204,6 +204,11 @@ static void test_status_names(void)
     CHECK(strcmp(cbt_strerror(CBT_OK), "cbt disabled") == 0);
     CHECK(strcmp(cbt_strerror(CBT_ERR_IO), "cbt disabled") == 0);
     CHECK(strcmp(cbt_strerror(CBT_STATUS_COUNT_), "cbt disabled") == 0);
+    /* the status list stays too: every code, at its value, with a sentence */
+#define STATUS_AT_PLACE_(name, value, message) +(CBT_##name == value && sizeof message > 1)
+    int n_codes = 0 CBT_STATUS_LIST(STATUS_AT_PLACE_);
+#undef STATUS_AT_PLACE_
+    CHECK(n_codes == (int)CBT_STATUS_COUNT_);
 
     cbt_name n = 77;
     CHECK(cbt_intern("my.key", &n) == CBT_OK && n == 0);
