@@ -980,8 +980,7 @@ void cbt_otlp_resource_default(cbt_otlp_resource *r)
 {
     if (!r)
         return;
-    memset(r, 0, sizeof *r);
-    memcpy(r->service_name, "cbt", 4);
+    cbt_otlp_resource_defaults_(r); /* service.name "cbt" (cbt/otlp.h) */
     char id[37];
     uuid_v4(id);
     memcpy(r->service_instance_id, id, sizeof id);

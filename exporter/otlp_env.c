@@ -1,5 +1,6 @@
-/* exporter/otlp_env.c — owns the OTLP exporter's configuration: defaults and
- * the OpenTelemetry SDK environment variables.
+/* exporter/otlp_env.c — owns the OTLP exporter's configuration: defaults (the
+ * list itself is cbt/otlp.h's cbt_otlp_config_defaults_, shared with the
+ * CBT_DISABLE stub) and the OpenTelemetry SDK environment variables.
  *
  * What is read (an empty value counts as unset, as the OTel spec says):
  *   OTEL_SDK_DISABLED                     "true" (any case) disables; anything
@@ -51,26 +52,10 @@
  * the caller's size (internal/abi.h). */
 cbt_status cbt_otlp_config_default_into(cbt_otlp_config *out)
 {
-    cbt_otlp_config full, *c = &full;
-    memset(c, 0, sizeof *c); /* reserved included */
-    c->disabled = 0;
-    snprintf(c->endpoint, sizeof c->endpoint, "http://localhost:4318/" TRACES_PATH);
-    c->protocol = CBT_OTLP_HTTP_PROTOBUF;
-    c->gzip = 0;
-    c->timeout_ms = 10000;
-    c->n_headers = 0;
-    c->verify_tls = 1;
-    c->max_queue = 32768; /* 16 MiB of records: about 32 ms at 1 M spans/s (otlp.h) */
-    c->max_batch = 512;
-    c->schedule_delay_ms = 5000;
-    c->retry_budget_ms = 30000;
-    c->shutdown_timeout_ms = 5000;
-    cbt_otlp_resource_default(&c->resource);
-    snprintf(c->metrics_endpoint, sizeof c->metrics_endpoint, "http://localhost:4318/" METRICS_PATH);
-    c->metrics_interval_ms = 60000;
-    c->blend = NULL; /* the caller names the set: no metrics export by default */
-    c->metrics_disabled = 0;
-    return cbt_abi_defaults_(out, c, sizeof *c);
+    cbt_otlp_config c;
+    cbt_otlp_config_defaults_(&c);          /* the one list (cbt/otlp.h) */
+    cbt_otlp_resource_default(&c.resource); /* and this process's resource */
+    return cbt_abi_defaults_(out, &c, sizeof c);
 }
 
 /* ---- helpers ------------------------------------------------------------------ */

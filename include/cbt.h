@@ -220,6 +220,37 @@ typedef struct cbt_config {
 #define CBT_CONFIG_VERSION 4u
 CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved4);
 
+/* cbt_config's defaults, the one list of them: libcbt's
+ * cbt_config_default_into() fills them, and so does its CBT_DISABLE stub,
+ * which then clears `enabled`. Not a call to make: cbt_config_default()
+ * (below) asks libcbt, whose defaults are the ones that count. Every field
+ * not named is zero: no span file, the tree options and trace recording
+ * from the environment, the reserved fields. */
+static inline void cbt_config_defaults_(cbt_config *d)
+{
+    memset(d, 0, sizeof *d);
+    d->version = CBT_CONFIG_VERSION;
+    d->size = (uint32_t)sizeof *d;
+    d->enabled = true;
+    d->mp_subscriber = true;
+    d->queue_capacity = 65536; /* cells: 4.5 MiB */
+    /* cells: 8 MiB per lane, about 24 ms of one thread publishing MP
+     * requests at 1 M spans/s (16 cells a request), so a harvester
+     * descheduled that long on a small machine loses nothing
+     * (docs/performance.md, issue 11) */
+    d->lane_capacity = 131072;
+    d->max_lanes = 64;
+    d->span_pool = 8192;
+    d->registry_capacity = 16384;
+    d->max_sessions = 4096;
+    d->poll_interval_us = 10000; /* the harvester's nap while work flows (harvester.c) */
+    d->idle_sleep_ms = 1000;   /* idle: a publish wakes it; this paces the clock refit */
+    d->shutdown_timeout_ms = 2000;
+    d->ring_capacity = 1u << 16;
+    d->cuda_ring_capacity = 1u << 16;
+    d->ring_placement = CBT_RING_MAPPED;
+}
+
 /* Self-metrics. All counters are totals since cbt_init(). */
 typedef struct cbt_metrics {
     uint32_t version, size;     /* CBT_STRUCT_INIT(cbt_metrics) */
@@ -279,21 +310,8 @@ static inline cbt_status cbt_config_default_into(cbt_config *c)
     if (c->size < 8)
         return CBT_ERR_VERSION;
     cbt_config d;
-    memset(&d, 0, sizeof d);
+    cbt_config_defaults_(&d); /* the one list, above */
     d.enabled = false; /* the one difference: there is no tracer to install */
-    d.mp_subscriber = true;
-    d.queue_capacity = 65536;
-    d.lane_capacity = 131072;
-    d.max_lanes = 64;
-    d.span_pool = 8192;
-    d.registry_capacity = 16384;
-    d.max_sessions = 4096;
-    d.poll_interval_us = 10000;
-    d.idle_sleep_ms = 1000;
-    d.shutdown_timeout_ms = 2000;
-    d.ring_capacity = 1u << 16;
-    d.cuda_ring_capacity = 1u << 16;
-    d.ring_placement = CBT_RING_MAPPED;
     /* the fields after the header, at most c->size bytes (the rule above) */
     memcpy((char *)c + 8, (const char *)&d + 8, (c->size < sizeof d ? c->size : sizeof d) - 8);
     return c->size > sizeof d ? CBT_ERR_VERSION : CBT_OK;
@@ -458,8 +476,9 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
  * 65536-record rings (mapped
  * placement), 8192 spans,
  * 16384 registry entries, 4096 sessions, 200 us poll while busy, a 1 s
- * idle sleep (250 ms while a ring exists), 2000 ms shutdown bound.
- * Inline, so that only this header's sizeof is written (cbt_config_default_into). */
+ * idle sleep (250 ms while a ring exists), 2000 ms shutdown bound: the list
+ * is cbt_config_defaults_ (above). Inline, so that only this header's sizeof
+ * is written (cbt_config_default_into). */
 static inline cbt_config cbt_config_default(void)
 {
     cbt_config c;

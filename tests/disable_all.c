@@ -140,6 +140,15 @@ static void test_cbt_h(void)
         CHECK(cbt_config_default_into(&t) == CBT_ERR_VERSION);
         CHECK(cbt_config_default_into(NULL) == CBT_ERR_INVAL);
     }
+    {   /* every byte: the one list libcbt fills too (cbt_config_defaults_),
+         * enabled cleared (test_disable compares with libcbt itself) */
+        TRUNCATED(t, cbt_config, CBT_CONFIG_VERSION, sizeof(cbt_config));
+        CHECK(cbt_config_default_into(&t) == CBT_OK);
+        cbt_config d;
+        cbt_config_defaults_(&d);
+        d.enabled = false;
+        CHECK(memcmp(&t, &d, sizeof d) == 0);
+    }
     CHECK(!c.enabled);
     CHECK(c.mp_subscriber && c.queue_capacity == 65536 && c.lane_capacity == 131072 &&
           c.max_lanes == 64 && c.span_pool == 8192 && c.registry_capacity == 16384 &&
@@ -204,6 +213,11 @@ static void test_status_names(void)
     CHECK(strcmp(cbt_strerror(CBT_OK), "cbt disabled") == 0);
     CHECK(strcmp(cbt_strerror(CBT_ERR_IO), "cbt disabled") == 0);
     CHECK(strcmp(cbt_strerror(CBT_STATUS_COUNT_), "cbt disabled") == 0);
+    /* the status list stays too: every code, at its value, with a sentence */
+#define STATUS_AT_PLACE_(name, value, message) +(CBT_##name == value && sizeof message > 1)
+    int n_codes = 0 CBT_STATUS_LIST(STATUS_AT_PLACE_);
+#undef STATUS_AT_PLACE_
+    CHECK(n_codes == (int)CBT_STATUS_COUNT_);
 
     cbt_name n = 77;
     CHECK(cbt_intern("my.key", &n) == CBT_OK && n == 0);
@@ -496,6 +510,13 @@ static void test_kernels(void)
               t.mode == CBT_REC_LAUNCH && all_ff((char *)&t + t.size, sizeof t - t.size));
         CHECK(cbt_launch_info_default_into(NULL, CBT_KOP_USER, 1) == CBT_ERR_INVAL);
     }
+    {   /* every byte: the one list libcbt fills too */
+        TRUNCATED(t, cbt_launch_info, CBT_LAUNCH_INFO_VERSION, sizeof(cbt_launch_info));
+        CHECK(cbt_launch_info_default_into(&t, CBT_KOP_GATHER, 9) == CBT_OK);
+        cbt_launch_info d;
+        cbt_launch_info_defaults_(&d, CBT_KOP_GATHER, 9);
+        CHECK(memcmp(&t, &d, sizeof d) == 0);
+    }
     cbt_kspan ks;
     memset(&ks, 0xff, sizeof ks);
     CHECK(cbt_launch_begin(NULL, "req-1", &li, &ks) == CBT_OK);
@@ -606,6 +627,9 @@ static void test_otlp_h(void)
     cbt_otlp_resource_default(&r);
     CHECK(strcmp(r.service_name, "cbt") == 0 && empty(r.service_instance_id) &&
           empty(r.host_name) && r.pid == 0 && empty(r.gpu_name) && r.n_extra == 0);
+    static cbt_otlp_resource r0; /* large: static */
+    cbt_otlp_resource_defaults_(&r0);
+    CHECK(memcmp(&r, &r0, sizeof r) == 0); /* the fixed part libcbt's starts from */
     cbt_buf buf;
     buf.data = NULL;
     buf.len = buf.cap = 0;
@@ -636,6 +660,16 @@ static void test_otlp_h(void)
         CHECK(t.size == n && t.disabled == 1 && memcmp(t.endpoint, "http://l", 8) == 0);
         CHECK(all_ff((char *)&t + n, sizeof t - n));
         CHECK(cbt_otlp_config_default_into(NULL) == CBT_ERR_INVAL);
+    }
+    {   /* every byte: the one list libcbt fills too, both exports off */
+        static cbt_otlp_config t, d; /* large: static */
+        memset(&t, 0xff, sizeof t);
+        t.version = CBT_OTLP_CONFIG_VERSION;
+        t.size = (uint32_t)sizeof t;
+        CHECK(cbt_otlp_config_default_into(&t) == CBT_OK);
+        cbt_otlp_config_defaults_(&d);
+        d.disabled = d.metrics_disabled = 1;
+        CHECK(memcmp(&t, &d, sizeof d) == 0);
     }
     setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "1234", 1);
     CHECK(cbt_otlp_config_from_env(&g_ocfg, stderr) == CBT_OK);

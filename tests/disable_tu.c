@@ -2,10 +2,14 @@
  * in this translation unit must compile to nothing. */
 #include "cbt.h"
 #include "cbt/kernel_span.h"
+#include "cbt/otlp.h"
 
 int disabled_publish_many(int n, cbt_stream *s);
 int disabled_enabled(void);
 void disabled_kernel_span(const cbt_ring_dev *ring);
+cbt_status disabled_config_default_into(cbt_config *c);
+cbt_status disabled_launch_info_default_into(cbt_launch_info *li, cbt_kernel_op op, uint32_t n);
+cbt_status disabled_otlp_config_default_into(cbt_otlp_config *c);
 
 int disabled_publish_many(int n, cbt_stream *s)
 {
@@ -29,4 +33,15 @@ void disabled_kernel_span(const cbt_ring_dev *ring)
     CBT_KERNEL_SPAN_BEGIN(span);
     CBT_KERNEL_SPAN_END(span, 5);
     CBT_KERNEL_SPAN(span, 7) { (void)0; }
+}
+
+/* The defaults' stubs, for test_disable to compare with libcbt's. */
+cbt_status disabled_config_default_into(cbt_config *c) { return cbt_config_default_into(c); }
+cbt_status disabled_launch_info_default_into(cbt_launch_info *li, cbt_kernel_op op, uint32_t n)
+{
+    return cbt_launch_info_default_into(li, op, n);
+}
+cbt_status disabled_otlp_config_default_into(cbt_otlp_config *c)
+{
+    return cbt_otlp_config_default_into(c);
 }

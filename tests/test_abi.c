@@ -147,7 +147,7 @@ static void metrics_both_directions(void **state)
             unsigned char raw[sizeof(type) + 16];                                 \
         } u_;                                                                     \
         memset(&u_, POISON, sizeof u_);                                           \
-        u_.v.version = 1;                                                         \
+        u_.v.version = type##_version_;                                           \
         u_.v.size = 16;                                                           \
         type *o_ = &u_.v;                                                        \
         cbt_status st_ = (call);                                                  \
@@ -155,7 +155,7 @@ static void metrics_both_directions(void **state)
         assert_int_equal(u_.v.size, 16);                                          \
         assert_true(poisoned(u_.raw + 16, sizeof u_.raw - 16));                   \
         memset(&u_, POISON, sizeof u_);                                           \
-        u_.v.version = 1;                                                         \
+        u_.v.version = type##_version_;                                           \
         u_.v.size = (uint32_t)sizeof u_.raw;                                      \
         st_ = (call);                                                             \
         assert_true(st_ == CBT_OK || st_ == CBT_ERR_UNSUPPORTED);                 \
@@ -184,6 +184,97 @@ static void stats_getters_bounded(void **state)
     assert_int_equal(cbt_stream_cpu_create(0, &st), CBT_OK);
     CHECK_OUT(cbt_stream_stats, cbt_stream_stats_get(st, o_));
     cbt_stream_destroy(st);
+    tu_stop();
+}
+
+/* cbt_mp_stats and cbt_cb_stats are one struct now, cbt_tree_stats
+ * (cbt/request_tree.h), and a program built against their older headers
+ * still gets what it knows. cbt_mp_stats versions 1 and 2 are
+ * cbt_tree_stats's first fields, at their old offsets; cbt_cb_stats versions
+ * 1 and 2 had a layout of their own, which cbt_cb_stats_get fills for a
+ * caller saying version 1 or 2. Both old layouts, as they were: */
+#define MP_STATS_V2_FIELDS(F)                                                                \
+    F(roots_opened) F(roots_lazy) F(roots_closed) F(roots_deferred) F(children_opened)      \
+    F(children_closed) F(unmatched_end) F(duplicate_request_end) F(request_end_unknown)    \
+    F(sessions_full) F(children_full) F(incomplete_at_shutdown) F(sessions_open)           \
+    F(late_children) F(evicted_idle) F(evicted_full) F(evicted_span_pool)                  \
+    F(children_evicted_idle) F(children_evicted_full) F(timeout_spans) F(transfer_spans)   \
+    F(transfer_samples_skipped) F(sessions_reused)
+#define CB_STATS_V2_FIELDS(F)                                                                \
+    F(roots_opened) F(roots_closed) F(roots_deferred) F(children_opened) F(children_closed) \
+    F(point_events) F(unmatched_end) F(no_root) F(duplicate_request_end)                   \
+    F(request_end_unknown) F(sessions_full) F(children_full) F(incomplete_at_shutdown)     \
+    F(sessions_open) F(roots_remote) F(sampled_out) F(sibling_request_end) F(late_children) \
+    F(evicted_idle) F(evicted_full) F(evicted_span_pool) F(children_evicted_idle)          \
+    F(children_evicted_full) F(sessions_reused)
+#define V2_FIELD_(name) uint64_t name;
+typedef struct {
+    uint32_t version, size;
+    CB_STATS_V2_FIELDS(V2_FIELD_)
+} cb_stats_v2;
+#undef V2_FIELD_
+#define CB_STATS_V1_SIZE (offsetof(cb_stats_v2, sampled_out) + 8)
+
+static void tree_stats_older_callers(void **state)
+{
+    (void)state;
+    /* MP: the old offsets hold (so its version 1 and 2 sizes, 112 and 192) */
+#define OFFSET_(name) offsetof(cbt_tree_stats, name),
+    static const size_t mp_at[] = {MP_STATS_V2_FIELDS(OFFSET_)};
+#undef OFFSET_
+    for (size_t i = 0; i < sizeof mp_at / sizeof mp_at[0]; i++)
+        if (mp_at[i] != 8 + 8 * i)
+            fail_msg("cbt_mp_stats v2 field %zu moved to offset %zu", i, mp_at[i]);
+    assert_int_equal(offsetof(cbt_tree_stats, sessions_open) + 8, 112);
+
+    /* CB: counters that differ, read by a current caller and by old ones */
+    tu_start(NULL);
+    cbt_subscriber sub;
+    assert_int_equal(cbt_cb_subscriber_create(0, &sub), CBT_OK);
+    assert_int_equal(cbt_add_subscriber(&sub), CBT_OK);
+    tu_pub(CBT_EV_CB_REQUEST_START, "a");
+    tu_pub(CBT_EV_CB_SCATTER_END, "a");     /* unmatched_end */
+    tu_pub(CBT_EV_CB_CHUNKS_EVICTED, "b");  /* point_events, no_root */
+    tu_pub(CBT_EV_CB_CHUNKS_EVICTED, "a");  /* point_events */
+    tu_pub(CBT_EV_CB_REQUEST_END, "a");     /* roots_closed */
+    tu_pub(CBT_EV_CB_REQUEST_END, "a");     /* sibling_request_end */
+    tu_flush();
+    cbt_cb_stats now = CBT_STRUCT_INIT(cbt_cb_stats);
+    assert_int_equal(cbt_cb_stats_get(NULL, &now), CBT_OK);
+    assert_int_equal(now.version, CBT_TREE_STATS_VERSION);
+    assert_int_equal(now.size, sizeof now);
+    assert_int_equal(now.roots_opened, 1);
+    assert_int_equal(now.point_events, 2);
+    assert_int_equal(now.no_root, 1);
+    assert_int_equal(now.unmatched_end, 1);
+    assert_int_equal(now.sibling_request_end, 1);
+
+    union {
+        cb_stats_v2 v;
+        unsigned char raw[sizeof(cb_stats_v2) + 16];
+    } u;
+    memset(&u, POISON, sizeof u);
+    u.v.version = 2;
+    u.v.size = (uint32_t)sizeof u.v;
+    assert_int_equal(cbt_cb_stats_get(NULL, (cbt_cb_stats *)(void *)&u.v), CBT_OK);
+    assert_int_equal(u.v.version, 2);
+    assert_int_equal(u.v.size, sizeof u.v);
+#define SAME_(name)                                                                      \
+    if (u.v.name != now.name)                                                            \
+        fail_msg("cbt_cb_stats v2 " #name ": %llu, now %llu", (unsigned long long)u.v.name, \
+                 (unsigned long long)now.name);
+    CB_STATS_V2_FIELDS(SAME_)
+#undef SAME_
+    assert_true(poisoned(u.raw + sizeof u.v, 16));
+
+    memset(&u, POISON, sizeof u);
+    u.v.version = 1;
+    u.v.size = (uint32_t)CB_STATS_V1_SIZE;
+    assert_int_equal(cbt_cb_stats_get(NULL, (cbt_cb_stats *)(void *)&u.v), CBT_OK);
+    assert_int_equal(u.v.size, CB_STATS_V1_SIZE);
+    assert_int_equal(u.v.point_events, 2);
+    assert_int_equal(u.v.sampled_out, 0);
+    assert_true(poisoned(u.raw + CB_STATS_V1_SIZE, sizeof u.raw - CB_STATS_V1_SIZE));
     tu_stop();
 }
 
@@ -591,6 +682,7 @@ int main(void)
         cmocka_unit_test_teardown(config_newer_caller, tu_teardown),
         cmocka_unit_test_teardown(metrics_both_directions, tu_teardown),
         cmocka_unit_test_teardown(stats_getters_bounded, tu_teardown),
+        cmocka_unit_test_teardown(tree_stats_older_callers, tu_teardown),
         cmocka_unit_test_teardown(sink_older_caller, tu_teardown),
         cmocka_unit_test_teardown(sink_v1_without_spans_lost, tu_teardown),
         cmocka_unit_test_teardown(launch_info_both_directions, tu_teardown),

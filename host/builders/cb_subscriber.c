@@ -284,43 +284,41 @@ cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *
     return cbt_cb_subscriber_create_opts_into(&o, out);
 }
 
-cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *caller)
+/* cbt_cb_stats as it was, versions 1 and 2, before it became cbt_tree_stats
+ * (cbt/cb.h): its fields in their order, frozen, for programs built against
+ * those headers. Each is the cbt_tree_stats field of the same name. */
+#define CB_STATS_V2_FIELDS(F)                                                                \
+    F(roots_opened) F(roots_closed) F(roots_deferred) F(children_opened) F(children_closed) \
+    F(point_events) F(unmatched_end) F(no_root) F(duplicate_request_end)                   \
+    F(request_end_unknown) F(sessions_full) F(children_full) F(incomplete_at_shutdown)     \
+    F(sessions_open) F(roots_remote) F(sampled_out)                                        \
+    /* version 2 */                                                                         \
+    F(sibling_request_end) F(late_children) F(evicted_idle) F(evicted_full)                \
+    F(evicted_span_pool) F(children_evicted_idle) F(children_evicted_full) F(sessions_reused)
+
+typedef struct cb_stats_v2 {
+    uint32_t version, size;
+#define FIELD_(name) uint64_t name;
+    CB_STATS_V2_FIELDS(FIELD_)
+#undef FIELD_
+} cb_stats_v2;
+_Static_assert(sizeof(cb_stats_v2) == 200, "cbt_cb_stats version 2 was 200 bytes");
+
+cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_tree_stats *caller)
 {
     cbt_status rc = cbt_abi_out_check_(caller);
     if (rc)
         return rc;
-    cbt_tree *e = NULL;
-    if ((rc = cbt_tree_find_(sub, &k_cb_path, &e)))
+    if (caller->version != 1 && caller->version != 2)
+        return cbt_tree_stats_get_(sub, &k_cb_path, caller);
+    cbt_tree_stats t;
+    if ((rc = cbt_tree_stats_fill_(sub, &k_cb_path, &t)))
         return rc;
-    const cbt_tree_counters *c = cbt_tree_counters_(e);
-    cbt_cb_stats full, *out = &full;
-    memset(out, 0, sizeof *out);
-#define R(f) atomic_load_explicit(&c->f, memory_order_relaxed)
-    out->roots_opened = R(roots_opened);
-    out->roots_closed = R(roots_closed);
-    out->roots_deferred = R(roots_deferred);
-    out->children_opened = R(children_opened);
-    out->children_closed = R(children_closed);
-    out->point_events = R(point_events);
-    out->unmatched_end = R(unmatched_end);
-    out->no_root = R(no_root);
-    out->duplicate_request_end = R(duplicate_request_end);
-    out->request_end_unknown = R(request_end_unknown);
-    out->sessions_full = R(sessions_full);
-    out->children_full = R(children_full);
-    out->incomplete_at_shutdown = R(incomplete_at_shutdown);
-    out->sessions_open = R(sessions_live);
-    out->roots_remote = R(roots_remote);
-    out->sampled_out = R(sampled_out);
-    out->sibling_request_end = R(sibling_request_end);
-    out->late_children = R(late_children);
-    out->evicted_idle = R(evicted_idle);
-    out->evicted_full = R(evicted_full);
-    out->evicted_span_pool = R(evicted_span_pool);
-    out->children_evicted_idle = R(children_evicted_idle);
-    out->children_evicted_full = R(children_evicted_full);
-    out->sessions_reused = R(sessions_reused);
-#undef R
-    cbt_abi_out_(caller, out, sizeof *out, CBT_CB_STATS_VERSION);
+    cb_stats_v2 old;
+    memset(&old, 0, sizeof old);
+#define COPY_(name) old.name = t.name;
+    CB_STATS_V2_FIELDS(COPY_)
+#undef COPY_
+    cbt_abi_out_(caller, &old, sizeof old, 2); /* a version-1 caller's size stops at sampled_out */
     return CBT_OK;
 }

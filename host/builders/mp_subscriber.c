@@ -137,6 +137,17 @@ static cbt_status mp_custom(cbt_tree *e, const cbt_event *ev)
     return cbt_xfer_on_event(st->xfer, cbt_tree_tracer(e), ev); /* MP_TRANSFER_PHASE_SAMPLES */
 }
 
+/* The MP path's own counters: timeout spans and the transfer phases. */
+static void mp_stats(cbt_tree *e, cbt_tree_stats *out)
+{
+    const mp_state *st = cbt_tree_pctx(e);
+    out->timeout_spans = atomic_load_explicit(&st->timeout_spans, memory_order_relaxed);
+    cbt_xfer_stats xs;
+    cbt_xfer_stats_get(st->xfer, &xs);
+    out->transfer_spans = xs.spans;
+    out->transfer_samples_skipped = xs.samples_skipped + xs.unknown_key;
+}
+
 static void mp_shutdown(cbt_tree *e, uint64_t now_ns)
 {
     (void)now_ns;
@@ -164,6 +175,7 @@ static const cbt_tree_path k_mp_path = {
     .on_child_start = mp_child_start,
     .on_child_end = mp_child_end,
     .on_custom = mp_custom,
+    .on_stats = mp_stats,
     .on_shutdown = mp_shutdown,
     .on_destroy = mp_destroy,
 };
@@ -202,45 +214,7 @@ cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *
     return cbt_mp_subscriber_create_opts_into(&o, out);
 }
 
-cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *caller)
+cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_tree_stats *out)
 {
-    cbt_status rc = cbt_abi_out_check_(caller);
-    if (rc)
-        return rc;
-    cbt_tree *e = NULL;
-    if ((rc = cbt_tree_find_(sub, &k_mp_path, &e)))
-        return rc;
-    const cbt_tree_counters *c = cbt_tree_counters_(e);
-    const mp_state *st = cbt_tree_pctx(e);
-    cbt_mp_stats full, *out = &full;
-    memset(out, 0, sizeof *out);
-#define R(f) atomic_load_explicit(&c->f, memory_order_relaxed)
-    out->roots_opened = R(roots_opened);
-    out->roots_lazy = R(roots_lazy);
-    out->roots_closed = R(roots_closed);
-    out->roots_deferred = R(roots_deferred);
-    out->children_opened = R(children_opened);
-    out->children_closed = R(children_closed);
-    out->unmatched_end = R(unmatched_end);
-    out->duplicate_request_end = R(duplicate_request_end);
-    out->request_end_unknown = R(request_end_unknown);
-    out->sessions_full = R(sessions_full);
-    out->children_full = R(children_full);
-    out->incomplete_at_shutdown = R(incomplete_at_shutdown);
-    out->sessions_open = R(sessions_live);
-    out->late_children = R(late_children);
-    out->evicted_idle = R(evicted_idle);
-    out->evicted_full = R(evicted_full);
-    out->evicted_span_pool = R(evicted_span_pool);
-    out->children_evicted_idle = R(children_evicted_idle);
-    out->children_evicted_full = R(children_evicted_full);
-    out->sessions_reused = R(sessions_reused);
-#undef R
-    out->timeout_spans = atomic_load_explicit(&st->timeout_spans, memory_order_relaxed);
-    cbt_xfer_stats xs;
-    cbt_xfer_stats_get(st->xfer, &xs);
-    out->transfer_spans = xs.spans;
-    out->transfer_samples_skipped = xs.samples_skipped + xs.unknown_key;
-    cbt_abi_out_(caller, out, sizeof *out, CBT_MP_STATS_VERSION);
-    return CBT_OK;
+    return cbt_tree_stats_get_(sub, &k_mp_path, out);
 }

@@ -1005,7 +1005,62 @@ cbt_status cbt_tree_find_(const cbt_subscriber *sub, const cbt_tree_path *path, 
     return CBT_OK;
 }
 
-const cbt_tree_counters *cbt_tree_counters_(const cbt_tree *e) { return &e->c; }
+cbt_status cbt_tree_stats_fill_(const cbt_subscriber *sub, const cbt_tree_path *path,
+                                cbt_tree_stats *full)
+{
+    cbt_tree *e = NULL;
+    cbt_status rc = cbt_tree_find_(sub, path, &e);
+    if (rc)
+        return rc;
+    const cbt_tree_counters *c = &e->c;
+    memset(full, 0, sizeof *full);
+    full->version = CBT_TREE_STATS_VERSION;
+    full->size = (uint32_t)sizeof *full;
+#define R(f) atomic_load_explicit(&c->f, memory_order_relaxed)
+    full->roots_opened = R(roots_opened);
+    full->roots_lazy = R(roots_lazy);
+    full->roots_closed = R(roots_closed);
+    full->roots_deferred = R(roots_deferred);
+    full->children_opened = R(children_opened);
+    full->children_closed = R(children_closed);
+    full->unmatched_end = R(unmatched_end);
+    full->duplicate_request_end = R(duplicate_request_end);
+    full->request_end_unknown = R(request_end_unknown);
+    full->sessions_full = R(sessions_full);
+    full->children_full = R(children_full);
+    full->incomplete_at_shutdown = R(incomplete_at_shutdown);
+    full->sessions_open = R(sessions_live);
+    full->late_children = R(late_children);
+    full->evicted_idle = R(evicted_idle);
+    full->evicted_full = R(evicted_full);
+    full->evicted_span_pool = R(evicted_span_pool);
+    full->children_evicted_idle = R(children_evicted_idle);
+    full->children_evicted_full = R(children_evicted_full);
+    full->sessions_reused = R(sessions_reused);
+    full->point_events = R(point_events);
+    full->no_root = R(no_root);
+    full->roots_remote = R(roots_remote);
+    full->sampled_out = R(sampled_out);
+    full->sibling_request_end = R(sibling_request_end);
+#undef R
+    if (path->on_stats)
+        path->on_stats(e, full);
+    return CBT_OK;
+}
+
+cbt_status cbt_tree_stats_get_(const cbt_subscriber *sub, const cbt_tree_path *path,
+                               cbt_tree_stats *caller)
+{
+    cbt_status rc = cbt_abi_out_check_(caller);
+    if (rc)
+        return rc;
+    cbt_tree_stats full;
+    if ((rc = cbt_tree_stats_fill_(sub, path, &full)))
+        return rc;
+    cbt_abi_out_(caller, &full, sizeof full, CBT_TREE_STATS_VERSION);
+    return CBT_OK;
+}
+
 void *cbt_tree_pctx(cbt_tree *e) { return e->pctx; }
 cbt_tracer *cbt_tree_tracer(cbt_tree *e) { return e->t; }
 cbt_span *cbt_tree_root(cbt_tree_session *s) { return s && s->root_open ? s->root : NULL; }

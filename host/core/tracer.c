@@ -63,29 +63,7 @@ cbt_tracer *cbt_tracer_admin_(void) { return admin_tracer(); }
 cbt_status cbt_config_default_into(cbt_config *out)
 {
     cbt_config c;
-    memset(&c, 0, sizeof c); /* reserved included */
-    c.enabled = true;
-    c.mp_subscriber = true;
-    c.queue_capacity = 65536; /* cells: 4.5 MiB (cbt.h) */
-    /* cells: 8 MiB per lane, about 24 ms of one thread publishing MP
-     * requests at 1 M spans/s (16 cells a request), so a harvester
-     * descheduled that long on a small machine loses nothing
-     * (docs/performance.md, issue 11) */
-    c.lane_capacity = 131072;
-    c.max_lanes = 64;
-    c.span_pool = 8192;
-    c.registry_capacity = 16384;
-    c.max_sessions = 4096;
-    /* the harvester's nap between working rounds: under load an event waits
-     * at most this (plus a round) to be dispatched, and the harvester wakes
-     * about 100 times a second, never woken by a publish (harvester.c) */
-    c.poll_interval_us = 10000;
-    c.idle_sleep_ms = 1000;   /* idle: a publish wakes it; this paces the clock refit */
-    c.shutdown_timeout_ms = 2000;
-    c.jsonl_path = NULL;
-    c.ring_capacity = 1u << 16;
-    c.cuda_ring_capacity = 1u << 16;
-    c.ring_placement = CBT_RING_MAPPED;
+    cbt_config_defaults_(&c); /* the one list of the defaults (cbt.h) */
     return cbt_abi_defaults_(out, &c, sizeof c);
 }
 

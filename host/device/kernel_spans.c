@@ -92,10 +92,7 @@ struct cbt_kspans {
 cbt_status cbt_launch_info_default_into(cbt_launch_info *out, cbt_kernel_op op, uint32_t n_ctas)
 {
     cbt_launch_info li;
-    memset(&li, 0, sizeof li); /* reserved included */
-    li.op = op;
-    li.mode = CBT_REC_LAUNCH;
-    li.n_ctas = n_ctas;
+    cbt_launch_info_defaults_(&li, op, n_ctas); /* the one list (cbt/kernel.h) */
     return cbt_abi_defaults_(out, &li, sizeof li);
 }
 

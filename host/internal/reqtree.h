@@ -110,11 +110,13 @@ typedef struct cbt_tree_path {
     void (*on_root_end_event)(cbt_tree *e, cbt_tree_session *s, const cbt_event *ev);
     void (*on_point)(cbt_tree *e, cbt_tree_session *s, cbt_name point, const cbt_event *ev);
     cbt_status (*on_custom)(cbt_tree *e, const cbt_event *ev);
+    /* the path's own counters into *out (MP: timeout and transfer spans) */
+    void (*on_stats)(cbt_tree *e, cbt_tree_stats *out);
     void (*on_shutdown)(cbt_tree *e, uint64_t now_ns);
     void (*on_destroy)(cbt_tree *e);
 } cbt_tree_path;
 
-/* The engine's counters (the paths' public stats are read from these). */
+/* The engine's counters (cbt_tree_stats is read from these). */
 typedef struct cbt_tree_counters {
     _Atomic uint64_t roots_opened, roots_lazy, roots_closed, roots_deferred, roots_remote;
     _Atomic uint64_t children_opened, children_closed, point_events, unmatched_end;
@@ -154,7 +156,17 @@ cbt_status cbt_tree_subscriber_(const cbt_tree_path *path, const cbt_tree_opts *
  * NOT_INITIALIZED as cbt_mp_stats_get says. */
 cbt_status cbt_tree_find_(const cbt_subscriber *sub, const cbt_tree_path *path, cbt_tree **out);
 
-const cbt_tree_counters *cbt_tree_counters_(const cbt_tree *e);
+/* The one filling of cbt_tree_stats: every counter of the engine behind
+ * (sub, path), as cbt_tree_find_ finds it, and the path's own (on_stats),
+ * into the complete struct *full (version and size cbt's own). */
+cbt_status cbt_tree_stats_fill_(const cbt_subscriber *sub, const cbt_tree_path *path,
+                                cbt_tree_stats *full);
+
+/* The stats getters (cbt_mp_stats_get, cbt_cb_stats_get): the header check,
+ * cbt_tree_stats_fill_, then at most caller->size bytes into *caller (the
+ * out-struct rule, internal/abi.h). */
+cbt_status cbt_tree_stats_get_(const cbt_subscriber *sub, const cbt_tree_path *path,
+                               cbt_tree_stats *caller);
 
 /* ---- for the paths' hooks ---------------------------------------------- */
 

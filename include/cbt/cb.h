@@ -83,43 +83,20 @@ extern "C" {
 
 #define CBT_CB_CHILDREN_MAX 32 /* open child spans per session; the oldest ends to make room */
 
-typedef struct cbt_cb_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_cb_stats): what the caller knows (cbt.h) */
-    uint64_t roots_opened;
-    uint64_t roots_closed;
-    uint64_t roots_deferred;      /* CB_REQUEST_END arrived with GPU ops pending */
-    uint64_t children_opened;
-    uint64_t children_closed;
-    uint64_t point_events;        /* zero-duration point-event spans emitted */
-    uint64_t unmatched_end;       /* END with no open START: no span; it still retires a
-                                     pending SUBMITTED of its op */
-    uint64_t no_root;             /* event for a session without an open cb.request: its span is
-                                     a root of its own (the request's derived trace); a
-                                     session-less START/END builds nothing */
-    uint64_t duplicate_request_end; /* a repeat REQUEST_END while deferred or in the grace
-                                       window (MP; the CB path counts sibling_request_end) */
-    uint64_t request_end_unknown; /* CB_REQUEST_END for a session never seen */
-    uint64_t sessions_full;       /* events dropped: max_sessions reached */
-    uint64_t children_full;       /* START dropped: no span even after evicting for the pool */
-    uint64_t incomplete_at_shutdown;
-    uint64_t sessions_open;       /* requests with anything open or pending now (after the last
-                                     event); closed ones kept for late children are not counted */
-    uint64_t roots_remote;        /* CB_REQUEST_START with a remote parent: root elided */
-    uint64_t sampled_out;         /* requests and events ignored: their context was not sampled */
-    /* version 2: the request-tree engine (cbt/request_tree.h) */
-    uint64_t sibling_request_end; /* CB_REQUEST_END of another worker or retrieve pass: not an error */
-    uint64_t late_children;       /* children that joined a closed root within the grace window */
-    uint64_t evicted_idle;        /* sessions idle past idle_ms: ended incomplete */
-    uint64_t evicted_full;        /* sessions evicted to make room in a full table */
-    uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
-    uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
-    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_CB_CHILDREN_MAX) */
-    uint64_t sessions_reused;     /* CB_REQUEST_START for an id with children still open: they
-                                     end incomplete (cbt.evicted = "reused") */
-} cbt_cb_stats;
-#define CBT_CB_STATS_VERSION 2u
-#define cbt_cb_stats_version_ CBT_CB_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_cb_stats, sessions_reused);
+/* The CB subscriber's counters: the request-tree engine's struct
+ * (cbt/request_tree.h), under the name it had when it was the CB path's own.
+ * Its versions 1 and 2 had another layout (roots_opened, roots_closed,
+ * roots_deferred, children_opened, children_closed, point_events,
+ * unmatched_end, no_root, duplicate_request_end, request_end_unknown,
+ * sessions_full, children_full, incomplete_at_shutdown, sessions_open,
+ * roots_remote, sampled_out; version 2: sibling_request_end, late_children,
+ * evicted_idle, evicted_full, evicted_span_pool, children_evicted_idle,
+ * children_evicted_full, sessions_reused): cbt_cb_stats_get still fills it,
+ * at most `size` bytes, for a caller whose version says 1 or 2 (a program
+ * built against those headers). */
+typedef cbt_tree_stats cbt_cb_stats;
+#define CBT_CB_STATS_VERSION CBT_TREE_STATS_VERSION
+#define cbt_cb_stats_version_ CBT_TREE_STATS_VERSION /* for CBT_STRUCT_INIT */
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -135,14 +112,10 @@ static inline cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_optio
     (void)opts, (void)out; /* left as the wrapper made it: an empty subscriber */
     return CBT_OK;
 }
-static inline cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out)
+static inline cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_tree_stats *out)
 {
     (void)sub;
-    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
-        memset(out, 0, sizeof *out);
-        out->version = CBT_CB_STATS_VERSION;
-        out->size = (uint32_t)sizeof *out;
-    }
+    cbt_tree_stats_zero_(out); /* all zero, written in full (cbt/request_tree.h) */
     return CBT_OK;
 }
 #else /* the calls */
@@ -161,13 +134,15 @@ CBT_API cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions, cbt_subs
 CBT_API cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_options *opts,
                                                       cbt_subscriber *out);
 
-/* Counters of the CB subscriber installed in the process-wide tracer (or of
- * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_NOT_FOUND
+/* Counters (cbt_tree_stats, cbt/request_tree.h; the older layout above for
+ * a caller whose out->version is 1 or 2) of the CB subscriber installed in
+ * the process-wide tracer (or of `sub` when given). Safe from any thread
+ * (relaxed reads). CBT_ERR_NOT_FOUND
  * when none is installed; CBT_ERR_INVAL for a NULL out or a `sub` that is
  * not one; CBT_ERR_VERSION when out->size is smaller than the header (set
  * version and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a
  * tracer. */
-CBT_API cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_cb_stats *out);
+CBT_API cbt_status cbt_cb_stats_get(const cbt_subscriber *sub, cbt_tree_stats *out);
 
 #endif /* CBT_DISABLE */
 

@@ -68,6 +68,21 @@ typedef struct cbt_launch_info {
 #define CBT_LAUNCH_INFO_VERSION 1u
 CBT_ASSERT_NO_TAIL_PADDING_(cbt_launch_info, reserved);
 
+/* cbt_launch_info's defaults for `op` and `n_ctas`, the one list of them
+ * (libcbt's cbt_launch_info_default_into() and its CBT_DISABLE stub fill
+ * them): mode CBT_REC_LAUNCH, every other field zero. Not a call to make:
+ * use cbt_launch_info_default(). */
+static inline void cbt_launch_info_defaults_(cbt_launch_info *d, cbt_kernel_op op,
+                                             uint32_t n_ctas)
+{
+    memset(d, 0, sizeof *d);
+    d->version = CBT_LAUNCH_INFO_VERSION;
+    d->size = (uint32_t)sizeof *d;
+    d->op = op;
+    d->mode = CBT_REC_LAUNCH;
+    d->n_ctas = n_ctas;
+}
+
 /* One emulated CTA's work, for cbt_cpu_launch (below). */
 typedef void (*cbt_cta_fn)(void *args, uint32_t cta, uint32_t n_ctas);
 
@@ -98,10 +113,7 @@ static inline cbt_status cbt_launch_info_default_into(cbt_launch_info *li, cbt_k
     if (li->size < 8)
         return CBT_ERR_VERSION;
     cbt_launch_info d;
-    memset(&d, 0, sizeof d);
-    d.op = op;
-    d.mode = CBT_REC_LAUNCH;
-    d.n_ctas = n_ctas;
+    cbt_launch_info_defaults_(&d, op, n_ctas); /* the one list, above */
     /* the fields after the header, at most li->size bytes (cbt.h) */
     memcpy((char *)li + 8, (const char *)&d + 8, (li->size < sizeof d ? li->size : sizeof d) - 8);
     return li->size > sizeof d ? CBT_ERR_VERSION : CBT_OK;
@@ -169,7 +181,8 @@ CBT_API cbt_status cbt_ring_stats_get(cbt_ring_stats *out);
 #endif /* CBT_DISABLE */
 
 /* Defaults: op and n_ctas as given, mode CBT_REC_LAUNCH, everything else
- * zero. Inline, so that only this header's sizeof is written
+ * zero (cbt_launch_info_defaults_, above). Inline, so that only this
+ * header's sizeof is written
  * (cbt_launch_info_default_into). */
 static inline cbt_launch_info cbt_launch_info_default(cbt_kernel_op op, uint32_t n_ctas)
 {

@@ -57,40 +57,12 @@ extern "C" {
 
 #define CBT_MP_CHILDREN_MAX 32 /* open child spans per session; the oldest ends to make room */
 
-typedef struct cbt_mp_stats {
-    uint32_t version, size; /* CBT_STRUCT_INIT(cbt_mp_stats): what the caller knows (cbt.h) */
-    uint64_t roots_opened;
-    uint64_t roots_lazy;          /* opened at a child START */
-    uint64_t roots_closed;
-    uint64_t roots_deferred;      /* REQUEST_END arrived with work pending */
-    uint64_t children_opened;
-    uint64_t children_closed;
-    uint64_t unmatched_end;       /* END with no open START: no span; it still retires a
-                                     pending SUBMITTED of its op */
-    uint64_t duplicate_request_end; /* a repeat REQUEST_END while deferred or in the grace
-                                       window (MP; the CB path counts sibling_request_end) */
-    uint64_t request_end_unknown; /* REQUEST_END for a session never seen */
-    uint64_t sessions_full;       /* events dropped: max_sessions reached */
-    uint64_t children_full;       /* START dropped: no span even after evicting for the pool */
-    uint64_t incomplete_at_shutdown;
-    uint64_t sessions_open;       /* requests with anything open or pending now (after the last
-                                     event); closed ones kept for late children are not counted */
-    /* version 2: the request-tree engine (cbt/request_tree.h) */
-    uint64_t late_children;       /* children that joined a closed root within the grace window */
-    uint64_t evicted_idle;        /* sessions idle past idle_ms: ended incomplete */
-    uint64_t evicted_full;        /* sessions evicted to make room in a full table */
-    uint64_t evicted_span_pool;   /* sessions evicted because the span pool was exhausted */
-    uint64_t children_evicted_idle; /* children open past idle_ms: ended incomplete */
-    uint64_t children_evicted_full; /* oldest children ended to make room (CBT_MP_CHILDREN_MAX) */
-    uint64_t timeout_spans;       /* "timeout" spans from TIMEOUT_RAISED */
-    uint64_t transfer_spans;      /* transfer.kernel_interval / transfer.staging spans */
-    uint64_t transfer_samples_skipped; /* phase samples refused (bad times, direction, key) */
-    uint64_t sessions_reused;     /* REQUEST_START for an id with children still open: they end
-                                     incomplete (cbt.evicted = "reused") */
-} cbt_mp_stats;
-#define CBT_MP_STATS_VERSION 2u
-#define cbt_mp_stats_version_ CBT_MP_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_mp_stats, sessions_reused);
+/* The MP subscriber's counters: the request-tree engine's struct
+ * (cbt/request_tree.h), under the name it had when it was the MP path's own
+ * (its versions 1 and 2 are cbt_tree_stats's first fields). */
+typedef cbt_tree_stats cbt_mp_stats;
+#define CBT_MP_STATS_VERSION CBT_TREE_STATS_VERSION
+#define cbt_mp_stats_version_ CBT_TREE_STATS_VERSION /* for CBT_STRUCT_INIT */
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -106,14 +78,10 @@ static inline cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_optio
     (void)opts, (void)out; /* left as the wrapper made it: an empty subscriber */
     return CBT_OK;
 }
-static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out)
+static inline cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_tree_stats *out)
 {
     (void)sub;
-    if (out) { /* all zero, written in full (the out-struct rule, cbt.h) */
-        memset(out, 0, sizeof *out);
-        out->version = CBT_MP_STATS_VERSION;
-        out->size = (uint32_t)sizeof *out;
-    }
+    cbt_tree_stats_zero_(out); /* all zero, written in full (cbt/request_tree.h) */
     return CBT_OK;
 }
 #else /* the calls */
@@ -131,12 +99,13 @@ CBT_API cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subs
 CBT_API cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts,
                                                       cbt_subscriber *out);
 
-/* Counters of the MP subscriber installed in the process-wide tracer (or of
- * `sub` when given). Safe from any thread (relaxed reads). CBT_ERR_INVAL for
- * a NULL out or a `sub` that is not one; CBT_ERR_VERSION when out->size is smaller than the header (set
+/* Counters (cbt_tree_stats, cbt/request_tree.h) of the MP subscriber
+ * installed in the process-wide tracer (or of `sub` when given). Safe from
+ * any thread (relaxed reads). CBT_ERR_INVAL for a NULL out or a `sub` that
+ * is not one; CBT_ERR_VERSION when out->size is smaller than the header (set
  * version and size: CBT_STRUCT_INIT); CBT_ERR_NOT_INITIALIZED without a
  * tracer; CBT_ERR_NOT_FOUND when none is installed. */
-CBT_API cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_mp_stats *out);
+CBT_API cbt_status cbt_mp_stats_get(const cbt_subscriber *sub, cbt_tree_stats *out);
 
 #endif /* CBT_DISABLE */
 

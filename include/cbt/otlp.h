@@ -164,15 +164,49 @@ CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, metrics_failures);
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;
 
+/* The resource's fixed defaults: service.name "cbt", everything else empty.
+ * libcbt's cbt_otlp_resource_default() then adds the process's own (a fresh
+ * service.instance.id, host.name, pid, the GPU); its CBT_DISABLE stub does
+ * not. Not a call to make: use cbt_otlp_resource_default(). */
+static inline void cbt_otlp_resource_defaults_(cbt_otlp_resource *r)
+{
+    memset(r, 0, sizeof *r);
+    memcpy(r->service_name, "cbt", sizeof "cbt");
+}
+
+/* cbt_otlp_config's defaults, the one list of them: libcbt's
+ * cbt_otlp_config_default_into() fills them (and the process's resource),
+ * and so does its CBT_DISABLE stub, which then sets disabled and
+ * metrics_disabled. Not a call to make: use cbt_otlp_config_default().
+ * Every field not named is zero: enabled, no gzip, no headers, no metrics
+ * set (blend NULL: no metrics export), no final_stats, the reserved field. */
+static inline void cbt_otlp_config_defaults_(cbt_otlp_config *d)
+{
+    memset(d, 0, sizeof *d);
+    d->version = CBT_OTLP_CONFIG_VERSION;
+    d->size = (uint32_t)sizeof *d;
+    memcpy(d->endpoint, "http://localhost:4318/v1/traces", sizeof "http://localhost:4318/v1/traces");
+    d->protocol = CBT_OTLP_HTTP_PROTOBUF;
+    d->timeout_ms = 10000;
+    d->verify_tls = 1;
+    d->max_queue = 32768; /* 16 MiB of records: about 32 ms at 1 M spans/s (above) */
+    d->max_batch = 512;
+    d->schedule_delay_ms = 5000;
+    d->retry_budget_ms = 30000;
+    d->shutdown_timeout_ms = 5000;
+    cbt_otlp_resource_defaults_(&d->resource);
+    memcpy(d->metrics_endpoint, "http://localhost:4318/v1/metrics",
+           sizeof "http://localhost:4318/v1/metrics");
+    d->metrics_interval_ms = 60000;
+}
+
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
 static inline void cbt_buf_free(cbt_buf *b) { (void)b; } /* nothing is ever appended */
 static inline void cbt_otlp_resource_default(cbt_otlp_resource *r)
 {
-    if (r) {
-        memset(r, 0, sizeof *r);
-        memcpy(r->service_name, "cbt", sizeof "cbt");
-    }
+    if (r)
+        cbt_otlp_resource_defaults_(r); /* service.name "cbt" only */
 }
 static inline cbt_status cbt_otlp_encode_proto(const cbt_otlp_resource *r, const cbt_span *spans,
                                                size_t n, cbt_buf *out)
@@ -205,21 +239,8 @@ static inline cbt_status cbt_otlp_config_default_into(cbt_otlp_config *c)
     if (c->size < 8)
         return CBT_ERR_VERSION;
     cbt_otlp_config d;
-    memset(&d, 0, sizeof d);
-    d.disabled = 1; /* as OTEL_SDK_DISABLED=true */
-    memcpy(d.endpoint, "http://localhost:4318/v1/traces", sizeof "http://localhost:4318/v1/traces");
-    d.protocol = CBT_OTLP_HTTP_PROTOBUF;
-    d.timeout_ms = 10000;
-    d.verify_tls = 1;
-    d.max_queue = 32768;
-    d.max_batch = 512;
-    d.schedule_delay_ms = 5000;
-    d.retry_budget_ms = 30000;
-    d.shutdown_timeout_ms = 5000;
-    cbt_otlp_resource_default(&d.resource);
-    memcpy(d.metrics_endpoint, "http://localhost:4318/v1/metrics",
-           sizeof "http://localhost:4318/v1/metrics");
-    d.metrics_interval_ms = 60000;
+    cbt_otlp_config_defaults_(&d); /* the one list, above */
+    d.disabled = 1;                /* as OTEL_SDK_DISABLED=true */
     d.metrics_disabled = 1;
     /* the fields after the header, at most c->size bytes (cbt.h) */
     memcpy((char *)c + 8, (const char *)&d + 8, (c->size < sizeof d ? c->size : sizeof d) - 8);
@@ -302,7 +323,8 @@ CBT_API cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats 
 
 /* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
  * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
- * protobuf, no gzip. Inline, so that only this header's sizeof is written
+ * protobuf, no gzip (the list: cbt_otlp_config_defaults_, above). Inline,
+ * so that only this header's sizeof is written
  * (cbt_otlp_config_default_into). NULL is ignored. */
 static inline void cbt_otlp_config_default(cbt_otlp_config *c)
 {

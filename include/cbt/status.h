@@ -16,39 +16,63 @@
 extern "C" {
 #endif
 
+/* The codes, in order: X(NAME, value, "message") for CBT_NAME = value, whose
+ * sentence cbt_strerror() returns. The one list: the enum below, cbt_strerror's
+ * table (host/core/status.c) and the Python package's OK / ERR_* constants
+ * (python/cbt/_cbt.c) are made from it. A value is the code's place in the
+ * list (host/core/status.c refuses to compile otherwise), so a new code goes
+ * at the end with the next value and no code is ever renumbered. */
+#define CBT_STATUS_LIST(X)                                                                                           \
+    X(OK,                    0, "success")                                                                           \
+    /* an argument is NULL, out of range or malformed */                                                             \
+    X(ERR_INVAL,             1, "invalid argument")                                                                  \
+    /* an allocation failed (only at create time) */                                                                 \
+    X(ERR_NOMEM,             2, "out of memory")                                                                     \
+    X(ERR_FULL,              3, "bounded queue or table is full; the item was dropped and counted")                  \
+    X(ERR_SESSION_TOO_LONG,  4, "session id is longer than CBT_SESSION_MAX - 1 bytes; refused and counted")          \
+    /* event type was never defined or registered */                                                                 \
+    X(ERR_UNKNOWN_EVENT,     5, "unknown event type")                                                                \
+    X(ERR_META_FULL,         6, "event already holds CBT_EVENT_META_MAX metadata values")                            \
+    /* a string value does not fit, not even cut (cbt/event.h) */                                                    \
+    X(ERR_META_TOO_LONG,     7, "string value or name is too long")                                                  \
+    X(ERR_NOT_INITIALIZED,   8, "no tracer: cbt_init() has not run or tracing is disabled")                          \
+    /* cbt_init() ran twice, or a thing was registered twice */                                                      \
+    X(ERR_ALREADY,           9, "already initialised or registered")                                                 \
+    X(ERR_THREAD,           10, "could not create a thread")                                                         \
+    X(ERR_IO,               11, "file could not be opened or written")                                               \
+    X(ERR_CUDA,             12, "CUDA runtime error")                                                                \
+    X(ERR_NO_DEVICE,        13, "no CUDA device is present or CUDA support was not built")                           \
+    X(ERR_UNSUPPORTED,      14, "operation not supported in this build or backend")                                  \
+    /* a lookup found nothing */                                                                                     \
+    X(ERR_NOT_FOUND,        15, "not found")                                                                         \
+    /* the object is shutting down and refuses new work */                                                           \
+    X(ERR_STOPPED,          16, "shutting down; no new work accepted")                                               \
+    X(ERR_TIMEOUT,          17, "bounded wait timed out")                                                            \
+    X(ERR_UNMATCHED,        18, "END event without a matching START; ignored and counted")                           \
+    /* a one-shot event (REQUEST_END) arrived twice: ignored and counted */                                          \
+    X(ERR_DUPLICATE,        19, "one-shot event arrived twice; ignored and counted")                                 \
+    X(ERR_BAD_TRACEPARENT,  20, "malformed W3C traceparent; rejected, a fresh trace starts")                         \
+    X(ERR_BAD_TRACESTATE,   21, "W3C tracestate too long or not printable ASCII; dropped")                           \
+    /* a versioned struct's size/version is unknown to this libcbt (cbt.h) */                                        \
+    X(ERR_VERSION,          22, "versioned struct from a newer cbt (size or version unknown here), or size not set") \
+    /* an LMCT file ends inside a frame: a warning, the complete frames were read (cbt/lmct.h) */                    \
+    X(ERR_LMCT_TRUNCATED,   23, "LMCT file ends inside a frame; the complete frames before it were read")            \
+    X(ERR_LMCT_BEYOND_FILE, 24, "LMCT header frame length runs past the end of the file")                            \
+    X(ERR_LMCT_BAD_MAGIC,   25, "not an LMCT file: the header's magic is not \"LMCT\"")                              \
+    /* an LMCT format_version other than CBT_LMCT_FORMAT_VERSION */                                                  \
+    X(ERR_LMCT_FORMAT,      26, "unknown LMCT format_version")                                                       \
+    /* an LMCT trace_schema_version other than CBT_LMCT_SCHEMA_VERSION */                                            \
+    X(ERR_LMCT_SCHEMA,      27, "unknown LMCT trace_schema_version")                                                 \
+    X(ERR_LMCT_TYPE,        28, "LMCT frame is not msgpack or a field has the wrong msgpack type")                   \
+    X(ERR_LMCT_LIMIT,       29, "LMCT frame, map, array, string or nesting beyond the codec's bounds")               \
+    /* a recorded trace's cbt version, level or config digest is not this build's (cbt/replay.h: force) */           \
+    X(ERR_REPLAY_MISMATCH,  30, "recorded trace's cbt version, level or config digest differs from this build's")
+
 typedef enum cbt_status {
-    CBT_OK = 0,
-    CBT_ERR_INVAL,            /* an argument is NULL, out of range or malformed */
-    CBT_ERR_NOMEM,            /* an allocation failed (only at create time) */
-    CBT_ERR_FULL,             /* a bounded queue/table is full: the item was dropped and counted */
-    CBT_ERR_SESSION_TOO_LONG, /* session id longer than CBT_SESSION_MAX - 1 bytes: refused and counted */
-    CBT_ERR_UNKNOWN_EVENT,    /* event type was never defined or registered */
-    CBT_ERR_META_FULL,        /* the event already holds CBT_EVENT_META_MAX values */
-    CBT_ERR_META_TOO_LONG,    /* a string value does not fit, not even cut (cbt/event.h) */
-    CBT_ERR_NOT_INITIALIZED,  /* no tracer: cbt_init() has not run (or tracing is disabled) */
-    CBT_ERR_ALREADY,          /* cbt_init() ran twice, or a thing was registered twice */
-    CBT_ERR_THREAD,           /* a thread could not be created */
-    CBT_ERR_IO,               /* a file could not be opened or written */
-    CBT_ERR_CUDA,             /* the CUDA runtime returned an error */
-    CBT_ERR_NO_DEVICE,        /* no CUDA device is present (or CUDA support was not built) */
-    CBT_ERR_UNSUPPORTED,      /* the operation is not available in this build or backend */
-    CBT_ERR_NOT_FOUND,        /* a lookup found nothing */
-    CBT_ERR_STOPPED,          /* the object is shutting down and refuses new work */
-    CBT_ERR_TIMEOUT,          /* a bounded wait ran out */
-    CBT_ERR_UNMATCHED,        /* an END arrived with no open START: ignored and counted */
-    CBT_ERR_DUPLICATE,        /* a one-shot event (REQUEST_END) arrived twice: ignored and counted */
-    CBT_ERR_BAD_TRACEPARENT,  /* a W3C traceparent was malformed: rejected, start a fresh trace */
-    CBT_ERR_BAD_TRACESTATE,   /* a W3C tracestate was too long or not printable ASCII: dropped */
-    CBT_ERR_VERSION,          /* a versioned struct's size/version is unknown to this libcbt (cbt.h) */
-    CBT_ERR_LMCT_TRUNCATED,   /* an LMCT file ends inside a frame: a warning, the complete frames were read (cbt/lmct.h) */
-    CBT_ERR_LMCT_BEYOND_FILE, /* an LMCT header frame's length runs past the end of the file */
-    CBT_ERR_LMCT_BAD_MAGIC,   /* an LMCT header without the magic "LMCT" */
-    CBT_ERR_LMCT_FORMAT,      /* an LMCT format_version other than CBT_LMCT_FORMAT_VERSION */
-    CBT_ERR_LMCT_SCHEMA,      /* an LMCT trace_schema_version other than CBT_LMCT_SCHEMA_VERSION */
-    CBT_ERR_LMCT_TYPE,        /* an LMCT frame is not msgpack, or a field has the wrong msgpack type */
-    CBT_ERR_LMCT_LIMIT,       /* an LMCT frame, map, array, string or nesting beyond the codec's bounds */
-    CBT_ERR_REPLAY_MISMATCH,  /* a recorded trace's cbt version, level or config digest is not this build's (cbt/replay.h: force) */
-    CBT_STATUS_COUNT_         /* not a status: number of codes */
+#define CBT_STATUS_ENUM_(name, value, message) CBT_##name = value,
+    CBT_STATUS_LIST(CBT_STATUS_ENUM_)
+#undef CBT_STATUS_ENUM_
+    CBT_STATUS_COUNT_ /* not a status: number of codes */
 } cbt_status;
 
 #ifdef CBT_DISABLE

@@ -2241,24 +2241,14 @@ PyMODINIT_FUNC PyInit__cbt(void)
         PyModule_AddIntConstant(m, "HAVE_RECORDING", CBT_HAVE_MSGPACK) < 0 ||
         PyModule_AddStringConstant(m, "__version__", CBT_VERSION_STRING) < 0)
         goto fail;
-    /* the status codes, by name */
+    /* the status codes, by name (OK, ERR_INVAL, ...): cbt/status.h's one list */
     static const struct { const char *n; int v; } codes[] = {
-        {"OK", CBT_OK}, {"ERR_INVAL", CBT_ERR_INVAL}, {"ERR_NOMEM", CBT_ERR_NOMEM},
-        {"ERR_FULL", CBT_ERR_FULL}, {"ERR_SESSION_TOO_LONG", CBT_ERR_SESSION_TOO_LONG},
-        {"ERR_UNKNOWN_EVENT", CBT_ERR_UNKNOWN_EVENT}, {"ERR_META_FULL", CBT_ERR_META_FULL},
-        {"ERR_META_TOO_LONG", CBT_ERR_META_TOO_LONG},
-        {"ERR_NOT_INITIALIZED", CBT_ERR_NOT_INITIALIZED}, {"ERR_ALREADY", CBT_ERR_ALREADY},
-        {"ERR_THREAD", CBT_ERR_THREAD}, {"ERR_IO", CBT_ERR_IO}, {"ERR_CUDA", CBT_ERR_CUDA},
-        {"ERR_NO_DEVICE", CBT_ERR_NO_DEVICE}, {"ERR_UNSUPPORTED", CBT_ERR_UNSUPPORTED},
-        {"ERR_NOT_FOUND", CBT_ERR_NOT_FOUND}, {"ERR_STOPPED", CBT_ERR_STOPPED},
-        {"ERR_TIMEOUT", CBT_ERR_TIMEOUT}, {"ERR_BAD_TRACEPARENT", CBT_ERR_BAD_TRACEPARENT},
-        {"ERR_BAD_TRACESTATE", CBT_ERR_BAD_TRACESTATE}, {"ERR_VERSION", CBT_ERR_VERSION},
-        {"ERR_LMCT_TRUNCATED", CBT_ERR_LMCT_TRUNCATED}, {"ERR_LMCT_BEYOND_FILE", CBT_ERR_LMCT_BEYOND_FILE},
-        {"ERR_LMCT_BAD_MAGIC", CBT_ERR_LMCT_BAD_MAGIC}, {"ERR_LMCT_FORMAT", CBT_ERR_LMCT_FORMAT},
-        {"ERR_LMCT_SCHEMA", CBT_ERR_LMCT_SCHEMA}, {"ERR_LMCT_TYPE", CBT_ERR_LMCT_TYPE},
-        {"ERR_LMCT_LIMIT", CBT_ERR_LMCT_LIMIT},
-        {"ERR_REPLAY_MISMATCH", CBT_ERR_REPLAY_MISMATCH},
+#define STATUS_CODE_(name, value, message) {#name, CBT_##name},
+        CBT_STATUS_LIST(STATUS_CODE_)
+#undef STATUS_CODE_
     };
+    if (PyModule_AddIntConstant(m, "STATUS_COUNT", CBT_STATUS_COUNT_) < 0)
+        goto fail;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (PyModule_AddIntConstant(m, codes[i].n, codes[i].v) < 0)
             goto fail;

@@ -140,6 +140,27 @@ def test_session_too_long_is_cbt_error_with_cbt_message(tracer):
     assert cbt.metrics()["session_too_long"] == 1
 
 
+def test_every_status_code_has_one_constant_and_sentence():
+    # cbt/status.h's CBT_STATUS_LIST makes the C enum, cbt_strerror's table and
+    # these constants: every code 0..STATUS_COUNT-1 has exactly one OK / ERR_*
+    # name and its own sentence, and no constant names a code past the end
+    count = cbt._cbt.STATUS_COUNT
+    named = {}
+    for name in dir(cbt._cbt):
+        if name == "OK" or name.startswith("ERR_"):
+            named.setdefault(getattr(cbt._cbt, name), []).append(name)
+    assert cbt._cbt.OK == 0 and count > cbt._cbt.ERR_REPLAY_MISMATCH
+    missing = [code for code in range(count) if code not in named]
+    assert not missing, f"status codes without a cbt._cbt constant: {missing}"
+    shared = {code: names for code, names in named.items() if len(names) > 1}
+    assert not shared, f"status codes with more than one constant: {shared}"
+    assert sorted(named) == list(range(count)), "a constant past STATUS_COUNT"
+    unknown = cbt.strerror(count)
+    texts = [cbt.strerror(code) for code in range(count)]
+    assert all(t and t != unknown for t in texts), texts
+    assert len(set(texts)) == count, "two status codes share a sentence"
+
+
 def test_too_many_values_and_long_keys_are_cbt_errors(tracer):
     with pytest.raises(cbt.Error) as ei:
         cbt.publish("mp.store.start", "r", **{f"k{i}": i for i in range(17)})
