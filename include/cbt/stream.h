@@ -11,9 +11,11 @@
  * Two backends, one interface:
  *   - CUDA: the mark is a pooled CUDA event recorded on the user's
  *     cudaStream_t; the harvester polls it and maps its completion time to
- *     unix ns. No allocation, no lock and no synchronisation on the
- *     caller's side (the pool is a lock-free stack); creating the stream
- *     does not wait for the stream either.
+ *     unix ns. No allocation and no synchronisation on the caller's side,
+ *     and no lock in steady state (the pool is a lock-free stack; only a
+ *     stream's first mark under a tracer attaches it, see
+ *     cbt_publish_on_stream); creating the stream does not wait for the
+ *     stream either.
  *   - CPU: a worker thread runs the stream's enqueued work (kernel reference
  *     implementations, host callbacks) in FIFO order and stamps each mark
  *     when it reaches it. This is how cbt is tested without a GPU. The
