@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh — the one-shot device check: build cbt for the H200
-# (Release, sm_90), run the GPU tests, the scatter and L2-load benchmark, the
+# (Release, sm_90), run the GPU tests, the no-wait check of the CUDA paths
+# (test_gpu_nowait, step "nowait"), the scatter and L2-load benchmark, the
 # GPU demo, the host benchmarks, then compute-sanitizer (memcheck, racecheck)
 # over the GPU tests and ncu over one 8-chunk scatter launch; log each step to $OUT as
 # it goes and keep $OUT/summary.txt up to date after every step (a timeout of
@@ -744,6 +745,33 @@ main() {
       "$T_PASS passed, $T_FAIL failed, $T_SKIP skipped (of $T_TOTAL) in ${t_secs}s${T_FAILED:+; failed: $T_FAILED}"
     sum_add "$(grep -E '^ *[0-9]+/[0-9]+ +Test +#[0-9]+:' "$WORK/ctest.txt" |
       sed -E 's/^ *[0-9]+\/[0-9]+ +Test +#[0-9]+: +/          /; s/ \.{2,}\** */ /' || true)"
+    write_summary
+  fi
+
+  # ---- 6b. nothing on the CUDA paths waits ---------------------------------------------------
+  # test_gpu_nowait alone (ctest ran it too), with the test NVTX tool: a CUDA
+  # stream created on a stream the GPU is busy with must not wait for it, marks
+  # from 4 threads on one stream resolve, a thread stalled 1 s in the NVTX tool
+  # holds no CUDA mark up. Its NOWAIT lines (the figures) go to the summary;
+  # its output to the end of tests.log.
+  local nw_bin=$BUILD/tests/test_gpu_nowait nw_inject=$BUILD/tests/libcbt_nvtx_inject.so
+  local nw_label="test_gpu_nowait (create on a busy stream, marks from 4 threads, a thread stalled in NVTX)"
+  if [ "$HAVE_GPU" -ne 1 ]; then
+    echo "test_gpu_nowait: not run, no GPU" >>"$TESTLOG"
+    record nowait "$nw_label" gpu "$NO_DEVICE"
+  elif [ ! -x "$nw_bin" ]; then
+    echo "test_gpu_nowait: not built ($nw_bin)" >>"$TESTLOG"
+    record nowait "$nw_label" gpu "$NOT_BUILT" "" "$( [ "$CMOCKA" = none ] && echo 'no cmocka.h: the tests were not built' || echo build.log)"
+  else
+    { echo; echo "==== nowait: test_gpu_nowait ===="; } >>"$TESTLOG"
+    local nw_env=()
+    [ -f "$nw_inject" ] && nw_env=("NVTX_INJECTION64_PATH=$nw_inject")
+    run_step "nowait (test_gpu_nowait)" 60 "$TESTLOG" --bin "$nw_bin" env "${nw_env[@]}" "$nw_bin"
+    local nw_rc=$RC nw_skip
+    nw_skip=$(step_text "$TESTLOG" | skip_reason)
+    [ "$nw_rc" -eq 77 ] && [ -n "$nw_skip" ] && nw_rc=0 # its own skip: judged as one
+    record nowait "$nw_label" gpu "$nw_rc" "$nw_skip" "$([ -f "$nw_inject" ] || echo 'no NVTX test tool in this build')"
+    sum_add "$(step_text "$TESTLOG" | grep '^NOWAIT ' | sed 's/^NOWAIT /          /' || true)"
     write_summary
   fi
 

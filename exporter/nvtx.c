@@ -30,14 +30,27 @@
  * payload. The tool's nvtxRangeId_t is kept only to end the range.
  *
  * Pairing. An END closes the oldest open range of the same (session, span,
- * pair) — the key the MP subscriber pairs on, first in first out — held in a
- * bounded table (NVTX_OPEN_MAX) under one mutex (the hook runs on every
- * publishing thread; contention only costs when NVTX is enabled). An END
- * with no open START does nothing; a START that finds the table full is
- * counted and emits no range. A range the tool refused (id 0: no tool
- * attached) is not tracked and adds no metadata. Stream publishes reach the
- * hook before the stream fills in `pair` (its ordinal), so two streams
- * running the same op for one session at once pair by order only.
+ * pair) — the key the MP subscriber pairs on, first in first out, "oldest"
+ * meaning the smallest cbt range id — held in a bounded table of open
+ * ranges (at most NVTX_OPEN_MAX) that no publish locks: the hook runs on
+ * every publishing thread, and a thread stopped anywhere in it (preempted,
+ * or inside a slow NVTX tool) holds no other publish up. The table ("the
+ * open-range table", below) is open addressing over NVTX_SLOTS slots, each
+ * claimed and released by a CAS on its state word; an END published after
+ * a START returned (on any thread) finds it. An END with no open START does
+ * nothing; a START that finds NVTX_OPEN_MAX ranges open is counted and
+ * emits no range. A range the tool refused (id 0: no tool attached) is not
+ * tracked and adds no metadata. A stream publish reaches the hook with
+ * `pair` already set as the stream sets it (its ordinal, when 0: stream.c),
+ * so the same op of one session on two streams pairs per stream.
+ *
+ * Registered strings. The span names, and the type names of every mark type
+ * known at enable (the built-in ones and those the program registered
+ * before), are registered at enable, under g_enable_lock. A type registered
+ * later gets its string on its first session-less mark, registered by the
+ * one thread whose CAS claims it; a mark of that type meanwhile, on another
+ * thread, carries the name as ASCII instead of waiting (the same text in
+ * Nsight).
  *
  * Process-wide state. The NVTX objects (the domain, registered strings,
  * category names) are made once per process on the first enable and kept:
@@ -63,8 +76,8 @@
 #define NVTX_AS_SYSTEM_HEADER 1
 #include "nvtx3/nvToolsExt.h"
 
-#define NVTX_OPEN_MAX 4096u   /* open ranges awaiting their END */
-#define NVTX_BUCKETS 1024u    /* power of two */
+#define NVTX_OPEN_MAX 4096u /* open ranges awaiting their END */
+#define NVTX_SLOTS 8192u    /* table slots, a power of two: at most half of them used */
 #define NVTX_NIL UINT32_MAX
 
 enum { CAT_NONE = 0, CAT_MP = 1, CAT_CB = 2, CAT_KERNEL = 3, CAT_COUNT_ };
@@ -143,9 +156,13 @@ static pthread_mutex_t g_enable_lock = PTHREAD_MUTEX_INITIALIZER;
 static int g_nvtx_ready;
 static nvtxDomainHandle_t g_domain;
 static nvtxStringHandle_t g_span_str[SP_COUNT_];
-/* event type names for session-less marks, registered on first use */
-static _Atomic(nvtxStringHandle_t) g_type_str[CBT_EVENT_TYPES_MAX];
-static pthread_mutex_t g_type_str_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Event type names for session-less marks: TS_NONE until registered, then
+ * the nvtxStringHandle_t. Registered at enable for the types known then; a
+ * later type by the first thread whose CAS moves it NONE -> BUSY. */
+#define TS_NONE ((uintptr_t)0)
+#define TS_BUSY ((uintptr_t)1)    /* a thread is registering it: ASCII meanwhile */
+#define TS_REFUSED ((uintptr_t)2) /* the tool gave no handle: ASCII always */
+static _Atomic uintptr_t g_type_str[CBT_EVENT_TYPES_MAX];
 static cbt_name g_key_range_id;
 /* cbt range ids: the payload and the nvtx.range_id attribute; never 0 */
 static _Atomic uint64_t g_next_range_id;
@@ -167,44 +184,79 @@ static cbt_status nvtx_globals_init(void)
     return CBT_OK;
 }
 
+/* The registered name of `type`, or NULL: the mark then carries it as
+ * ASCII. Never waits: a thread that finds another registering it (BUSY)
+ * takes NULL. The one that claims it calls the tool (which may be slow: it
+ * delays only this thread's mark). */
 static nvtxStringHandle_t type_str(cbt_event_type type)
 {
     if (type >= CBT_EVENT_TYPES_MAX)
         return NULL;
-    nvtxStringHandle_t h = atomic_load_explicit(&g_type_str[type], memory_order_acquire);
-    if (h)
-        return h;
-    const char *name = cbt_event_type_name(type);
-    if (!name)
-        return NULL;
-    pthread_mutex_lock(&g_type_str_lock);
-    h = atomic_load_explicit(&g_type_str[type], memory_order_relaxed);
-    if (!h) {
-        h = nvtxDomainRegisterStringA(g_domain, name);
-        atomic_store_explicit(&g_type_str[type], h, memory_order_release);
+    /* acquire: pairs with the release below (the tool's string behind the handle) */
+    uintptr_t v = atomic_load_explicit(&g_type_str[type], memory_order_acquire);
+    if (v == TS_NONE) {
+        const char *name = cbt_event_type_name(type);
+        if (!name || !atomic_compare_exchange_strong_explicit(&g_type_str[type], &v, TS_BUSY,
+                                                               memory_order_acquire,
+                                                               memory_order_acquire))
+            return v > TS_REFUSED ? (nvtxStringHandle_t)v : NULL;
+        nvtxStringHandle_t h = nvtxDomainRegisterStringA(g_domain, name);
+        v = h ? (uintptr_t)h : TS_REFUSED;
+        /* release: pairs with the acquires above */
+        atomic_store_explicit(&g_type_str[type], v, memory_order_release);
     }
-    pthread_mutex_unlock(&g_type_str_lock);
-    return h;
+    return v > TS_REFUSED ? (nvtxStringHandle_t)v : NULL;
 }
 
 /* ---- the hook state of one tracer generation ---- */
 
-typedef struct open_range {
-    uint64_t hash;
-    uint64_t pair;
-    nvtxRangeId_t id; /* the tool's */
-    uint32_t next;    /* bucket chain (oldest first) or free list */
+/* The open-range table. Slot i's state word is (version << 2) | SLOT_*:
+ *   FREE -> CLAIMED   a START's CAS (acquire: pairs with the release that
+ *                     freed it, so the last END's reads of the body come
+ *                     before our writes); it then writes the key and body,
+ *   CLAIMED -> OPEN   a release store: the key and body are visible to
+ *                     whoever reads OPEN with acquire,
+ *   OPEN -> CLOSING   an END's CAS on the exact word it read (acquire): it
+ *                     owns the body now; a slot freed and reused since has
+ *                     another version, so the CAS fails and the END looks again,
+ *   CLOSING -> FREE   a release store with the version moved on (or back to
+ *                     OPEN, unchanged, when the body shows a hash collision).
+ * A START probes linearly from its home slot (key hash mod NVTX_SLOTS) for a
+ * FREE one and, before publishing OPEN, raises reach[home] to its distance
+ * from home; an END scans home .. home + reach[home]. reach only grows
+ * (within one tracer generation), so an END that begins after a START
+ * returned scans at least as far as that START went: the START's stores all
+ * happen before the END's loads, by whatever made the END come after it.
+ * n_open (reserved before a START claims, released after an END frees)
+ * keeps at most NVTX_OPEN_MAX slots used: at most half the table, so a
+ * FREE slot is always near. Scanning ENDs read the key words as atomics
+ * (relaxed, after the state's acquire) and the body only once they own the
+ * slot. */
+enum { SLOT_FREE = 0, SLOT_CLAIMED = 1, SLOT_OPEN = 2, SLOT_CLOSING = 3 };
+#define SLOT_STATE(w) ((w) & 3u)
+#define SLOT_WORD(w, st) (((w) & ~(uint64_t)3) | (st))
+#define SLOT_NEXT_VERSION(w) (((w) & ~(uint64_t)3) + 4u) /* FREE, version + 1 */
+
+typedef struct slot_key {
+    _Atomic uint64_t state;
+    _Atomic uint64_t hash; /* key_hash: session, span and pair */
+    _Atomic uint64_t pair;
+    _Atomic uint64_t rid;  /* the cbt range id: the start order */
+} slot_key;
+
+typedef struct slot_body { /* written while CLAIMED, read by the END that owns the slot */
+    nvtxRangeId_t id;      /* the tool's */
     uint8_t span;
     uint8_t session_len;
     char session[CBT_SESSION_MAX];
-} open_range;
+} slot_body;
 
 typedef struct nvtx_state {
     uint64_t gen; /* the tracer's generation */
-    pthread_mutex_t lock;
-    uint32_t head[NVTX_BUCKETS], tail[NVTX_BUCKETS];
-    uint32_t free_head;
-    open_range open[NVTX_OPEN_MAX];
+    _Atomic uint32_t n_open;
+    _Atomic uint32_t reach[NVTX_SLOTS];
+    slot_key key[NVTX_SLOTS];
+    slot_body body[NVTX_SLOTS];
     /* counters (read in a debugger; no API exposes them yet) */
     _Atomic uint64_t ranges_started, ranges_ended, marks, table_full, unmatched_end;
 } nvtx_state;
@@ -213,26 +265,14 @@ static nvtx_state *g_state; /* under g_enable_lock */
 
 static nvtx_state *state_new(uint64_t gen)
 {
-    nvtx_state *s = calloc(1, sizeof *s);
+    nvtx_state *s = calloc(1, sizeof *s); /* every slot FREE, version 0; reach 0 */
     if (!s)
         return NULL;
     s->gen = gen;
-    pthread_mutex_init(&s->lock, NULL);
-    for (uint32_t b = 0; b < NVTX_BUCKETS; b++)
-        s->head[b] = s->tail[b] = NVTX_NIL;
-    for (uint32_t i = 0; i < NVTX_OPEN_MAX; i++)
-        s->open[i].next = i + 1 < NVTX_OPEN_MAX ? i + 1 : NVTX_NIL;
-    s->free_head = 0;
     return s;
 }
 
-static void state_free(nvtx_state *s)
-{
-    if (!s)
-        return;
-    pthread_mutex_destroy(&s->lock);
-    free(s);
-}
+static void state_free(nvtx_state *s) { free(s); }
 
 static uint64_t key_hash(const cbt_event *ev, uint8_t span)
 {
@@ -243,11 +283,10 @@ static uint64_t key_hash(const cbt_event *ev, uint8_t span)
     return h;
 }
 
-static int key_eq(const open_range *r, uint64_t h, const cbt_event *ev, uint8_t span)
+static int body_eq(const slot_body *b, const cbt_event *ev, uint8_t span)
 {
-    return r->hash == h && r->span == span && r->pair == ev->pair &&
-           r->session_len == ev->session_len &&
-           memcmp(r->session, ev->session, ev->session_len) == 0;
+    return b->span == span && b->session_len == ev->session_len &&
+           memcmp(b->session, ev->session, ev->session_len) == 0;
 }
 
 /* The message: "<name> <session>" as ASCII into buf, or the registered name
@@ -284,8 +323,56 @@ static void attrs_init(nvtxEventAttributes_t *a, uint8_t cat)
     a->color = k_cat_color[cat];
 }
 
+/* Claim a FREE slot for key hash `h`; its index, or NVTX_NIL. */
+static uint32_t slot_claim(nvtx_state *s, uint64_t h)
+{
+    uint32_t home = (uint32_t)h & (NVTX_SLOTS - 1);
+    /* at most half the slots are used, so a FREE one is near; twice round
+     * only if every slot looked taken as we passed it */
+    for (uint32_t d = 0; d < 2 * NVTX_SLOTS; d++) {
+        uint32_t i = (home + d) & (NVTX_SLOTS - 1);
+        uint64_t w = atomic_load_explicit(&s->key[i].state, memory_order_relaxed);
+        /* acquire: pairs with the release store that freed the slot */
+        if (SLOT_STATE(w) == SLOT_FREE &&
+            atomic_compare_exchange_strong_explicit(&s->key[i].state, &w,
+                                                    SLOT_WORD(w, SLOT_CLAIMED),
+                                                    memory_order_acquire, memory_order_relaxed)) {
+            uint32_t dist = d & (NVTX_SLOTS - 1);
+            /* relaxed: an END that must see it begins after our START returned */
+            uint32_t r = atomic_load_explicit(&s->reach[home], memory_order_relaxed);
+            while (r < dist && !atomic_compare_exchange_weak_explicit(
+                                   &s->reach[home], &r, dist, memory_order_relaxed,
+                                   memory_order_relaxed))
+                ;
+            return i;
+        }
+    }
+    return NVTX_NIL;
+}
+
+/* Give a slot we own (CLAIMED or CLOSING) back, FREE with its version moved on. */
+static void slot_free(nvtx_state *s, uint32_t i)
+{
+    uint64_t w = atomic_load_explicit(&s->key[i].state, memory_order_relaxed);
+    /* release: pairs with the acquire of the CAS that claims it next */
+    atomic_store_explicit(&s->key[i].state, SLOT_NEXT_VERSION(w), memory_order_release);
+    atomic_fetch_sub_explicit(&s->n_open, 1, memory_order_relaxed);
+}
+
 static void range_start(nvtx_state *s, cbt_event *ev, ev_class c)
 {
+    if (atomic_fetch_add_explicit(&s->n_open, 1, memory_order_relaxed) >= NVTX_OPEN_MAX) {
+        atomic_fetch_sub_explicit(&s->n_open, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->table_full, 1, memory_order_relaxed);
+        return;
+    }
+    uint64_t h = key_hash(ev, c.span);
+    uint32_t i = slot_claim(s, h);
+    if (i == NVTX_NIL) { /* not while n_open bounds the use; counted as full */
+        atomic_fetch_sub_explicit(&s->n_open, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->table_full, 1, memory_order_relaxed);
+        return;
+    }
     char msg[CBT_NAME_LEN_MAX + CBT_SESSION_MAX + 2];
     nvtxEventAttributes_t a;
     attrs_init(&a, c.cat);
@@ -298,70 +385,79 @@ static void range_start(nvtx_state *s, cbt_event *ev, ev_class c)
     } else {
         set_message(&a, msg, sizeof msg, k_span_name[c.span], g_span_str[c.span], ev);
     }
-    uint64_t h = key_hash(ev, c.span);
-
-    pthread_mutex_lock(&s->lock);
-    uint32_t i = s->free_head;
-    if (i == NVTX_NIL) {
-        pthread_mutex_unlock(&s->lock);
-        atomic_fetch_add_explicit(&s->table_full, 1, memory_order_relaxed);
-        return;
-    }
-    /* started under the lock, so an END published after this START returns
-     * (on any thread) finds it */
+    /* the slot is ours and unseen (CLAIMED) while the tool runs: a slow
+     * tool delays this thread only */
     nvtxRangeId_t id = nvtxDomainRangeStartEx(g_domain, &a);
     if (id == 0) { /* no tool attached: nothing to end, nothing to correlate */
-        pthread_mutex_unlock(&s->lock);
+        slot_free(s, i);
         return;
     }
-    open_range *r = &s->open[i];
-    s->free_head = r->next;
-    r->hash = h;
-    r->pair = ev->pair;
-    r->id = id;
-    r->span = c.span;
-    r->session_len = ev->session_len;
-    memcpy(r->session, ev->session, ev->session_len);
-    r->next = NVTX_NIL;
-    uint32_t b = (uint32_t)h & (NVTX_BUCKETS - 1);
-    if (s->tail[b] == NVTX_NIL)
-        s->head[b] = i;
-    else
-        s->open[s->tail[b]].next = i;
-    s->tail[b] = i;
-    pthread_mutex_unlock(&s->lock);
+    slot_body *b = &s->body[i];
+    b->id = id;
+    b->span = c.span;
+    b->session_len = ev->session_len;
+    memcpy(b->session, ev->session, ev->session_len);
+    atomic_store_explicit(&s->key[i].hash, h, memory_order_relaxed);
+    atomic_store_explicit(&s->key[i].pair, ev->pair, memory_order_relaxed);
+    atomic_store_explicit(&s->key[i].rid, rid, memory_order_relaxed);
+    uint64_t w = atomic_load_explicit(&s->key[i].state, memory_order_relaxed);
+    /* release: pairs with the acquire loads and CAS of the ENDs that scan it */
+    atomic_store_explicit(&s->key[i].state, SLOT_WORD(w, SLOT_OPEN), memory_order_release);
 
     atomic_fetch_add_explicit(&s->ranges_started, 1, memory_order_relaxed);
     /* full metadata: the range stands, only the attribute is missing */
     (void)cbt_event_i64(ev, g_key_range_id, (int64_t)rid);
 }
 
+#define END_SKIP_MAX 8 /* slots a hash collision made one END look past */
+
 static void range_end(nvtx_state *s, const cbt_event *ev, ev_class c)
 {
     uint64_t h = key_hash(ev, c.span);
-    uint32_t b = (uint32_t)h & (NVTX_BUCKETS - 1);
+    uint32_t home = (uint32_t)h & (NVTX_SLOTS - 1);
+    uint32_t skip[END_SKIP_MAX], n_skip = 0;
     nvtxRangeId_t id = 0;
-
-    pthread_mutex_lock(&s->lock);
-    uint32_t prev = NVTX_NIL;
-    for (uint32_t i = s->head[b]; i != NVTX_NIL; prev = i, i = s->open[i].next) {
-        open_range *r = &s->open[i];
-        if (!key_eq(r, h, ev, c.span))
+    for (;;) {
+        /* the oldest OPEN slot of our key within reach */
+        uint32_t reach = atomic_load_explicit(&s->reach[home], memory_order_relaxed);
+        uint32_t best = NVTX_NIL;
+        uint64_t best_w = 0, best_rid = UINT64_MAX;
+        for (uint32_t d = 0; d <= reach; d++) {
+            uint32_t i = (home + d) & (NVTX_SLOTS - 1);
+            /* acquire: pairs with the release store of OPEN (the key words) */
+            uint64_t w = atomic_load_explicit(&s->key[i].state, memory_order_acquire);
+            if (SLOT_STATE(w) != SLOT_OPEN ||
+                atomic_load_explicit(&s->key[i].hash, memory_order_relaxed) != h ||
+                atomic_load_explicit(&s->key[i].pair, memory_order_relaxed) != ev->pair)
+                continue;
+            uint64_t rid = atomic_load_explicit(&s->key[i].rid, memory_order_relaxed);
+            int skipped = 0;
+            for (uint32_t k = 0; k < n_skip; k++)
+                skipped |= skip[k] == i;
+            if (rid < best_rid && !skipped)
+                best = i, best_w = w, best_rid = rid;
+        }
+        if (best == NVTX_NIL)
+            break;
+        /* acquire: pairs with the release store of OPEN (the body); fails
+         * when another END took it, or it was freed and reused since */
+        if (!atomic_compare_exchange_strong_explicit(&s->key[best].state, &best_w,
+                                                     SLOT_WORD(best_w, SLOT_CLOSING),
+                                                     memory_order_acquire, memory_order_relaxed))
             continue;
-        /* chains are in start order: the first match is the oldest */
-        id = r->id;
-        if (prev == NVTX_NIL)
-            s->head[b] = r->next;
-        else
-            s->open[prev].next = r->next;
-        if (s->tail[b] == i)
-            s->tail[b] = prev;
-        r->next = s->free_head;
-        s->free_head = i;
-        break;
+        const slot_body *b = &s->body[best];
+        if (body_eq(b, ev, c.span)) {
+            id = b->id;
+            slot_free(s, best);
+            break;
+        }
+        /* another key with our 64-bit hash: leave it open, look past it.
+         * release: pairs with the acquires of the ENDs that scan it */
+        atomic_store_explicit(&s->key[best].state, best_w, memory_order_release);
+        if (n_skip == END_SKIP_MAX)
+            break;
+        skip[n_skip++] = best;
     }
-    pthread_mutex_unlock(&s->lock);
-
     if (id == 0) {
         atomic_fetch_add_explicit(&s->unmatched_end, 1, memory_order_relaxed);
         return;
@@ -417,6 +513,11 @@ cbt_status cbt_nvtx_enable(void)
     st = nvtx_globals_init();
     if (st)
         goto out;
+    /* the names of the mark types known now, so that no publish registers
+     * them (a later type: type_str, on its first mark) */
+    for (uint32_t ty = 0; ty < CBT_EVENT_TYPES_MAX; ty++)
+        if (classify((cbt_event_type)ty).role == ROLE_MARK && cbt_event_type_name((cbt_event_type)ty))
+            (void)type_str((cbt_event_type)ty);
     nvtx_state *s = state_new(gen);
     if (!s) {
         st = CBT_ERR_NOMEM;

@@ -256,6 +256,10 @@ printf '#!/bin/sh\necho chunks 16\nexit 0\n' >"$F/build/bench/bench_scatter_cpu"
 for t in test_gpu_kernels test_gpu_ring test_gpu_stream test_gpu_cupti; do
   printf '#!/bin/sh\nexit 0\n' >"$F/build/tests/$t"
 done
+# the nowait step's test: its figures, and the NVTX tool it is given
+printf '#!/bin/sh\necho "NOWAIT create on a busy stream: 0.1 ms (nvtx=${NVTX_INJECTION64_PATH:-none})"\nexit 0\n' \
+  >"$F/build/tests/test_gpu_nowait"
+: >"$F/build/tests/libcbt_nvtx_inject.so"
 cp /bin/true "$F/build/tests/test_gpu_stream" # an ELF: the libraries step has one binary to ldd
 chmod +x "$F"/bin/* "$F"/build/bench/* "$F"/build/cbt "$F"/build/tests/*
 
@@ -286,6 +290,9 @@ check "fakes pass, GPU: configured with -DCBT_TEST_TIMEOUT=60 (the tests' own TI
 check "fakes pass, GPU: ctest --timeout 60 too" has "$FOUT/tests.log" 'ctest .*--timeout 60'
 check "fakes pass, GPU: the summary is printed last" eval '[ "$(tail -n 1 "$FTXT")" = "exit      0" ]'
 check "fakes pass, GPU: <= 8 files in \$OUT ($(nfiles "$FOUT"))" [ "$(nfiles "$FOUT")" -le 8 ]
+check "fakes pass, GPU: the nowait step ran test_gpu_nowait" has "$FOUT/summary.txt" '^nowait +test_gpu_nowait .*: ok$'
+check "  with the NVTX test tool, its NOWAIT line in the summary" \
+  has "$FOUT/summary.txt" '^ +create on a busy stream: 0\.1 ms \(nvtx=.*/libcbt_nvtx_inject\.so\)'
 
 fake_run skip 1
 check "a GPU test and the bench skip ON A GPU machine: exit 1 (got $FRC)" [ "$FRC" -eq 1 ]
@@ -296,6 +303,7 @@ check "  the exit line names them" has "$FOUT/summary.txt" '^exit +1 \(failed: .
 fake_run skip 0
 check "the same skips WITHOUT a GPU: exit 0 (got $FRC)" [ "$FRC" -eq 0 ]
 check "  the bench is skipped, no device" has "$FOUT/summary.txt" '^scatter +bench_scatter_gpu: skipped, no device \(bench_scatter_gpu needs a CUDA device'
+check "  the nowait step too" has "$FOUT/summary.txt" '^nowait +test_gpu_nowait .*: skipped, no device$'
 check "  the demo and the tools too" eval 'has "$FOUT/summary.txt" "^demo +cbt demo --gpu: skipped, no device$" && has "$FOUT/summary.txt" "^racecheck +test_gpu_kernels: skipped, no device$"'
 
 # no GPU found: nvidia-smi lists none, nothing under /dev

@@ -11,14 +11,21 @@
  * into the slots it wants; returning 1 keeps it attached, and NVTX turns the
  * slots left alone into no-ops. Here: the CORE2 (domain) module — domain
  * creation, registered strings, category names, range start/end, marks.
+ *
+ * A slow tool, on request (cbt_nvtx_inject_stall): the next range start,
+ * mark or string registration whose text holds a given needle sleeps before
+ * it is recorded, outside the tool's own lock, so only the calling thread
+ * waits (a test then checks that no other thread's publish waits with it).
  */
 #define _GNU_SOURCE
 #include "nvtx_inject.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NVTX_NO_IMPL /* a tool: types and declarations only */
@@ -34,6 +41,35 @@ static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static uint64_t g_next_id = NVTX_LOG_RANGE_ID_BASE;
 
 static uint64_t tid(void) { return (uint64_t)syscall(SYS_gettid); }
+
+/* ---- the stall ---- */
+static char g_needle[NVTX_LOG_TEXT]; /* written before g_armed is set (release) */
+static _Atomic unsigned g_stall_ms;
+static _Atomic int g_armed, g_stalling;
+
+EXPORT void cbt_nvtx_inject_stall(const char *needle, unsigned ms)
+{
+    snprintf(g_needle, sizeof g_needle, "%s", needle ? needle : "");
+    atomic_store(&g_stall_ms, ms);
+    atomic_store_explicit(&g_armed, 1, memory_order_release);
+}
+
+EXPORT int cbt_nvtx_inject_stalling(void) { return atomic_load(&g_stalling); }
+
+/* The armed stall, once, for a call whose text holds the needle. */
+static void maybe_stall(const char *text)
+{
+    /* acquire: pairs with the release in cbt_nvtx_inject_stall (g_needle) */
+    if (!atomic_load_explicit(&g_armed, memory_order_acquire) || !text ||
+        !strstr(text, g_needle) || !atomic_exchange(&g_armed, 0))
+        return;
+    unsigned ms = atomic_load(&g_stall_ms);
+    atomic_store(&g_stalling, 1);
+    struct timespec d = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&d, &d) != 0)
+        ;
+    atomic_store(&g_stalling, 0);
+}
 
 static void copy_text(char *dst, const char *src)
 {
@@ -82,6 +118,7 @@ static void NVTX_API inj_domain_destroy(nvtxDomainHandle_t domain)
 
 static nvtxStringHandle_t NVTX_API inj_register_string(nvtxDomainHandle_t domain, const char *str)
 {
+    maybe_stall(str);
     pthread_mutex_lock(&g_lock);
     nvtxStringHandle_t h = NULL;
     g_log.seq++;
@@ -117,6 +154,13 @@ static void NVTX_API inj_name_category(nvtxDomainHandle_t domain, uint32_t categ
 static nvtxRangeId_t NVTX_API inj_range_start(nvtxDomainHandle_t domain,
                                               const nvtxEventAttributes_t *a)
 {
+    if (atomic_load_explicit(&g_armed, memory_order_relaxed)) {
+        char text[NVTX_LOG_TEXT];
+        pthread_mutex_lock(&g_lock); /* registered strings live in the log */
+        message_text(text, a);
+        pthread_mutex_unlock(&g_lock);
+        maybe_stall(text);
+    }
     pthread_mutex_lock(&g_lock);
     nvtxRangeId_t id = g_next_id++;
     uint64_t seq = ++g_log.seq;
@@ -159,6 +203,13 @@ static void NVTX_API inj_range_end(nvtxDomainHandle_t domain, nvtxRangeId_t id)
 
 static void NVTX_API inj_mark(nvtxDomainHandle_t domain, const nvtxEventAttributes_t *a)
 {
+    if (atomic_load_explicit(&g_armed, memory_order_relaxed)) {
+        char text[NVTX_LOG_TEXT];
+        pthread_mutex_lock(&g_lock);
+        message_text(text, a);
+        pthread_mutex_unlock(&g_lock);
+        maybe_stall(text);
+    }
     pthread_mutex_lock(&g_lock);
     uint64_t seq = ++g_log.seq;
     if (g_log.n_marks < NVTX_LOG_MARKS) {

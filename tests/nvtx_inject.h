@@ -75,5 +75,13 @@ typedef struct nvtx_log {
 /* Exported by the injection library. */
 const nvtx_log *cbt_nvtx_log(void);
 typedef const nvtx_log *(*cbt_nvtx_log_fn)(void);
+/* The next range start, mark or string registration whose text (message,
+ * or the string) contains `needle` sleeps `ms` first, outside the tool's
+ * lock: a slow tool for one thread. Once per call of this. */
+void cbt_nvtx_inject_stall(const char *needle, unsigned ms);
+typedef void (*cbt_nvtx_inject_stall_fn)(const char *needle, unsigned ms);
+/* 1 while a call sleeps in that stall. */
+int cbt_nvtx_inject_stalling(void);
+typedef int (*cbt_nvtx_inject_stalling_fn)(void);
 
 #endif /* CBT_TESTS_NVTX_INJECT_H */

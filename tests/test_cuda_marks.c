@@ -4,7 +4,11 @@
  * order, a pending one holding back those behind it even when they have
  * completed; ms -> ns is exact for exact floats (the 1e3 slip of issue 11
  * fails here); a mark's time from the reference's host stamp or through a
- * fitted device clock; re-anchoring keeps later marks' times. */
+ * fitted device clock; re-anchoring keeps later marks' times; the pool
+ * taken from and given back to by four threads at once never hands an
+ * index to two of them. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "internal/cuda_marks.h"
@@ -184,10 +188,75 @@ static void mark_time_host_and_device(void **state)
     assert_int_equal(cbt_cuda_mark_unix(&a, 1000, &m, NULL), later);
 }
 
+/* ---- the pool from many threads ---------------------------------------------------------- */
+
+enum { POOL_THREADS = 4, POOL_ROUNDS = 200000 };
+static cbt_evpool g_mt_pool;
+static _Atomic uint32_t g_owner[CBT_STREAM_CUDA_POOL]; /* 0 free, else the taker's number */
+static _Atomic uint64_t g_mt_errors;
+
+static void *pool_worker(void *p)
+{
+    uint32_t me = (uint32_t)(uintptr_t)p, held[8], n = 0;
+    for (uint32_t r = 0; r < POOL_ROUNDS; r++) {
+        /* hold up to 8 at a time, giving back in a pseudo-random order */
+        if (n < 8 && (r % 3 != 0 || n == 0)) {
+            uint32_t idx;
+            if (cbt_evpool_take(&g_mt_pool, &idx) != CBT_OK)
+                continue; /* the others hold the rest */
+            uint32_t was = 0;
+            if (idx >= CBT_STREAM_CUDA_POOL ||
+                !atomic_compare_exchange_strong(&g_owner[idx], &was, me))
+                atomic_fetch_add(&g_mt_errors, 1); /* handed out twice */
+            held[n++] = idx;
+        } else {
+            uint32_t k = (r * 2654435761u) % n;
+            uint32_t idx = held[k];
+            held[k] = held[--n];
+            uint32_t was = me;
+            if (!atomic_compare_exchange_strong(&g_owner[idx], &was, 0))
+                atomic_fetch_add(&g_mt_errors, 1);
+            cbt_evpool_put(&g_mt_pool, idx);
+        }
+    }
+    while (n) {
+        uint32_t idx = held[--n];
+        atomic_store(&g_owner[idx], 0);
+        cbt_evpool_put(&g_mt_pool, idx);
+    }
+    return NULL;
+}
+
+/* A pool of 16 (so the threads contend for the top and run it dry) taken
+ * from and given back to by 4 threads: no index is ever held by two, and
+ * all 16 are there at the end. */
+static void pool_many_threads(void **state)
+{
+    (void)state;
+    cbt_evpool_init(&g_mt_pool, 16);
+    pthread_t th[POOL_THREADS];
+    for (uintptr_t i = 0; i < POOL_THREADS; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, pool_worker, (void *)(i + 1)), 0);
+    for (int i = 0; i < POOL_THREADS; i++)
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    assert_int_equal(atomic_load(&g_mt_errors), 0);
+    static uint8_t seen[CBT_STREAM_CUDA_POOL];
+    memset(seen, 0, sizeof seen);
+    uint32_t idx, n = 0;
+    while (cbt_evpool_take(&g_mt_pool, &idx) == CBT_OK) {
+        assert_true(idx < 16);
+        assert_int_equal(seen[idx], 0);
+        seen[idx] = 1;
+        n++;
+    }
+    assert_int_equal(n, 16);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(pool_hands_out_each_index_once),
+        cmocka_unit_test(pool_many_threads),
         cmocka_unit_test(fifo_resolves_in_stream_order),
         cmocka_unit_test(fifo_bounded_wraps_and_clears),
         cmocka_unit_test(ms_to_ns_exact),

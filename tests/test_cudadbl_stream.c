@@ -7,7 +7,13 @@
  * pool refuses with CBT_ERR_FULL and counts; a failed query drops the mark
  * and counts; shutdown gives up on a mark that never completes after
  * shutdown_timeout_ms; with the default MAPPED device ring the marks go
- * through its fitted clock. Host logic only: docs/testing.md. */
+ * through its fitted clock. Nothing waits: cbt_stream_cuda_create returns
+ * while the stream's reference is still pending (no synchronisation; the
+ * marks wait for it at the harvester), and a publisher stopped halfway
+ * through taking a pooled event holds no other publisher up. Host logic
+ * only: docs/testing.md. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +22,7 @@
 
 #include "cudadbl.h"
 #include "internal/clock.h"
+#include "internal/cuda_marks.h"
 #include "testutil.h"
 
 static cudaStream_t g_cs;
@@ -28,14 +35,25 @@ static cbt_config cfg(uint32_t cuda_ring_capacity)
     return c;
 }
 
+static double ms_since(const struct timespec *a)
+{
+    struct timespec b;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a->tv_sec) * 1e3 + (double)(b.tv_nsec - a->tv_nsec) / 1e6;
+}
+
+/* A tracer and a CUDA stream whose reference event (the creation's one
+ * recording) the "device" completes at `ref_ms`. */
 static cbt_stream *start(uint32_t ring, float ref_ms)
 {
     cudadbl_reset();
-    cudadbl_set_now_ms(ref_ms); /* the reference event completes at this device time */
     cbt_config c = cfg(ring);
     tu_start(&c);
     cbt_stream *s = NULL;
+    uint32_t ref = cudadbl_records();
     assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    assert_int_equal(cudadbl_records(), ref + 1);
+    assert_int_equal(cudadbl_complete(ref, ref_ms), 0);
     return s;
 }
 
@@ -205,7 +223,9 @@ static void shutdown_abandons_never_completing_mark(void **state)
     c.shutdown_timeout_ms = 200;
     tu_start(&c);
     cbt_stream *s = NULL;
+    uint32_t ref = cudadbl_records();
     assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    assert_int_equal(cudadbl_complete(ref, 0.0f), 0);
     uint32_t r = cudadbl_records();
     pub(s, "done");
     pub(s, "hung");
@@ -250,7 +270,136 @@ static void mapped_ring_clock_times_marks(void **state)
     assert_true(el > -25000000 && el < 25000000);
     /* the stamp kernel read the fake %globaltimer at creation: the fitted
      * clock maps it to about then (the double's probe brackets: < 10 ms) */
-    assert_true(t0 <= now + 10000000ull && now - t0 < 2000000000ull);
+    assert_true(t0 <= now + 10000000ull && (int64_t)(now - t0) < 2000000000ll); /* signed: a
+                                                        loose fit may put x0 after now */
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
+/* The stream is busy (its reference will complete only when the "device"
+ * gets there, i.e. when this test says so): cbt_stream_cuda_create returns
+ * at once, having synchronised nothing. Marks recorded behind the reference
+ * that complete first wait for it at the harvester; once it completes they
+ * are timed from it, exactly. The old create waited for the reference in
+ * cudaEventSynchronize (the double's waits until the event completes: 3 s
+ * here, the cap) and fails the 200 ms bound and the sync count. */
+static void create_does_not_wait_for_a_busy_stream(void **state)
+{
+    (void)state;
+    cudadbl_reset();
+    cbt_config c = cfg(0);
+    tu_start(&c);
+    cbt_stream *s = NULL;
+    uint32_t ref = cudadbl_records(), syncs = cudadbl_syncs();
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    double ms = ms_since(&t0);
+    printf("# cbt_stream_cuda_create on a busy stream: %.2f ms (bound 200 ms)\n", ms);
+    assert_true(ms < 200.0);
+    assert_int_equal(cudadbl_syncs(), syncs); /* no cudaEventSynchronize, no cudaStreamSynchronize */
+    assert_int_equal(cudadbl_records(), ref + 1); /* the reference: recorded, pending */
+    pub(s, "b0");
+    pub(s, "b1");
+    assert_int_equal(cudadbl_complete(ref + 1, 12.0f), 0);
+    assert_int_equal(cudadbl_complete(ref + 2, 15.5f), 0);
+    struct timespec d = {0, 20000000}; /* 20 ms: hundreds of harvester rounds */
+    nanosleep(&d, NULL);
+    wait_pending(2); /* both completed, both held: their reference is not known yet */
+    assert_int_equal(tu_event_count(), 0);
+    assert_int_equal(cudadbl_complete(ref, 10.0f), 0);
+    uint64_t before = cbt_clock_unix_now();
+    tu_flush();
+    assert_int_equal(tu_event_count(), 2);
+    uint64_t t0b = ts_of("b0"), t1b = ts_of("b1");
+    assert_int_equal(t1b - t0b, 3500000ull);
+    /* the reference's host stamp is its host function's (at creation here,
+     * the double runs host functions at once); b0 is 2 ms after it */
+    assert_true(t0b <= before + 2000000ull && before - t0b < 5000000000ull);
+    assert_int_equal(cudadbl_syncs(), syncs);
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
+/* ---- a publisher stopped inside the pool ---------------------------------------------- */
+
+static _Thread_local int tl_slow;         /* this thread is the one to stop */
+static _Atomic int g_stall_armed, g_stalled; /* the hook stops once; it is stopped now */
+
+static void stall_hook(void)
+{
+    if (!tl_slow || !atomic_exchange(&g_stall_armed, 0))
+        return;
+    atomic_store(&g_stalled, 1);
+    struct timespec d = {2, 500000000}; /* 2.5 s, as a preempted thread might be */
+    nanosleep(&d, NULL);
+    atomic_store(&g_stalled, 0);
+}
+
+typedef struct slow_arg {
+    cbt_stream *s;
+    cbt_status st;
+} slow_arg;
+
+static void *slow_marker(void *p)
+{
+    slow_arg *a = p;
+    tl_slow = 1;
+    cbt_event e;
+    cbt_event_init(&e, CBT_EV_L2_LOAD_TASK_SUBMITTED, "slow");
+    a->st = cbt_publish_on_stream(a->s, &e);
+    return NULL;
+}
+
+/* One thread is stopped for 2.5 s in the middle of taking a pooled event
+ * (after reading the pool's top, before claiming it: where the mutex-based
+ * pool held its lock). Another thread's marks on the same stream each
+ * return within 200 ms; the stopped one then finishes (its CAS fails on the
+ * moved top and it retries), and all of them are dispatched. With the pool
+ * under a mutex the other thread waits the whole 2.5 s. */
+static void mark_not_held_by_a_stopped_publisher(void **state)
+{
+    (void)state;
+    cbt_stream *s = start(0, 0.0f);
+    uint32_t r = cudadbl_records();
+    pub(s, "attach"); /* the first mark attaches the stream to the tracer */
+    atomic_store(&g_stall_armed, 1);
+    atomic_store(&g_stalled, 0);
+    atomic_store_explicit(&cbt_evpool_take_hook_, stall_hook, memory_order_release);
+    slow_arg a = {s, CBT_ERR_INVAL};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, slow_marker, &a), 0);
+    for (int i = 0; i < 2000 && !atomic_load(&g_stalled); i++) {
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+    assert_true(atomic_load(&g_stalled));
+    double worst = 0.0;
+    char sid[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(sid, sizeof sid, "fast%d", i);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        pub(s, sid);
+        double ms = ms_since(&t0);
+        if (ms > worst)
+            worst = ms;
+    }
+    int still = atomic_load(&g_stalled);
+    printf("# 8 marks while another publisher is stopped in the pool: slowest %.2f ms "
+           "(bound 200 ms)\n", worst);
+    assert_true(worst < 200.0);
+    assert_true(still); /* they all went past it while it was stopped */
+    assert_int_equal(pthread_join(th, NULL), 0);
+    atomic_store_explicit(&cbt_evpool_take_hook_, NULL, memory_order_release);
+    assert_int_equal(a.st, CBT_OK);
+    assert_int_equal(cudadbl_records(), r + 10);
+    for (uint32_t i = 0; i < 10; i++)
+        assert_int_equal(cudadbl_complete(r + i, 1.0f + (float)i), 0);
+    tu_flush();
+    assert_int_equal(tu_event_count(), 10);
+    assert_non_null(tu_event_find(CBT_EV_L2_LOAD_TASK_SUBMITTED, "slow", 0));
+    assert_non_null(tu_event_find(CBT_EV_L2_LOAD_TASK_SUBMITTED, "fast7", 0));
     cbt_stream_destroy(s);
     tu_stop();
 }
@@ -282,6 +431,8 @@ int main(void)
         cmocka_unit_test_teardown(failed_query_drops_and_counts, tu_teardown),
         cmocka_unit_test_teardown(shutdown_abandons_never_completing_mark, tu_teardown),
         cmocka_unit_test_teardown(mapped_ring_clock_times_marks, tu_teardown),
+        cmocka_unit_test_teardown(create_does_not_wait_for_a_busy_stream, tu_teardown),
+        cmocka_unit_test_teardown(mark_not_held_by_a_stopped_publisher, tu_teardown),
         cmocka_unit_test_teardown(no_device_refused, tu_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,12 +6,18 @@
  * kernel named; one range per span, START/END matched, nested in the request
  * range; messages "<span> <session>"; payload = the cbt range id = the span
  * attribute nvtx.range_id; ranges that cross threads; END without START,
- * full metadata, a full pairing table; nothing at all without enable.
+ * full metadata, a full pairing table; nothing at all without enable; a
+ * slow tool (the injection library stalls one thread's range start, or one
+ * string registration, for 2.5 s) holds no other thread's publish up; six
+ * threads opening and closing ranges at once, some across threads.
  * Tests share one process (NVTX initialises once): the first test must run
  * before anything calls NVTX, and each test uses session ids of its own. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -506,6 +512,236 @@ static void pspans(void **state)
     tu_stop();
 }
 
+/* ---- many threads on the table ------------------------------------------------------- */
+
+enum { MT_THREADS = 4, MT_PAIRS = 300 };
+static _Atomic int g_mt_opened; /* the opener's START of "mt-x<i>" returned for i < it */
+
+static void *mt_own(void *p)
+{
+    int k = (int)(uintptr_t)p;
+    char sid[32];
+    for (int i = 0; i < MT_PAIRS; i++) {
+        snprintf(sid, sizeof sid, "mt-%d-%d", k, i % 7); /* keys reused: FIFO per key */
+        cbt_event e;
+        cbt_event_init(&e, CBT_EV_CB_CLASSIFY_START, sid);
+        (void)cbt_publish(&e);
+        if (i % 3 == 2) { /* keep a few open across iterations */
+            for (int j = 0; j < 3; j++) {
+                snprintf(sid, sizeof sid, "mt-%d-%d", k, (i - j) % 7);
+                cbt_event_init(&e, CBT_EV_CB_CLASSIFY_END, sid);
+                (void)cbt_publish(&e);
+            }
+        }
+    }
+    return NULL;
+}
+
+static void *mt_opener(void *p)
+{
+    (void)p;
+    char sid[32];
+    for (int i = 0; i < MT_PAIRS; i++) {
+        snprintf(sid, sizeof sid, "mt-x%d", i);
+        cbt_event e;
+        cbt_event_init(&e, CBT_EV_CB_SCATTER_START, sid);
+        (void)cbt_publish(&e);
+        atomic_store_explicit(&g_mt_opened, i + 1, memory_order_release);
+    }
+    return NULL;
+}
+
+static void *mt_closer(void *p)
+{
+    (void)p;
+    char sid[32];
+    for (int i = 0; i < MT_PAIRS; i++) {
+        while (atomic_load_explicit(&g_mt_opened, memory_order_acquire) <= i)
+            sched_yield();
+        snprintf(sid, sizeof sid, "mt-x%d", i);
+        cbt_event e;
+        cbt_event_init(&e, CBT_EV_CB_SCATTER_END, sid);
+        (void)cbt_publish(&e);
+    }
+    return NULL;
+}
+
+/* Four threads open and close ranges of their own keys (reusing each key,
+ * several open at once), while one thread opens ranges another closes as
+ * soon as each START has returned: every range is ended exactly once by the
+ * tool's account, the cross-thread ones each by the closer. */
+static void many_threads_share_the_table(void **state)
+{
+    (void)state;
+    start_enabled();
+    const nvtx_log *l = nlog();
+    uint32_t r0 = l->n_ranges, bad0 = l->n_bad_ends;
+    atomic_store(&g_mt_opened, 0);
+    pthread_t th[MT_THREADS + 2];
+    for (uintptr_t k = 0; k < MT_THREADS; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, mt_own, (void *)k), 0);
+    assert_int_equal(pthread_create(&th[MT_THREADS], NULL, mt_opener, NULL), 0);
+    assert_int_equal(pthread_create(&th[MT_THREADS + 1], NULL, mt_closer, NULL), 0);
+    for (int k = 0; k < MT_THREADS + 2; k++)
+        assert_int_equal(pthread_join(th[k], NULL), 0);
+    assert_int_equal(l->n_bad_ends, bad0);
+    assert_int_equal(l->n_ranges - r0, MT_THREADS * MT_PAIRS + MT_PAIRS);
+    for (uint32_t i = r0; i < l->n_ranges; i++)
+        if (!l->ranges[i].ended)
+            fail_msg("range %s was never ended", l->ranges[i].message);
+    tu_flush();
+    tu_stop();
+}
+
+/* ---- a slow tool: one thread stalled inside NVTX ------------------------------------ */
+
+static void *inject_sym(const char *name)
+{
+    void *h = dlopen(g_path, RTLD_NOW | RTLD_NOLOAD);
+    assert_non_null(h);
+    void *sym = dlsym(h, name);
+    assert_non_null(sym);
+    dlclose(h);
+    return sym;
+}
+
+static void inject_stall(const char *needle, unsigned ms)
+{
+    cbt_nvtx_inject_stall_fn f;
+    void *sym = inject_sym("cbt_nvtx_inject_stall");
+    memcpy(&f, &sym, sizeof f);
+    f(needle, ms);
+}
+
+static int inject_stalling(void)
+{
+    cbt_nvtx_inject_stalling_fn f;
+    void *sym = inject_sym("cbt_nvtx_inject_stalling");
+    memcpy(&f, &sym, sizeof f);
+    return f();
+}
+
+static void wait_stalling(void)
+{
+    for (int i = 0; i < 2000 && !inject_stalling(); i++) {
+        struct timespec d = {0, 1000000};
+        nanosleep(&d, NULL);
+    }
+    assert_true(inject_stalling());
+}
+
+/* ms one publish of (type, sid) took */
+static double timed_pub(cbt_event_type type, const char *sid)
+{
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    tu_pub(type, sid);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+#define STALL_MS 2500u /* the slow thread's stall */
+#define BOUND_MS 200.0 /* what another thread's publish may take meanwhile */
+
+/* A thread whose range start the tool stalls for 2.5 s: meanwhile another
+ * thread opens and closes ranges of other sessions, each publish within
+ * 200 ms, and they are finished before the stalled one is. The stalled
+ * range then ends normally. With the pairing table under one mutex (held
+ * across nvtxDomainRangeStartEx), every one of them waited the 2.5 s. */
+static void slow_tool_range_holds_no_other_publish(void **state)
+{
+    (void)state;
+    start_enabled();
+    inject_stall("mp.store n-slow", STALL_MS);
+    pub_arg a = {{CBT_EV_MP_STORE_START, CBT_EV_MP_STORE_START}, 1, "n-slow", 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, pub_thread, &a), 0);
+    wait_stalling();
+    double worst = 0.0;
+    char sid[32];
+    for (int i = 0; i < 4; i++) {
+        snprintf(sid, sizeof sid, "n-fast%d", i);
+        double m1 = timed_pub(CBT_EV_MP_STORE_START, sid);
+        double m2 = timed_pub(CBT_EV_MP_STORE_END, sid);
+        worst = m1 > worst ? m1 : worst;
+        worst = m2 > worst ? m2 : worst;
+    }
+    int still = inject_stalling();
+    printf("# 8 publishes while another thread's range start is stalled in the tool: "
+           "slowest %.2f ms (bound %.0f ms)\n", worst, BOUND_MS);
+    assert_true(worst < BOUND_MS);
+    assert_true(still);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(a.tid != 0);
+    tu_pub(CBT_EV_MP_STORE_END, "n-slow");
+    for (int i = 0; i < 4; i++) {
+        snprintf(sid, sizeof sid, "mp.store n-fast%d", i);
+        one_range(sid, 1);
+    }
+    const nvtx_log_range *slow = one_range("mp.store n-slow", 1);
+    assert_int_equal(slow->start_tid, a.tid);
+    assert_true(range_at("mp.store n-fast3", 0)->end_seq < slow->start_seq); /* done before it */
+    tu_flush();
+    tu_stop();
+}
+
+/* Two types registered after enable (so their names are not registered
+ * yet). A thread's first session-less mark of the first registers its name,
+ * and the tool stalls that for 2.5 s: meanwhile another thread's marks of the
+ * same type (its name as ASCII) and of the second (registered by that
+ * thread) each return within 200 ms. With registration under one mutex,
+ * both waited the 2.5 s. */
+static void slow_tool_registration_holds_no_other_mark(void **state)
+{
+    (void)state;
+    start_enabled();
+    cbt_event_type ta, tb;
+    assert_int_equal(cbt_event_type_register("test.nvtx_slow_a", &ta), CBT_OK);
+    assert_int_equal(cbt_event_type_register("test.nvtx_slow_b", &tb), CBT_OK);
+    inject_stall("test.nvtx_slow_a", STALL_MS);
+    pub_arg a = {{ta, ta}, 1, "", 0};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, pub_thread, &a), 0);
+    wait_stalling();
+    double m_same = timed_pub(ta, "");
+    double m_other = timed_pub(tb, "");
+    int still = inject_stalling();
+    printf("# marks while another thread registers a name in a stalled tool: the same type "
+           "%.2f ms, another type %.2f ms (bound %.0f ms)\n", m_same, m_other, BOUND_MS);
+    assert_true(m_same < BOUND_MS);
+    assert_true(m_other < BOUND_MS);
+    assert_true(still);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(a.tid != 0);
+    /* the stalled thread's mark carries the registered name, ours the ASCII
+     * one (the same text); the other type's is registered */
+    const nvtx_log *l = nlog();
+    int reg = 0, ascii = 0;
+    for (uint32_t i = 0; i < l->n_marks; i++) {
+        if (strcmp(l->marks[i].message, "test.nvtx_slow_a") != 0)
+            continue;
+        if (l->marks[i].message_type == NVTX_MESSAGE_TYPE_REGISTERED) {
+            reg++;
+            assert_int_equal(l->marks[i].tid, a.tid);
+        } else {
+            ascii++;
+            assert_int_equal(l->marks[i].message_type, NVTX_MESSAGE_TYPE_ASCII);
+            assert_int_equal(l->marks[i].tid, my_tid());
+        }
+    }
+    assert_int_equal(reg, 1);
+    assert_int_equal(ascii, 1);
+    assert_true(has_string("test.nvtx_slow_a"));
+    const nvtx_log_mark *mb = mark_named("test.nvtx_slow_b");
+    assert_non_null(mb);
+    assert_int_equal(mb->message_type, NVTX_MESSAGE_TYPE_REGISTERED);
+    /* from now on the first type's marks carry the registered name */
+    tu_pub(ta, "");
+    assert_int_equal(l->marks[l->n_marks - 1].message_type, NVTX_MESSAGE_TYPE_REGISTERED);
+    tu_flush();
+    tu_stop();
+}
+
 #define T(f) cmocka_unit_test_teardown(f, tu_teardown)
 
 int main(void)
@@ -526,6 +762,9 @@ int main(void)
         T(table_full),
         T(reenable_new_tracer),
         T(pspans),
+        T(many_threads_share_the_table),
+        T(slow_tool_range_holds_no_other_publish),
+        T(slow_tool_registration_holds_no_other_mark),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

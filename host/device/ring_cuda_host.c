@@ -1,6 +1,7 @@
 /* host/device/ring_cuda_host.c — owns the host side of the CUDA placements of the
  * device ring: memory, the device-placement copy-out, the host half of the
- * %globaltimer clock probe, the reference stamp of CUDA streams, and the frees.
+ * %globaltimer clock probe, the reference stamp of CUDA streams (queued, never
+ * waited for), and the frees.
  * The kernels are in host/device/ring_cuda.cu, reached only through
  * internal/ring_cuda.h, so this file is plain C: built into libcbt with the
  * CUDA runtime, and into the CUDA-double tests against tests/cuda_double/.
@@ -323,24 +324,16 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
 
 /* ---- the reference stamp of a CUDA stream -------------------------------------------- */
 
-cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns)
+cbt_status cbt_cuda_stamp_event_(void *stream, void *event, unsigned long long *stamp_dev)
 {
-    unsigned long long *h = NULL, *d = NULL;
-    if (cudaHostAlloc((void **)&h, sizeof *h, cudaHostAllocMapped) != cudaSuccess) {
+    cudaStream_t s = stream;
+    /* queued only: the caller reads the word after the event completes */
+    if (cbt_ring_cuda_launch_stamp_(s, stamp_dev) != CBT_OK ||
+        cudaEventRecord((cudaEvent_t)event, s) != cudaSuccess) {
         cudaGetLastError();
         return CBT_ERR_CUDA;
     }
-    cudaStream_t s = stream;
-    bool ok = cudaHostGetDevicePointer((void **)&d, h, 0) == cudaSuccess &&
-              cbt_ring_cuda_launch_stamp_(s, d) == CBT_OK &&
-              cudaEventRecord((cudaEvent_t)event, s) == cudaSuccess &&
-              cudaEventSynchronize((cudaEvent_t)event) == cudaSuccess;
-    if (ok)
-        *dev_ns = *h;
-    else
-        cudaGetLastError();
-    cudaFreeHost(h);
-    return ok ? CBT_OK : CBT_ERR_CUDA;
+    return CBT_OK;
 }
 
 void cbt_ring_cuda_bind_(cbt_ring *r)

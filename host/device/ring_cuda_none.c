@@ -20,9 +20,9 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
     return 0;
 }
 void cbt_ring_cuda_destroy_(cbt_ring *r, int detached) { (void)r, (void)detached; }
-cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns)
+cbt_status cbt_cuda_stamp_event_(void *stream, void *event, unsigned long long *stamp_dev)
 {
-    (void)stream, (void)event, (void)dev_ns;
+    (void)stream, (void)event, (void)stamp_dev;
     return CBT_ERR_UNSUPPORTED;
 }
 void cbt_ring_cuda_bind_(struct cbt_ring *r) { (void)r; }

@@ -5,11 +5,14 @@
  *
  * Events are named by their index into the stream's pool; what an index
  * means (a cudaEvent_t) is stream_cuda.c's business. Nothing here locks:
- * the pool is used under the stream's pool lock, the FIFO by the harvester.
+ * the pool is a lock-free stack that any thread may take from and give back
+ * to at once (publishers take, the harvester and a failed publish give
+ * back); the FIFO is the harvester's alone.
  */
 #ifndef CBT_HOST_INTERNAL_CUDA_MARKS_H
 #define CBT_HOST_INTERNAL_CUDA_MARKS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "cbt/status.h"
@@ -19,17 +22,37 @@
 
 /* ---- the event pool's free list ------------------------------------------------------ */
 
+/* A Treiber stack of free indices with an ABA tag. `top` packs the tag (high
+ * 32 bits, moved on every successful push and pop) and the top index + 1
+ * (low 32 bits; 0: empty); next[i] is the index + 1 below i while i is
+ * free. A take or give-back is a load and a CAS, retried only when another
+ * thread's take or give-back won the race: no lock, no system call, and a
+ * thread stopped halfway holds nobody up (the others' CASes succeed; its
+ * own then fails on the moved tag and retries). Ordering: a give-back's CAS
+ * is a release and a take's loads of `top` are acquires, so what the giver
+ * wrote before (the index's next, the harvester's swap of the cudaEvent_t
+ * behind it) is seen by the thread that takes the index. */
 typedef struct cbt_evpool {
-    uint32_t free_idx[CBT_STREAM_CUDA_POOL];
-    uint32_t n_free;
+    _Atomic uint64_t top;
+    _Atomic uint32_t next[CBT_STREAM_CUDA_POOL];
 } cbt_evpool;
 
-/* Indices 0..n-1 free (n <= CBT_STREAM_CUDA_POOL), handed out lowest first. */
+/* Indices 0..n-1 free (n <= CBT_STREAM_CUDA_POOL), 0 on top. Before any
+ * other thread uses the pool. */
 void cbt_evpool_init(cbt_evpool *p, uint32_t n);
-/* Take a free index: CBT_OK, or CBT_ERR_FULL when every one is in use. */
+/* Take a free index: CBT_OK, or CBT_ERR_FULL when every one is in use. Any
+ * thread, lock-free (above). */
 cbt_status cbt_evpool_take(cbt_evpool *p, uint32_t *idx);
-/* Give an index back (one that was taken). */
+/* Give an index back (one that was taken, once). Any thread, lock-free. */
 void cbt_evpool_put(cbt_evpool *p, uint32_t idx);
+
+/* Test-only: when set, cbt_evpool_take calls it after reading the top of the
+ * stack and before its CAS claims it (where the mutex-based pool held its
+ * lock), so a test can stop one taker there and see the others go past
+ * (tests/test_cuda_marks.c, tests/test_cudadbl_stream.c). NULL: one load
+ * and a predicted branch per take. */
+typedef void (*cbt_evpool_hook)(void);
+extern _Atomic(cbt_evpool_hook) cbt_evpool_take_hook_;
 
 /* ---- the pending FIFO ---------------------------------------------------------------- */
 

@@ -80,9 +80,11 @@ uint32_t cbt_ring_cuda_probe_(void *ctx, uint32_t n, uint64_t *dev, uint64_t *lo
 /* Free the CUDA state (detached: on a thread of its own, which exits after
  * the frees; if that thread cannot start, here). */
 void cbt_ring_cuda_destroy_(cbt_ring *r, int detached);
-/* The device's %globaltimer read right before `event` completes on `stream`
- * (a one-thread kernel then cudaEventRecord): the anchor that puts CUDA-event
- * times on the device clock. */
-cbt_status cbt_cuda_stamp_event_(void *stream, void *event, uint64_t *dev_ns);
+/* Queue on `stream` a one-thread kernel that writes the device's %globaltimer
+ * to `*stamp_dev` (a device pointer to mapped host memory the caller keeps
+ * until `event` has completed), then record `event` after it: the anchor that
+ * puts CUDA-event times on the device clock. Waits for nothing: the caller
+ * reads the mapped word once cudaEventQuery(event) says it completed. */
+cbt_status cbt_cuda_stamp_event_(void *stream, void *event, unsigned long long *stamp_dev);
 
 #endif /* CBT_HOST_INTERNAL_RING_H */

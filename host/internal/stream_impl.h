@@ -78,7 +78,8 @@ struct cbt_stream {
     /* CUDA (stream_cuda.c) */
     void *cuda_stream;
     struct cbt_cuda_pool *pool;
-    uint64_t tracer_gen;            /* generation of the tracer polling our marks; 0: none */
+    _Atomic uint64_t tracer_gen;    /* generation of the tracer polling our marks; 0:
+                                     * none (read by every mark, set once per tracer) */
     _Atomic uint32_t in_flight;     /* marks pushed and not yet dispatched or dropped */
     struct cbt_markq *pending;      /* harvester-owned FIFO of pool indices
                                      * (internal/cuda_marks.h) */

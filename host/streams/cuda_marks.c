@@ -1,29 +1,62 @@
 /* host/streams/cuda_marks.c — owns the CUDA stream backend's CUDA-free
- * bookkeeping (internal/cuda_marks.h): the pool's free list, the pending
- * FIFO in stream order, a mark's time from its elapsed milliseconds. */
+ * bookkeeping (internal/cuda_marks.h): the pool's free list (a lock-free
+ * stack), the pending FIFO in stream order, a mark's time from its elapsed
+ * milliseconds. */
 #include "internal/cuda_marks.h"
+
+_Atomic(cbt_evpool_hook) cbt_evpool_take_hook_; /* static storage: NULL */
+
+#define EVPOOL_TAG_ONE (1ull << 32)
 
 void cbt_evpool_init(cbt_evpool *p, uint32_t n)
 {
     if (n > CBT_STREAM_CUDA_POOL)
         n = CBT_STREAM_CUDA_POOL;
-    for (uint32_t i = 0; i < n; i++)
-        p->free_idx[i] = n - 1 - i; /* a stack: index 0 on top */
-    p->n_free = n;
+    for (uint32_t i = 0; i < n; i++) /* i's successor below it: i + 1 (as index + 1: i + 2) */
+        atomic_store_explicit(&p->next[i], i + 1 < n ? i + 2 : 0, memory_order_relaxed);
+    atomic_store_explicit(&p->top, n ? 1u : 0u, memory_order_relaxed); /* index 0 on top */
 }
 
 cbt_status cbt_evpool_take(cbt_evpool *p, uint32_t *idx)
 {
-    if (p->n_free == 0)
-        return CBT_ERR_FULL;
-    *idx = p->free_idx[--p->n_free];
-    return CBT_OK;
+    /* acquire: pairs with the release CAS of the give-back that put this top
+     * there (its next[] store, and the event behind the index) */
+    uint64_t top = atomic_load_explicit(&p->top, memory_order_acquire);
+    for (;;) {
+        uint32_t i1 = (uint32_t)top;
+        if (i1 == 0)
+            return CBT_ERR_FULL;
+        /* acquire: pairs with the release store of a test's hook */
+        cbt_evpool_hook hook = atomic_load_explicit(&cbt_evpool_take_hook_, memory_order_acquire);
+        if (__builtin_expect(hook != NULL, 0))
+            hook();
+        /* possibly stale when i1 was taken and given back meanwhile: then the
+         * tag moved and the CAS below fails */
+        uint32_t below = atomic_load_explicit(&p->next[i1 - 1], memory_order_relaxed);
+        uint64_t want = ((top & ~0xffffffffull) + EVPOOL_TAG_ONE) | below;
+        /* acquire (success and failure): as the load above, for the top we
+         * took or the one we retry with */
+        if (atomic_compare_exchange_weak_explicit(&p->top, &top, want, memory_order_acquire,
+                                                  memory_order_acquire)) {
+            *idx = i1 - 1;
+            return CBT_OK;
+        }
+    }
 }
 
 void cbt_evpool_put(cbt_evpool *p, uint32_t idx)
 {
-    if (p->n_free < CBT_STREAM_CUDA_POOL)
-        p->free_idx[p->n_free++] = idx;
+    if (idx >= CBT_STREAM_CUDA_POOL)
+        return;
+    uint64_t top = atomic_load_explicit(&p->top, memory_order_relaxed);
+    uint64_t want;
+    do {
+        atomic_store_explicit(&p->next[idx], (uint32_t)top, memory_order_relaxed);
+        want = ((top & ~0xffffffffull) + EVPOOL_TAG_ONE) | (idx + 1);
+        /* release: pairs with the acquires in cbt_evpool_take: next[idx] and
+         * whatever the caller wrote about idx before giving it back */
+    } while (!atomic_compare_exchange_weak_explicit(&p->top, &top, want, memory_order_release,
+                                                    memory_order_relaxed));
 }
 
 cbt_status cbt_markq_push(cbt_markq *q, uint32_t ev)

@@ -1,9 +1,12 @@
 /* host/streams/stream_cuda.c — owns the CUDA stream backend: pooled timing events as
  * stream marks, resolved to unix ns by the harvester without synchronising.
  *
- * Publish (caller's thread): take an event from the stream's pool (a mutex
- * and a pop; an empty pool drops the mark and counts it), cudaEventRecord it
- * on the user's stream, and push the event onto the bus with the pool index.
+ * Publish (caller's thread): take an event from the stream's pool (a
+ * lock-free stack, internal/cuda_marks.h: a load and a CAS; an empty pool
+ * drops the mark and counts it), cudaEventRecord it on the user's stream,
+ * and push the event onto the bus with the pool index. No lock of cbt's is
+ * taken in steady state, and nothing waits for the device; only the first
+ * mark under a new tracer attaches the stream to it (below).
  * Harvest (harvester thread): the bus item moves to this stream's pending
  * FIFO (the pool index, and its event as a record of its used bytes in
  * `pend_recs`, internal/record.h: CBT_STREAM_CUDA_MARK_CELLS cells, 512
@@ -14,12 +17,28 @@
  * event to the pool. Marks of one stream complete in stream order, so the
  * FIFO never waits behind a mark that cannot finish first.
  *
- * The reference event is recorded once, at creation, right after a one-thread
- * kernel that reads %globaltimer (cbt_cuda_stamp_event_): so a mark's device
- * time is that reading plus cudaEventElapsedTime(reference, mark), and the
- * device ring's clock calibration (host/device/devclock.c) turns it into unix ns,
- * the same mapping the kernel spans use, so the two sources agree. Without a
- * calibrated device ring the reference's host completion stamp is used.
+ * The reference. Creation launches a one-thread kernel that writes
+ * %globaltimer into a mapped word (cbt_cuda_stamp_event_), records the
+ * reference event right after it, and enqueues a host function that stamps
+ * the host's ticks when the stream gets past the reference; then it returns,
+ * without waiting for any of it (the stream may be busy for seconds). The
+ * harvester resolves the anchor when it first needs it: once cudaEventQuery
+ * says the reference completed and the host function has run, it reads the
+ * mapped word (the reference's device time) and the host stamp; until then
+ * the marks behind it stay pending (a mark recorded after the reference
+ * completes after it and after the host function, stream order). A mark's
+ * device time is that reading plus cudaEventElapsedTime(reference, mark),
+ * and the device ring's clock calibration (host/device/devclock.c) turns it
+ * into unix ns, the same mapping the kernel spans use, so the two sources
+ * agree. Without a calibrated device ring the host stamp is used (a host
+ * function runs tens of microseconds after its stream reaches it, about
+ * what a wake-up from cudaEventSynchronize took).
+ *
+ * Attaching. The first mark under a tracer generation registers the stream
+ * with that tracer (cbt_tracer_add_stream_, under the tracer's lock) and
+ * forgets what an earlier tracer left pending, under the stream's `attach`
+ * mutex; other threads marking at that moment wait for it. Once per stream
+ * and tracer: never in steady state.
  *
  * The bookkeeping that needs no CUDA (the free list, the FIFO's resolution
  * in stream order, ms -> ns, the anchor) is internal/cuda_marks.h's, tested
@@ -32,17 +51,23 @@
 
 #include <cuda_runtime_api.h>
 
+#include "internal/clock.h"
 #include "internal/cuda_marks.h"
 #include "internal/ring_host.h"
 #include "internal/stream_impl.h"
 
 struct cbt_cuda_pool {
-    pthread_mutex_t lock;
-    pthread_mutex_t attach; /* attach(): before lock, never under it */
-    cudaEvent_t ev[CBT_STREAM_CUDA_POOL];
-    cbt_evpool free; /* under lock */
+    pthread_mutex_t attach; /* attach() only: never on the steady-state path */
+    cbt_evpool free;        /* lock-free: publishers take, anyone gives back */
+    cudaEvent_t ev[CBT_STREAM_CUDA_POOL]; /* ev[i] is the taker's while i is taken */
     cudaEvent_t ref;
-    cbt_cuda_anchor anchor; /* the reference's host and device stamps (harvester) */
+    unsigned long long *stamp; /* mapped host word: the stamp kernel's %globaltimer */
+    /* host ticks when the stream passed the reference (its host function);
+     * 0 until then */
+    _Atomic uint64_t ref_passed;
+    /* the harvester's: the anchor is known (ref, ref_passed and stamp read) */
+    int anchored;
+    cbt_cuda_anchor anchor;
 };
 
 static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
@@ -51,9 +76,18 @@ static void pool_free(struct cbt_cuda_pool *p, uint32_t n_created)
         cudaEventDestroy(p->ev[i]);
     if (p->ref)
         cudaEventDestroy(p->ref);
-    pthread_mutex_destroy(&p->lock);
+    if (p->stamp)
+        cudaFreeHost(p->stamp);
     pthread_mutex_destroy(&p->attach);
     free(p);
+}
+
+/* The host function behind the reference (a CUDA thread; no CUDA calls). */
+static void CUDART_CB ref_passed(void *arg)
+{
+    struct cbt_cuda_pool *p = arg;
+    /* release: pairs with the acquire in anchor_ready */
+    atomic_store_explicit(&p->ref_passed, cbt_clock_ticks(), memory_order_release);
 }
 
 cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
@@ -71,7 +105,6 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
         cbt_rec_fifo_free(&s->pend_recs); /* zeroed by a failed init: a no-op then */
         return CBT_ERR_NOMEM;
     }
-    pthread_mutex_init(&p->lock, NULL);
     pthread_mutex_init(&p->attach, NULL);
     uint32_t made = 0;
     for (; made < CBT_STREAM_CUDA_POOL; made++) {
@@ -79,14 +112,21 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
             break;
     }
     cudaStream_t cs = (cudaStream_t)cuda_stream;
+    unsigned long long *stamp_dev = NULL;
+    /* the kernel, the reference and the host function are queued, not waited for */
     if (made < CBT_STREAM_CUDA_POOL || cudaEventCreate(&p->ref) != cudaSuccess ||
-        cbt_cuda_stamp_event_(cs, p->ref, &p->anchor.ref_dev) != CBT_OK) {
+        cudaHostAlloc((void **)&p->stamp, sizeof *p->stamp, cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer((void **)&stamp_dev, p->stamp, 0) != cudaSuccess ||
+        cbt_cuda_stamp_event_(cs, p->ref, stamp_dev) != CBT_OK ||
+        cudaLaunchHostFunc(cs, ref_passed, p) != cudaSuccess) {
+        /* nothing was queued that still uses p: the host function is the
+         * last call, and cudaFreeHost waits for a stamp kernel queued */
+        cudaGetLastError();
         pool_free(p, made);
         free(s->pending);
         cbt_rec_fifo_free(&s->pend_recs);
         return CBT_ERR_CUDA;
     }
-    p->anchor.ref_ticks = cbt_clock_ticks();
     cbt_evpool_init(&p->free, CBT_STREAM_CUDA_POOL);
     cbt_markq_init(s->pending);
     s->pool = p;
@@ -94,45 +134,36 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
     return CBT_OK;
 }
 
-static void pool_put(struct cbt_cuda_pool *p, uint32_t idx)
-{
-    pthread_mutex_lock(&p->lock);
-    cbt_evpool_put(&p->free, idx);
-    pthread_mutex_unlock(&p->lock);
-}
-
-/* under p->lock */
-static void pool_put_locked(void *ctx, uint32_t idx)
+static void pool_put(void *ctx, uint32_t idx)
 {
     cbt_evpool_put(&((struct cbt_cuda_pool *)ctx)->free, idx);
 }
 
 /* The first mark under tracer `t`: let its harvester poll us. Marks left from
  * an earlier tracer (shut down meanwhile: one tracer at a time) are forgotten
- * and their events returned to the pool. Serialised by p->attach, which is
- * held across cbt_tracer_add_stream_ (t->lock) while p->lock is not. */
+ * and their events returned to the pool. Serialised by p->attach, held
+ * across cbt_tracer_add_stream_ (t->lock); nothing else takes p->attach. */
 static cbt_status attach(cbt_stream *s, cbt_tracer *t)
 {
     struct cbt_cuda_pool *p = s->pool;
     pthread_mutex_lock(&p->attach);
-    pthread_mutex_lock(&p->lock);
-    if (s->tracer_gen == t->gen) { /* another thread attached meanwhile */
-        pthread_mutex_unlock(&p->lock);
-        pthread_mutex_unlock(&p->attach);
+    if (atomic_load_explicit(&s->tracer_gen, memory_order_relaxed) == t->gen) {
+        pthread_mutex_unlock(&p->attach); /* another thread attached meanwhile */
         return CBT_OK;
     }
-    cbt_markq_clear(s->pending, pool_put_locked, p);
+    /* the old tracer's harvester is gone, the new one does not poll us yet:
+     * the FIFO is ours */
+    cbt_markq_clear(s->pending, pool_put, p);
     cbt_rec_fifo_clear(&s->pend_recs);
     atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&p->lock);
     if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
         pthread_mutex_unlock(&p->attach);
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         return CBT_ERR_FULL;
     }
-    pthread_mutex_lock(&p->lock);
-    s->tracer_gen = t->gen;
-    pthread_mutex_unlock(&p->lock);
+    /* release: pairs with the acquire in cbt_cuda_stream_mark_ (the cleared
+     * FIFO and in_flight come before any mark of this generation) */
+    atomic_store_explicit(&s->tracer_gen, t->gen, memory_order_release);
     pthread_mutex_unlock(&p->attach);
     return CBT_OK;
 }
@@ -140,25 +171,19 @@ static cbt_status attach(cbt_stream *s, cbt_tracer *t)
 cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *ev)
 {
     struct cbt_cuda_pool *p = s->pool;
-    pthread_mutex_lock(&p->lock);
-    if (s->tracer_gen != t->gen) {
-        /* never t->lock under p->lock: the harvester holds t->lock while it
-         * returns events to the pool */
-        pthread_mutex_unlock(&p->lock);
+    /* acquire: pairs with the release store in attach() */
+    if (__builtin_expect(atomic_load_explicit(&s->tracer_gen, memory_order_acquire) != t->gen, 0)) {
         cbt_status st = attach(s, t);
         if (st != CBT_OK)
             return st;
-        pthread_mutex_lock(&p->lock);
     }
     uint32_t idx = 0;
     if (cbt_evpool_take(&p->free, &idx) != CBT_OK) {
-        pthread_mutex_unlock(&p->lock);
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         return CBT_ERR_FULL;
     }
-    pthread_mutex_unlock(&p->lock);
     if (cudaEventRecord(p->ev[idx], (cudaStream_t)s->cuda_stream) != cudaSuccess) {
-        pool_put(p, idx);
+        cbt_evpool_put(&p->free, idx);
         return CBT_ERR_CUDA;
     }
     cbt_event e;
@@ -170,7 +195,7 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
     cbt_status st = cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), s, (void *)(uintptr_t)(idx + 1));
     if (st != CBT_OK) {
         atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_relaxed);
-        pool_put(p, idx); /* the recorded event simply completes unobserved */
+        cbt_evpool_put(&p->free, idx); /* the recorded event simply completes unobserved */
     }
     return st;
 }
@@ -183,7 +208,7 @@ void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *
          * event completes unobserved */
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         cbt_stream_mark_lost_(s, t); /* accepted with CBT_OK: cbt/stream.h */
-        pool_put(s->pool, idx);
+        cbt_evpool_put(&s->pool->free, idx);
         /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
         atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
         return;
@@ -198,6 +223,32 @@ typedef struct poll_ctx {
     float ms; /* of the mark just queried */
 } poll_ctx;
 
+/* The harvester: is the anchor known? Resolves it the first time the
+ * reference has completed and its host function has run. PENDING until
+ * then, FAILED when querying the reference fails (the marks behind it fail
+ * too: their times could not be known). */
+static cbt_mark_state anchor_ready(struct cbt_cuda_pool *p)
+{
+    if (p->anchored)
+        return CBT_MARK_DONE;
+    cudaError_t q = cudaEventQuery(p->ref);
+    if (q == cudaErrorNotReady)
+        return CBT_MARK_PENDING;
+    if (q != cudaSuccess) {
+        cudaGetLastError();
+        return CBT_MARK_FAILED;
+    }
+    /* acquire: pairs with the release in ref_passed */
+    uint64_t host = atomic_load_explicit(&p->ref_passed, memory_order_acquire);
+    if (host == 0)
+        return CBT_MARK_PENDING; /* the host function runs right after the reference */
+    /* the stamp kernel wrote it before the reference completed */
+    p->anchor.ref_dev = *(volatile unsigned long long *)p->stamp;
+    p->anchor.ref_ticks = host;
+    p->anchored = 1;
+    return CBT_MARK_DONE;
+}
+
 static cbt_mark_state query_mark(void *ctx, uint32_t idx, uint64_t *dns)
 {
     poll_ctx *c = ctx;
@@ -206,7 +257,14 @@ static cbt_mark_state query_mark(void *ctx, uint32_t idx, uint64_t *dns)
     if (q == cudaErrorNotReady)
         return CBT_MARK_PENDING;
     c->ms = 0.0f;
-    if (q != cudaSuccess || cudaEventElapsedTime(&c->ms, p->ref, p->ev[idx]) != cudaSuccess) {
+    if (q != cudaSuccess) {
+        cudaGetLastError();
+        return CBT_MARK_FAILED;
+    }
+    cbt_mark_state a = anchor_ready(p);
+    if (a != CBT_MARK_DONE)
+        return a;
+    if (cudaEventElapsedTime(&c->ms, p->ref, p->ev[idx]) != cudaSuccess) {
         cudaGetLastError();
         return CBT_MARK_FAILED;
     }
@@ -228,7 +286,9 @@ static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
         ev.ts = cbt_cuda_mark_unix(&p->anchor, dns, &t->clock, dev);
         cbt_dispatch_(t, &ev, 0);
         if (c->ms > CBT_CUDA_REANCHOR_MS) {
-            /* re-anchor on this mark before the float's resolution decays */
+            /* re-anchor on this mark before the float's resolution decays;
+             * the index is ours until the give-back below, whose release
+             * publishes the swapped handle to its next taker */
             cudaEvent_t old = p->ref;
             p->ref = p->ev[idx];
             p->ev[idx] = old;
@@ -238,7 +298,7 @@ static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         cbt_stream_mark_lost_(s, t);
     }
-    pool_put(p, idx);
+    cbt_evpool_put(&p->free, idx);
     cbt_rec_fifo_drop(&s->pend_recs);
     /* release: pairs with the acquire in cbt_tracer_detach_stream_ */
     atomic_fetch_sub_explicit(&s->in_flight, 1, memory_order_release);
@@ -264,10 +324,12 @@ cbt_status cbt_cuda_stream_sync_(cbt_stream *s)
 
 int cbt_cuda_stream_fini_(cbt_stream *s)
 {
+    /* every mark, the reference and its host function have completed */
     cudaStreamSynchronize((cudaStream_t)s->cuda_stream);
-    /* every mark has completed; wait until the harvester has dispatched them
-     * (only ours: other streams' work does not hold us up) */
-    if (s->tracer_gen && !cbt_tracer_detach_stream_(s->tracer_gen, s, &s->in_flight)) {
+    /* wait until the harvester has dispatched them (only ours: other
+     * streams' work does not hold us up) */
+    uint64_t gen = atomic_load_explicit(&s->tracer_gen, memory_order_relaxed);
+    if (gen && !cbt_tracer_detach_stream_(gen, s, &s->in_flight)) {
         fprintf(stderr, "cbt: stream %u: marks still in flight at destroy; leaking the stream\n",
                 s->ordinal);
         return 0;

@@ -11,7 +11,11 @@
  * Two backends, one interface:
  *   - CUDA: the mark is a pooled CUDA event recorded on the user's
  *     cudaStream_t; the harvester polls it and maps its completion time to
- *     unix ns. No allocation and no synchronisation on the caller's side.
+ *     unix ns. No allocation and no synchronisation on the caller's side,
+ *     and no lock in steady state (the pool is a lock-free stack; only a
+ *     stream's first mark under a tracer attaches it, see
+ *     cbt_publish_on_stream); creating the stream does not wait for the
+ *     stream either.
  *   - CPU: a worker thread runs the stream's enqueued work (kernel reference
  *     implementations, host callbacks) in FIFO order and stamps each mark
  *     when it reaches it. This is how cbt is tested without a GPU. The
@@ -175,7 +179,13 @@ CBT_API cbt_status cbt_stream_cpu_create(uint32_t capacity, cbt_stream **out);
  * for the events of the marks waiting for their CUDA event to complete:
  * 512 bytes per pooled event, kept as records of their used bytes (a mark
  * whose event finds no room when the harvester takes it is dropped and
- * counted in cbt_metrics.dropped_full).
+ * counted in cbt_metrics.dropped_full). It also queues on the stream the
+ * reference the marks are timed from (a one-thread kernel reading the
+ * device clock, an event, a host function stamping the host clock) and
+ * returns without waiting for it: it never synchronises the stream, however
+ * busy. The harvester resolves the reference once it has completed; marks
+ * behind it wait for it there. Costs: the CUDA calls that make 1025 events,
+ * a pinned word (cudaHostAlloc) and a launch; not for a hot path.
  * CBT_ERR_UNSUPPORTED when cbt was built without CUDA, CBT_ERR_NO_DEVICE when
  * no device is present. The caller keeps ownership of the cudaStream_t. */
 CBT_API cbt_status cbt_stream_cuda_create(void *cuda_stream, cbt_stream **out);
@@ -188,10 +198,12 @@ CBT_API cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg
 
 /* Publish `ev` when the stream reaches this point. CPU: never blocks, takes
  * no lock and never waits for the stream's worker, whatever it is doing.
- * CUDA: takes the stream's event-pool lock for one pop (held for a few
- * instructions, never across a CUDA call or the harvester's polling) and
- * calls cudaEventRecord, which takes the CUDA driver's own locks; it never
- * waits for the device. Either way a full
+ * CUDA: takes an event from the stream's pool with a load and a CAS (no
+ * lock: another publisher stopped halfway holds it up not at all) and calls
+ * cudaEventRecord, which takes the CUDA driver's own locks; it never waits
+ * for the device. The first CUDA mark under a tracer attaches the stream to
+ * it, under the stream's attach mutex and the tracer's lock (once per stream
+ * and tracer, never in steady state). Either way a full
  * queue or an exhausted event pool refuses the event with CBT_ERR_FULL,
  * counted at once (cbt_stream_stats.full_refusals, cbt_metrics.dropped_full).
  * CBT_OK: queued, to be stamped when reached; a loss after that is counted in

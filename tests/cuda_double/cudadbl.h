@@ -36,9 +36,11 @@ uint32_t cudadbl_records(void);
 int cudadbl_complete(uint32_t rec, float ms);
 /* Make recording `rec`'s cudaEventQuery fail (cudaErrorLaunchFailure). */
 int cudadbl_fail(uint32_t rec);
-/* The device time at which cudaEventSynchronize completes an event that is
- * still pending (the stream's reference event, timed by a stamp kernel). */
-void cudadbl_set_now_ms(float ms);
+/* cudaEventSynchronize and cudaStreamSynchronize calls since the last reset.
+ * cudaEventSynchronize waits until the test completes (or fails) the event,
+ * CUDADBL_SYNC_CAP_MS at most (then cudaErrorNotReady). */
+uint32_t cudadbl_syncs(void);
+#define CUDADBL_SYNC_CAP_MS 3000
 
 /* ---- memory -------------------------------------------------------------------------- */
 

@@ -3,9 +3,12 @@
  *
  * Events: cudaEventRecord makes an event pending and gives the recording a
  * number (cudadbl_records); it completes only when the test calls
- * cudadbl_complete(number, ms), or by cudaEventSynchronize at the device
- * time cudadbl_set_now_ms set. cudaEventElapsedTime is end.ms - start.ms,
- * and cudaErrorNotReady while either is pending, as the runtime's.
+ * cudadbl_complete(number, ms). cudaEventSynchronize waits for that, as the
+ * runtime's waits for the device (for at most CUDADBL_SYNC_CAP_MS, then
+ * cudaErrorNotReady, so a test of code that should not have waited fails
+ * instead of hanging); it and cudaStreamSynchronize are counted
+ * (cudadbl_syncs). cudaEventElapsedTime is end.ms - start.ms, and
+ * cudaErrorNotReady while either is pending, as the runtime's.
  * Memory: host memory from malloc, filled with 0xA5 (the runtime does not
  * zero it either), each allocation remembered with its kind, so a free of
  * the wrong kind or a copy outside device memory is refused and counted
@@ -13,9 +16,11 @@
  * (launch_double.c); cudaStreamSynchronize joins them. A host function runs
  * at once: the double has no queued device work for it to wait behind.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -41,8 +46,9 @@ typedef struct alloc {
 
 static struct {
     pthread_mutex_t mu;
+    pthread_cond_t done; /* an event completed or failed */
     int devices;
-    float now_ms;
+    uint32_t syncs;
     struct CUevent_st *rec[MAX_RECORDS];
     uint32_t n_rec;
     alloc allocs[MAX_ALLOCS];
@@ -50,7 +56,8 @@ static struct {
     int fail_alloc_in;
     uint32_t misuse;
     cudaError_t last;
-} d = {.mu = PTHREAD_MUTEX_INITIALIZER, .devices = 1, .fail_alloc_in = -1};
+} d = {.mu = PTHREAD_MUTEX_INITIALIZER, .done = PTHREAD_COND_INITIALIZER, .devices = 1,
+       .fail_alloc_in = -1};
 
 static cudaError_t err(cudaError_t e) /* under d.mu */
 {
@@ -63,7 +70,7 @@ void cudadbl_reset(void)
 {
     pthread_mutex_lock(&d.mu);
     d.devices = 1;
-    d.now_ms = 0.0f;
+    d.syncs = 0;
     d.n_rec = 0;
     d.fail_alloc_in = -1;
     d.misuse = 0;
@@ -79,11 +86,12 @@ void cudadbl_set_devices(int n)
     pthread_mutex_unlock(&d.mu);
 }
 
-void cudadbl_set_now_ms(float ms)
+uint32_t cudadbl_syncs(void)
 {
     pthread_mutex_lock(&d.mu);
-    d.now_ms = ms;
+    uint32_t n = d.syncs;
     pthread_mutex_unlock(&d.mu);
+    return n;
 }
 
 uint32_t cudadbl_records(void)
@@ -108,6 +116,7 @@ int cudadbl_complete(uint32_t rec, float ms)
     if (e) {
         e->pending = 0;
         e->ms = ms;
+        pthread_cond_broadcast(&d.done);
     }
     pthread_mutex_unlock(&d.mu);
     return e ? 0 : -1;
@@ -117,8 +126,10 @@ int cudadbl_fail(uint32_t rec)
 {
     pthread_mutex_lock(&d.mu);
     struct CUevent_st *e = recording(rec);
-    if (e)
+    if (e) {
         e->fail = 1;
+        pthread_cond_broadcast(&d.done);
+    }
     pthread_mutex_unlock(&d.mu);
     return e ? 0 : -1;
 }
@@ -242,13 +253,28 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += CUDADBL_SYNC_CAP_MS / 1000;
+    dl.tv_nsec += (long)(CUDADBL_SYNC_CAP_MS % 1000) * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
     pthread_mutex_lock(&d.mu);
+    d.syncs++;
     cudaError_t e = cudaSuccess;
-    if (!event)
+    if (!event) {
         e = err(cudaErrorInvalidResourceHandle);
-    else if (event->pending) {
-        event->pending = 0;
-        event->ms = d.now_ms;
+    } else {
+        /* until the test completes (or fails) it, as the device would */
+        while (event->pending && !event->fail &&
+               pthread_cond_timedwait(&d.done, &d.mu, &dl) != ETIMEDOUT)
+            ;
+        if (event->fail)
+            e = err(cudaErrorLaunchFailure);
+        else if (event->pending)
+            e = cudaErrorNotReady; /* the cap: a real sync would still be waiting */
     }
     pthread_mutex_unlock(&d.mu);
     return e;
@@ -293,6 +319,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
+    pthread_mutex_lock(&d.mu);
+    d.syncs++;
+    pthread_mutex_unlock(&d.mu);
     cudadbl_stream_join_(stream);
     return cudaSuccess;
 }
