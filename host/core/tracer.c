@@ -157,6 +157,7 @@ static void tracer_free(cbt_tracer *t)
     pthread_cond_destroy(&t->flush_cv);
     pthread_mutex_destroy(&t->flush_mu);
     pthread_mutex_destroy(&t->sub_lock);
+    pthread_mutex_destroy(&t->streams_lock);
     pthread_mutex_destroy(&t->lock);
     free(t);
 }
@@ -193,6 +194,7 @@ cbt_status cbt_init(const cbt_config *cfg)
     t->gen = g_next_gen++;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->sub_lock, NULL);
+    pthread_mutex_init(&t->streams_lock, NULL);
     pthread_mutex_init(&t->flush_mu, NULL);
     {
         pthread_condattr_t ca; /* cbt_flush's deadline is on the monotonic clock */
@@ -543,13 +545,13 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
 
 cbt_status cbt_tracer_add_stream_(cbt_tracer *t, struct cbt_stream *s)
 {
-    pthread_mutex_lock(&t->lock);
+    pthread_mutex_lock(&t->streams_lock);
     cbt_status st = CBT_OK;
     if (t->n_streams >= CBT_MAX_CUDA_STREAMS)
         st = CBT_ERR_FULL;
     else
         t->streams[t->n_streams++] = s;
-    pthread_mutex_unlock(&t->lock);
+    pthread_mutex_unlock(&t->streams_lock);
     return st;
 }
 
@@ -570,14 +572,14 @@ int cbt_tracer_detach_stream_(uint64_t gen, struct cbt_stream *s, _Atomic uint32
     }
     int done = atomic_load_explicit(in_flight, memory_order_acquire) == 0;
     if (done) {
-        pthread_mutex_lock(&t->lock);
+        pthread_mutex_lock(&t->streams_lock);
         for (uint32_t i = 0; i < t->n_streams; i++) {
             if (t->streams[i] == s) {
                 t->streams[i] = t->streams[--t->n_streams];
                 break;
             }
         }
-        pthread_mutex_unlock(&t->lock);
+        pthread_mutex_unlock(&t->streams_lock);
     }
     pthread_mutex_unlock(&g_life_lock);
     return done;

@@ -146,7 +146,12 @@ struct cbt_tracer {
     _Atomic uint32_t n_subs;
     cbt_sinks sinks;
 
-    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS]; /* under lock */
+    /* CUDA streams with marks to poll: under streams_lock, which the
+     * streams' source holds for its poll (cudaEventQuery, never a wait) and
+     * a stream's attach (its first mark under a tracer) and detach take; not
+     * the harvester's lock, which a device ring's copy-out may hold longer */
+    pthread_mutex_t streams_lock;
+    struct cbt_stream *streams[CBT_MAX_CUDA_STREAMS];
     uint32_t n_streams;
 
     /* the flush handshake (tracer.c cbt_flush, harvester.c): under flush_mu,

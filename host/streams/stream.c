@@ -482,16 +482,18 @@ void cbt_stream_destroy(cbt_stream *s)
 }
 
 /* ---- the harvester's source: CUDA streams with pending marks ----
- * Each round (under the harvester's lock, which a stream's attach and detach
- * take too), every leading mark that has completed is dispatched, in stream
+ * Each round (under the harvester's lock and streams_lock, which a
+ * stream's attach and detach take), every leading mark that has completed is dispatched, in stream
  * order; the marks still pending keep the harvester polling, and hold a
  * flush. Before the kernel spans' source: a launch's KERNEL_LAUNCH mark
  * resolves before its ring records are joined. */
 static void streams_poll(void *ctx, cbt_hv_round *r)
 {
     cbt_tracer *t = ctx;
+    pthread_mutex_lock(&t->streams_lock);
     for (uint32_t i = 0; i < t->n_streams; i++)
         r->pending += cbt_stream_poll_(t->streams[i], t);
+    pthread_mutex_unlock(&t->streams_lock);
 }
 
 void cbt_streams_source_(cbt_tracer *t, cbt_hv_source *out)

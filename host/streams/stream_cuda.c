@@ -142,7 +142,7 @@ static void pool_put(void *ctx, uint32_t idx)
 /* The first mark under tracer `t`: let its harvester poll us. Marks left from
  * an earlier tracer (shut down meanwhile: one tracer at a time) are forgotten
  * and their events returned to the pool. Serialised by p->attach, held
- * across cbt_tracer_add_stream_ (t->lock); nothing else takes p->attach. */
+ * across cbt_tracer_add_stream_ (t->streams_lock); nothing else takes p->attach. */
 static cbt_status attach(cbt_stream *s, cbt_tracer *t)
 {
     struct cbt_cuda_pool *p = s->pool;
