@@ -56,10 +56,13 @@ _current: _contextvars.ContextVar[tuple] = _contextvars.ContextVar("cbt_spans", 
 
 
 def shutdown() -> dict:
-    """Drain the queue, end open spans, flush every sink and stop the tracer
-    (the GIL is released meanwhile). Returns the final self-metrics (the
-    fields of ``metrics()``, plus ``"otlp"`` with the exporter's final counts
-    when one ran); ``{}`` when no tracer was running."""
+    """Drain the queue, end open spans, flush every sink and stop the tracer,
+    the GIL released meanwhile. It waits at most ``shutdown_timeout_ms`` and
+    about a second more: a sink still stalled then is given up on and its
+    spans are counted in ``sink_spans_lost`` (docs/python.md, "The GIL").
+    Returns the final self-metrics (the fields of ``metrics()``, plus
+    ``"otlp"`` with the exporter's final counts when one ran); ``{}`` when no
+    tracer was running."""
     return _cbt.shutdown()
 
 

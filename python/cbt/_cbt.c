@@ -18,9 +18,19 @@
  * names that resolved, so they are bounded by cbt's own tables (256 event
  * types with their aliases, 1024 names).
  *
- * The GIL is released around every call that can wait: flush, shutdown,
- * stream sync and stream close, and a replay without an on_span callable. Work a CpuStream runs (enqueue) takes the GIL
- * on the stream's worker thread.
+ * The GIL is released around every cbt call that can wait (docs/python.md,
+ * "The GIL"), so a cbt that waits holds the calling thread, never the
+ * others: init (the clock calibration's 10 ms, opening the span and trace
+ * files, adding sinks), shutdown, flush, metrics, CpuStream creation, sync
+ * and close, a CUDA stream's wrapping, a thread's first publish under a
+ * tracer (its lane) and a CUDA stream's first mark under one (its attach:
+ * publish_may_wait; later publishes keep the GIL, one compare), and in a
+ * replay the file opens, the tracer's start and, without an on_span
+ * callable or paced, the replay itself. Each such call copies what it needs
+ * into C locals first and touches no Python object until it has the GIL
+ * back. Calls into a live tracer are counted (g_in_tracer), and a shutdown
+ * waits for them before it frees the tracer. Work a CpuStream runs
+ * (enqueue) takes the GIL on the stream's worker thread.
  *
  * Errors: a cbt_status becomes cbt.Error (its .status the code, its message
  * the call, the context and cbt_strerror's sentence); a wrong Python type is
@@ -31,10 +41,13 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cbt.h"
@@ -55,13 +68,34 @@ static int g_inherited;          /* ... while a tracer ran: this process has its
 static cbt_otlp_stats g_otlp_final;
 static int g_otlp_on;            /* the running tracer has an OTLP exporter */
 #endif
-/* A shutdown is freeing the tracer with the GIL released (py_shutdown, init's
- * failure path). Set and cleared under the GIL. publish, publish_on_stream,
- * span begin and span end check it with the GIL held and make their cbt call
- * without releasing the GIL in between, so while it is up no Python caller
- * can be inside a call that writes into the tracer (include/cbt.h: shutdown
- * must not race with publishers); they treat it as "no tracer". */
-static int g_closing; /* outside CBT_WITH_OTLP: every build uses it */
+/* Shutdowns freeing the tracer with the GIL released (py_shutdown, init's
+ * failure path): a count, as init's failure path may run while another
+ * thread's cbt.shutdown waits. Changed under the GIL. publish,
+ * publish_on_stream, span begin and span end check it with the GIL held and
+ * make their cbt call without releasing the GIL in between, or counted in
+ * g_in_tracer (below), so while it is up no Python caller can be inside a
+ * call that writes into the tracer (include/cbt.h: shutdown must not race
+ * with publishers); they treat it as "no tracer". */
+static _Atomic int g_closing; /* outside CBT_WITH_OTLP: every build uses it; atomic: a
+                                 slicing flush reads it without the GIL (flush_sliced) */
+/* cbt.init is starting a tracer with the GIL released (cbt_init and the
+ * sinks it adds). Set and cleared under the GIL: another init and a replay
+ * refuse meanwhile; a shutdown waits for it (g_in_tracer). */
+static int g_starting;
+/* Calls inside the tracer with the GIL released, besides a shutdown's own:
+ * flush, metrics, init's, and a publish that may wait (publish_may_wait).
+ * Each is counted (tracer_enter, under the GIL, refused while g_closing) and
+ * uncounted as it returns (tracer_leave, without the GIL). A shutdown raises
+ * g_closing first, so no new one starts, then waits with the GIL released
+ * until none is left (tracer_quiesce) before it frees the tracer: each is
+ * bounded (a flush by its timeout). */
+static _Atomic int g_in_tracer;
+/* Tracers cbt.init started (changed under the GIL), and the last one this
+ * thread published under: a thread's first publish under a tracer gets the
+ * thread its lane (host/core/lane.c), which a core may make wait, so that
+ * publish releases the GIL (publish_may_wait); later ones cost one compare. */
+static uint64_t g_tracer_gen;
+static _Thread_local uint64_t t_published_gen;
 /* A cbt.replay runs (set and cleared under the GIL): the process's one tracer
  * is its replay tracer, which cbt_replay_run drives holding the tracer's
  * lock while it calls the sinks. init, shutdown and metrics refuse meanwhile
@@ -70,6 +104,82 @@ static int g_replaying;
 
 #define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
 #define CUDA_STREAMS_MAX 64  /* wrapped CUDA streams (1024 CUDA events each) */
+
+/* The tracer each wrapped CUDA stream last took a mark under: its first mark
+ * under a tracer attaches it (host/streams/stream_cuda.c, the tracer's lock),
+ * which may wait, so that publish releases the GIL. Under the GIL. */
+static struct {
+    cbt_stream *s;
+    uint64_t gen;
+} g_cuda_gen[CUDA_STREAMS_MAX];
+static int g_n_cuda_gen;
+
+/* Count a call into the tracer that runs with the GIL released: 0 (not
+ * counted) while a shutdown runs, and the caller acts as without a tracer.
+ * Under the GIL. */
+static int tracer_enter(void)
+{
+    if (g_closing)
+        return 0;
+    atomic_fetch_add_explicit(&g_in_tracer, 1, memory_order_relaxed);
+    return 1;
+}
+
+/* Its end, right after the cbt call, before the GIL is taken back: release,
+ * pairs with the acquire in tracer_quiesce. */
+static void tracer_leave(void) { atomic_fetch_sub_explicit(&g_in_tracer, 1, memory_order_release); }
+
+/* A shutdown's wait, the GIL released and g_closing up: until no counted
+ * call is left inside the tracer. */
+static void tracer_quiesce(void)
+{
+    while (atomic_load_explicit(&g_in_tracer, memory_order_acquire) != 0) {
+        struct timespec d = {0, 200000};
+        nanosleep(&d, NULL);
+    }
+}
+
+/* Whether a publish from this thread may wait in the core: its first under
+ * the running tracer (the lane), or with `cuda` (a wrapped CUDA stream, else
+ * NULL) that stream's first mark under it (the attach). Marks both done, so
+ * the next one keeps the GIL. Under the GIL. */
+static int publish_may_wait(cbt_stream *cuda)
+{
+    int wait = 0;
+    if (__builtin_expect(t_published_gen != g_tracer_gen, 0)) {
+        t_published_gen = g_tracer_gen;
+        wait = 1;
+    }
+    if (cuda) {
+        int i = 0;
+        while (i < g_n_cuda_gen && g_cuda_gen[i].s != cuda)
+            i++;
+        if (i == g_n_cuda_gen) {
+            wait = 1; /* not in the table (it is full): every mark may wait */
+        } else if (g_cuda_gen[i].gen != g_tracer_gen) {
+            g_cuda_gen[i].gen = g_tracer_gen;
+            wait = 1;
+        }
+    }
+    return wait;
+}
+
+/* `call` (a statement making one cbt call that publishes): with the GIL
+ * released and counted in g_in_tracer when publish_may_wait(cuda) says it
+ * may wait, else with the GIL held. The caller has checked g_closing, under
+ * the GIL, since it last ran Python code, and `call` touches no Python
+ * object. */
+#define CALL_PUBLISH_(cuda, call)                                                               \
+    do {                                                                                        \
+        if (publish_may_wait(cuda) && tracer_enter()) {                                         \
+            Py_BEGIN_ALLOW_THREADS                                                              \
+            call;                                                                               \
+            tracer_leave();                                                                     \
+            Py_END_ALLOW_THREADS                                                                \
+        } else {                                                                                \
+            call;                                                                               \
+        }                                                                                       \
+    } while (0)
 
 /* Raise cbt.Error(status) with "<what>: <cbt_strerror>". */
 static PyObject *raise_status(cbt_status st, const char *what)
@@ -410,7 +520,8 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on) < 0)
         return NULL;
     if (on && !g_closing) { /* no Python code runs between this check and the call */
-        cbt_status st = cbt_publish(&ev);
+        cbt_status st;
+        CALL_PUBLISH_(NULL, st = cbt_publish(&ev));
         if (st != CBT_OK && st != CBT_ERR_FULL)
             return raise_status(st, "cbt.publish");
     }
@@ -482,18 +593,34 @@ static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
         return -1;
     }
     cbt_stream *s = NULL;
-    cbt_status st = cbt_stream_cuda_create(cs, &s);
+    cbt_status st;
+    /* the GIL released: CUDA's first call in a process makes its context
+     * (tenths of a second), and the events are created here */
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_stream_cuda_create(cs, &s);
+    Py_END_ALLOW_THREADS
     if (st != CBT_OK) {
         raise_statusf(st, "cbt: wrapping CUDA stream %R", h);
         return -1;
     }
-    PyObject *v = PyLong_FromVoidPtr(s);
-    if (!v || PyDict_SetItem(g_cuda_streams, h, v) < 0) {
+    /* another thread may have wrapped the same stream meanwhile: use its */
+    PyObject *other = PyDict_GetItemWithError(g_cuda_streams, h);
+    PyObject *v = other ? NULL : PyErr_Occurred() ? NULL : PyLong_FromVoidPtr(s);
+    if (other || !v || PyDict_SetItem(g_cuda_streams, h, v) < 0) {
         Py_XDECREF(v);
+        Py_BEGIN_ALLOW_THREADS
         cbt_stream_destroy(s);
-        return -1;
+        Py_END_ALLOW_THREADS
+        if (!other)
+            return -1;
+        *out = (cbt_stream *)PyLong_AsVoidPtr(other);
+        return 0;
     }
     Py_DECREF(v);
+    if (g_n_cuda_gen < CUDA_STREAMS_MAX) {
+        g_cuda_gen[g_n_cuda_gen].s = s;
+        g_cuda_gen[g_n_cuda_gen++].gen = 0; /* no mark yet */
+    }
     *out = s;
     return 0;
 }
@@ -555,7 +682,11 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
         return NULL;
     if (g_closing) /* a shutdown is running: no tracer */
         Py_RETURN_NONE;
-    cbt_status st = cbt_publish_on_stream(s, &ev);
+    cbt_status st;
+    if (PyObject_TypeCheck(args[0], &CpuStreamType))
+        st = cbt_publish_on_stream(s, &ev); /* a CPU stream's worker publishes: never waits */
+    else
+        CALL_PUBLISH_(s, st = cbt_publish_on_stream(s, &ev));
     if (st != CBT_OK && st != CBT_ERR_FULL)
         return raise_status(st, "cbt.publish_on_stream");
     Py_RETURN_NONE;
@@ -623,7 +754,12 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!self)
         return NULL;
     self->pid = getpid();
-    cbt_status st = cbt_stream_cpu_create(cap, &self->s);
+    cbt_status st;
+    cbt_stream *cs = NULL;
+    Py_BEGIN_ALLOW_THREADS /* it allocates the queue and starts the worker thread */
+    st = cbt_stream_cpu_create(cap, &cs);
+    Py_END_ALLOW_THREADS
+    self->s = cs;
     if (st != CBT_OK) {
         Py_DECREF(self);
         return raise_statusf(st, "cbt.CpuStream(capacity=%u)", (unsigned)cap);
@@ -895,11 +1031,16 @@ static PyObject *metrics_dict(const cbt_metrics *m)
 }
 
 #ifdef CBT_WITH_OTLP
-/* The OTLP exporter for init (and replay; `fn` names the call in errors):
- * `endpoint` NULL = the environment decides (an
+/* The OTLP exporter for init (and replay; `fn` names the call in errors), in
+ * three steps, so that init makes the cbt calls with the GIL released:
+ * otlp_config fills *c (1: an exporter is wanted, 0: none, -1: a Python
+ * error), otlp_start creates it and adds its sink (cbt calls only: no GIL
+ * needed), otlp_started raises what otlp_start returned or notes the
+ * exporter. `endpoint` NULL = the environment decides (an
  * OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT set); "" = none; else a collector
  * base URL (/v1/traces appended) or the full traces URL. */
-static int add_otlp(const char *fn, const char *endpoint, const char *service_name)
+static int otlp_config(const char *fn, const char *endpoint, const char *service_name,
+                       cbt_otlp_config *out)
 {
     if (endpoint && !*endpoint)
         return 0;
@@ -946,19 +1087,51 @@ static int add_otlp(const char *fn, const char *endpoint, const char *service_na
     }
     g_otlp_final = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
     c.final_stats = &g_otlp_final;
+    *out = c;
+    return 1;
+}
+
+static cbt_status otlp_start(const cbt_otlp_config *c)
+{
     cbt_otlp_exporter *e = NULL;
     cbt_sink sk;
-    cbt_status st = cbt_otlp_exporter_create(&c, &e, &sk);
+    cbt_status st = cbt_otlp_exporter_create(c, &e, &sk);
     if (st == CBT_OK && (st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
         sk.destroy(sk.ctx);
+    return st;
+}
+
+static int otlp_started(const char *fn, cbt_status st, const cbt_otlp_config *c)
+{
     if (st != CBT_OK) {
-        raise_statusf(st, "%s: starting the OTLP exporter for %s", fn, c.endpoint);
+        raise_statusf(st, "%s: starting the OTLP exporter for %s", fn, c->endpoint);
         return -1;
     }
     g_otlp_on = 1;
     return 0;
 }
+
+/* All three, the GIL held (replay: nothing else runs meanwhile). */
+static int add_otlp(const char *fn, const char *endpoint, const char *service_name)
+{
+    cbt_otlp_config c;
+    int want = otlp_config(fn, endpoint, service_name, &c);
+    if (want <= 0)
+        return want;
+    return otlp_started(fn, otlp_start(&c), &c);
+}
 #endif
+
+/* What an error about file `path` adds when it is a FIFO: cbt opens it
+ * without waiting for a reader, so a FIFO no process reads is refused. */
+static const char *fifo_hint(const char *path)
+{
+    struct stat sb;
+    if (path && stat(path, &sb) == 0 && S_ISFIFO(sb.st_mode))
+        return " is a FIFO with no reader (cbt does not wait for one: open it for reading "
+               "before cbt.init)";
+    return "";
+}
 
 /* PyUnicode_FSConverter, None allowed (*out NULL). */
 static int fs_or_none(PyObject *o, void *out)
@@ -1093,18 +1266,66 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     (void)svc;
 #endif
     c.jsonl_path = spans ? PyBytes_AS_STRING(spans) : NULL;
-    cbt_status st = cbt_init(&c);
+    const char *trace_p = trace ? PyBytes_AS_STRING(trace) : NULL;
+#ifdef CBT_WITH_OTLP
+    cbt_otlp_config oc;
+    int want_otlp = otlp_config("cbt.init", ep, svc, &oc);
+    if (want_otlp < 0)
+        goto out;
+#endif
+    /* checked again here: the argument conversions may have run Python code,
+     * and another thread with it */
+    if (g_closing || g_replaying || g_starting) {
+        raise_status(CBT_ERR_ALREADY,
+                     g_closing ? "cbt.init: another thread is shutting the tracer down"
+                     : g_replaying ? "cbt.init: a cbt.replay is running (it has the process's "
+                                     "one tracer until it returns)"
+                                   : "cbt.init: another thread is starting a tracer");
+        goto out;
+    }
+    /* The cbt calls, the GIL released: cbt_init calibrates the clock (10 ms)
+     * and opens the span file, the sinks open theirs, and adding one takes
+     * the tracer's lock. Only C locals and the bytes this call holds are
+     * used; a shutdown meanwhile waits for it (g_in_tracer). */
+    cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK;
+#ifdef CBT_WITH_OTLP
+    cbt_status otlp_st = CBT_OK;
+#endif
+    g_starting = 1;
+    atomic_fetch_add_explicit(&g_in_tracer, 1, memory_order_relaxed);
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_init(&c);
+    if (st == CBT_OK && c.enabled && want_cb) {
+        cbt_subscriber cb;
+        if ((cb_st = cbt_cb_subscriber_create(c.max_sessions, &cb)) == CBT_OK &&
+            (cb_st = cbt_add_subscriber(&cb)) != CBT_OK && cb.destroy)
+            cb.destroy(cb.ctx); /* not added: the tracer will not free it */
+    }
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_p) {
+        cbt_sink sk;
+        if ((trace_st = cbt_trace_file_sink_create(trace_p, &sk)) == CBT_OK &&
+            (trace_st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
+            sk.destroy(sk.ctx);
+    }
+#ifdef CBT_WITH_OTLP
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK && want_otlp)
+        otlp_st = otlp_start(&oc);
+#endif
+    tracer_leave();
+    Py_END_ALLOW_THREADS
+    g_starting = 0;
     if (st != CBT_OK) {
         if (st == CBT_ERR_ALREADY && g_forked_child)
             raise_status(st, "cbt.init: this process was forked while its parent's tracer ran; "
                              "the child inherits it and cannot start its own (fork before "
                              "cbt.init, or use the 'spawn' start method)");
         else if (st == CBT_ERR_IO && spans && recording)
-            raise_statusf(st, "cbt.init: the span file '%s' or the trace output '%s' (see "
-                              "stderr)", PyBytes_AS_STRING(spans),
+            raise_statusf(st, "cbt.init: the span file '%s'%s or the trace output '%s' (see "
+                              "stderr)", c.jsonl_path, fifo_hint(c.jsonl_path),
                           c.trace_output ? c.trace_output : "(CBT_TRACE_OUTPUT or the default)");
         else if (st == CBT_ERR_IO && spans)
-            raise_statusf(st, "cbt.init: the span file '%s'", PyBytes_AS_STRING(spans));
+            raise_statusf(st, "cbt.init: the span file '%s'%s", c.jsonl_path,
+                          fifo_hint(c.jsonl_path));
         else if (st == CBT_ERR_IO && recording)
             raise_statusf(st, "cbt.init: the trace output '%s'",
                           c.trace_output ? c.trace_output
@@ -1123,29 +1344,18 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         Py_INCREF(ret);
         goto out;
     }
-    if (want_cb) {
-        cbt_subscriber cb;
-        if ((st = cbt_cb_subscriber_create(c.max_sessions, &cb)) == CBT_OK &&
-            (st = cbt_add_subscriber(&cb)) != CBT_OK && cb.destroy)
-            cb.destroy(cb.ctx); /* not added: the tracer will not free it */
-        if (st != CBT_OK) {
-            raise_status(st, "cbt.init: the CacheBlend (cb.*) span builder");
-            goto fail_tracer;
-        }
+    g_tracer_gen++; /* every thread's next publish is its first under this tracer */
+    if (cb_st != CBT_OK) {
+        raise_status(cb_st, "cbt.init: the CacheBlend (cb.*) span builder");
+        goto fail_tracer;
     }
-    if (trace) {
-        cbt_sink sk;
-        if ((st = cbt_trace_file_sink_create(PyBytes_AS_STRING(trace), &sk)) == CBT_OK &&
-            (st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
-            sk.destroy(sk.ctx);
-        if (st != CBT_OK) {
-            raise_statusf(st, "cbt.init: the trace file '%s'", PyBytes_AS_STRING(trace));
-            goto fail_tracer;
-        }
+    if (trace_st != CBT_OK) {
+        raise_statusf(trace_st, "cbt.init: the trace file '%s'%s", trace_p, fifo_hint(trace_p));
+        goto fail_tracer;
     }
 #ifdef CBT_WITH_OTLP
     g_otlp_on = 0;
-    if (add_otlp("cbt.init", ep, svc) < 0)
+    if (want_otlp && otlp_started("cbt.init", otlp_st, &oc) < 0)
         goto fail_tracer;
 #endif
     ret = Py_None;
@@ -1154,11 +1364,12 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 fail_tracer: {
     PyObject *et, *ev, *tb;
     PyErr_Fetch(&et, &ev, &tb);
-    g_closing = 1;
+    g_closing++;
     Py_BEGIN_ALLOW_THREADS
+    tracer_quiesce();
     cbt_shutdown();
     Py_END_ALLOW_THREADS
-    g_closing = 0;
+    g_closing--;
     PyErr_Restore(et, ev, tb);
 }
 out:
@@ -1182,11 +1393,12 @@ static PyObject *py_shutdown(PyObject *self, PyObject *unused)
                                              "its replay tracer down itself when it returns");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
-    g_closing = 1;
+    g_closing++;
     Py_BEGIN_ALLOW_THREADS
+    tracer_quiesce(); /* flushes, metrics, an init running on other threads: each bounded */
     st = cbt_shutdown_final(&m);
     Py_END_ALLOW_THREADS
-    g_closing = 0;
+    g_closing--;
     if (st == CBT_ERR_NOT_INITIALIZED)
         return PyDict_New(); /* no tracer: nothing was shut down */
     if (st != CBT_OK)
@@ -1219,6 +1431,31 @@ static PyObject *py_enabled(PyObject *self, PyObject *unused)
     return PyBool_FromLong(cbt_enabled());
 }
 
+/* cbt_flush(timeout_ms) in slices of at most FLUSH_SLICE_MS, the GIL
+ * released, so that a shutdown another thread starts (it waits for this
+ * call: tracer_quiesce) waits one slice at most, not the whole timeout: the
+ * flush then ends with CBT_OK, as the shutdown will dispatch and flush
+ * everything. A later slice's flush covers what an earlier one asked for. */
+#define FLUSH_SLICE_MS 100u
+static cbt_status flush_sliced(uint32_t timeout_ms)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t spent = (uint64_t)(now.tv_sec - t0.tv_sec) * 1000u +
+                         (uint64_t)((now.tv_nsec - t0.tv_nsec) / 1000000L);
+        uint32_t left = spent >= timeout_ms ? 0 : timeout_ms - (uint32_t)spent;
+        uint32_t slice = left < FLUSH_SLICE_MS ? left : FLUSH_SLICE_MS;
+        cbt_status st = cbt_flush(slice);
+        if (st != CBT_ERR_TIMEOUT || slice == left)
+            return st;
+        if (atomic_load_explicit(&g_closing, memory_order_relaxed))
+            return CBT_OK;
+    }
+}
+
 static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -1228,11 +1465,12 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:flush", kwlist, &t_o) ||
         u32_arg(t_o, "cbt.flush: timeout_ms", &timeout) < 0)
         return NULL;
-    if (!cbt_enabled() || g_closing)
+    if (!cbt_enabled() || !tracer_enter()) /* no tracer, or a shutdown is running */
         Py_RETURN_NONE;
     cbt_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = cbt_flush(timeout);
+    st = flush_sliced(timeout);
+    tracer_leave();
     Py_END_ALLOW_THREADS
     if (st == CBT_ERR_NOT_INITIALIZED) /* shut down meanwhile */
         Py_RETURN_NONE;
@@ -1247,8 +1485,14 @@ static PyObject *py_metrics(PyObject *self, PyObject *unused)
     if (g_replaying) /* it would wait on the lock cbt_replay_run holds (from on_span: forever) */
         return raise_status(CBT_ERR_ALREADY, "cbt.metrics: a cbt.replay is running (its final "
                                              "metrics are in what it returns)");
+    if (!tracer_enter()) /* a shutdown is freeing the tracer */
+        return raise_status(CBT_ERR_NOT_INITIALIZED, "cbt.metrics: the tracer is shutting down");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
-    cbt_status st = cbt_metrics_get(&m);
+    cbt_status st;
+    Py_BEGIN_ALLOW_THREADS /* a core may make it wait for the harvester */
+    st = cbt_metrics_get(&m);
+    tracer_leave();
+    Py_END_ALLOW_THREADS
     if (st != CBT_OK)
         return raise_status(st, "cbt.metrics");
     return metrics_dict(&m);
@@ -1454,7 +1698,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *ret = NULL, *messages = NULL;
     cbt_replay *r = NULL;
     FILE *log = NULL;
-    int started = 0, otlp = 0;
+    int started = 0, otlp = 0, claimed = 0;
     py_span_sink ks = {.fn = fn};
     cbt_replay_options ro = cbt_replay_options_default();
     if (get_bool_in("cbt.replay", force_o, "force", &ro.force) < 0)
@@ -1498,19 +1742,28 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
         goto out;
     }
 #endif
-    if (g_replaying || g_closing || cbt_tracer_get()) {
+    if (g_replaying || g_closing || g_starting || cbt_tracer_get()) {
         raise_status(CBT_ERR_ALREADY,
                      g_replaying ? "cbt.replay: another cbt.replay is running"
                                  : "cbt.replay: a tracer is running (cbt.shutdown() it first: a "
                                    "replay needs the process's one tracer)");
         goto out;
     }
+    /* ours from here on (init, shutdown and metrics refuse): the opens
+     * below release the GIL (a FIFO, a slow disk) */
+    g_replaying = claimed = 1;
     log = tmpfile(); /* the replay's warnings, for cbt.replay's warnings; NULL: stderr */
     ro.log = log;
     ro.progress = NULL;
     ro.stop = py_replay_stop;
     ro.stop_ctx = &ks;
-    cbt_status st = cbt_replay_open(PyBytes_AS_STRING(path), &ro, &r);
+    const char *path_p = PyBytes_AS_STRING(path);
+    const char *spans_p = spans ? PyBytes_AS_STRING(spans) : NULL;
+    const char *trace_p = trace ? PyBytes_AS_STRING(trace) : NULL;
+    cbt_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_replay_open(path_p, &ro, &r);
+    Py_END_ALLOW_THREADS
     if (st != CBT_OK) {
         raise_statusf(st, "cbt.replay: %s", cbt_replay_message(NULL));
         goto out;
@@ -1521,26 +1774,34 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
                       PyBytes_AS_STRING(path));
         goto out;
     }
-    if ((st = cbt_init(&c)) != CBT_OK) {
+    Py_BEGIN_ALLOW_THREADS
+    st = cbt_init(&c);
+    Py_END_ALLOW_THREADS
+    if (st != CBT_OK) {
         raise_status(st, st == CBT_ERR_ALREADY
                              ? "cbt.replay: a tracer is running (cbt.shutdown() it first)"
                              : "cbt.replay: starting the replay tracer");
         goto out;
     }
     started = 1;
-    g_replaying = 1;
     if ((st = cbt_replay_add_builders(r)) != CBT_OK) {
         raise_statusf(st, "cbt.replay: %s: the recorded span builders", PyBytes_AS_STRING(path));
         goto out;
     }
     cbt_sink sk;
-    if (spans && (st = add_made_sink(cbt_jsonl_sink_create(PyBytes_AS_STRING(spans), &sk), &sk))) {
-        raise_statusf(st, "cbt.replay: the span file '%s'", PyBytes_AS_STRING(spans));
+    cbt_status spans_st = CBT_OK, trace_st = CBT_OK;
+    Py_BEGIN_ALLOW_THREADS
+    if (spans_p)
+        spans_st = add_made_sink(cbt_jsonl_sink_create(spans_p, &sk), &sk);
+    if (trace_p && spans_st == CBT_OK)
+        trace_st = add_made_sink(cbt_trace_file_sink_create(trace_p, &sk), &sk);
+    Py_END_ALLOW_THREADS
+    if (spans_st != CBT_OK) {
+        raise_statusf(spans_st, "cbt.replay: the span file '%s'%s", spans_p, fifo_hint(spans_p));
         goto out;
     }
-    if (trace &&
-        (st = add_made_sink(cbt_trace_file_sink_create(PyBytes_AS_STRING(trace), &sk), &sk))) {
-        raise_statusf(st, "cbt.replay: the trace file '%s'", PyBytes_AS_STRING(trace));
+    if (trace_st != CBT_OK) {
+        raise_statusf(trace_st, "cbt.replay: the trace file '%s'%s", trace_p, fifo_hint(trace_p));
         goto out;
     }
     if (fn != Py_None) {
@@ -1635,6 +1896,8 @@ out:
 #endif
         PyErr_Restore(et, ev, tb);
     }
+    if (claimed)
+        g_replaying = 0;
     Py_XDECREF(ks.et);
     Py_XDECREF(ks.ev);
     Py_XDECREF(ks.tb);
@@ -1700,6 +1963,10 @@ static PyObject *py_after_fork_child(PyObject *self, PyObject *unused)
     g_inherited = cbt_enabled();
     /* the parent's wrappers name its CUDA streams' pooled events: not the child's */
     PyDict_Clear(g_cuda_streams);
+    g_n_cuda_gen = 0;
+    /* calls the parent's other threads had in the tracer: not in this process */
+    atomic_store_explicit(&g_in_tracer, 0, memory_order_relaxed);
+    g_starting = 0;
     return PyBool_FromLong(g_inherited);
 }
 
@@ -2001,8 +2268,15 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
         cbt_pspan_new_id(o->ps.ctx.span_id);
         return (PyObject *)o; /* not open: its end does nothing */
     }
-    cbt_status rc = st ? cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n)
-                       : cbt_pspan_begin(&o->ps, name, (cbt_span_kind)kind, sess, pp, m, n);
+    cbt_status rc;
+    if (st && PyObject_TypeCheck(stream_o, &CpuStreamType)) /* its worker publishes */
+        rc = cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n);
+    else if (st)
+        CALL_PUBLISH_(st, rc = cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess,
+                                                  pp, m, n));
+    else
+        CALL_PUBLISH_(NULL, rc = cbt_pspan_begin(&o->ps, name, (cbt_span_kind)kind, sess, pp,
+                                                 m, n));
     /* without a tracer or with a full queue the context still flows */
     if (rc != CBT_OK && rc != CBT_ERR_NOT_INITIALIZED && rc != CBT_ERR_FULL) {
         Py_DECREF(o);
@@ -2038,9 +2312,17 @@ static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
         Py_CLEAR(self->stream_ref);
         Py_RETURN_NONE;
     }
-    cbt_status rc = self->ps.stream ? cbt_pspan_end_on(&self->ps, m, n)
-                                    : cbt_pspan_end(&self->ps, m, n);
+    /* a copy, closed here first: the end may run with the GIL released, and
+     * another thread's end of this span then finds it closed */
+    cbt_pspan ps = self->ps;
     self->ps.open = 0;
+    cbt_status rc;
+    if (self->stream_ref) /* a CpuStream: its worker publishes */
+        rc = cbt_pspan_end_on(&ps, m, n);
+    else if (ps.stream) /* a CUDA stream */
+        CALL_PUBLISH_(ps.stream, rc = cbt_pspan_end_on(&ps, m, n));
+    else
+        CALL_PUBLISH_(NULL, rc = cbt_pspan_end(&ps, m, n));
     Py_CLEAR(self->stream_ref);
     if (rc != CBT_OK && rc != CBT_ERR_FULL && rc != CBT_ERR_NOT_INITIALIZED)
         return raise_status(rc, "cbt.span end");
