@@ -24,9 +24,10 @@
  * Every signal is blocked on the thread: a write into a pipe whose reader
  * left fails with EPIPE (counted) instead of raising SIGPIPE. If it has not by the
  * deadline — the inner sink is stuck in a write — the wrapper is abandoned:
- * the spans still queued (and the one in flight) are counted lost now, the
- * inner spans_lost is read once and kept, the thread is detached, and from
- * then on it delivers nothing more: when its call returns it destroys the
+ * the spans still queued are counted lost now (one already handed over is
+ * the inner sink's to count: written when its write completes, or counted
+ * by it), the thread is detached, and from then on it delivers nothing
+ * more: when its call returns it keeps the inner count and destroys the
  * inner sink. The wrapper is freed by whichever of the thread and the
  * tracer's destroy lets go last (`refs`).
  */
@@ -58,10 +59,11 @@ typedef struct sink_thread {
     int sleeping, stop, exited, abandoned;
     int refs;                             /* the thread and the tracer */
     /* counters any thread reads */
-    _Atomic uint64_t delivered;           /* span records whose on_span returned (the thread) */
+    _Atomic uint64_t delivered;           /* span records handed to the inner on_span (the thread) */
     _Atomic uint64_t lost;                /* dropped: queue full, or abandoned */
-    _Atomic uint64_t inner_lost_final;    /* the inner spans_lost, kept at abandonment */
-    _Atomic int gone;                     /* abandoned: read the kept count only */
+    _Atomic uint64_t inner_lost_final;    /* the inner spans_lost, kept before its destroy */
+    _Atomic int gone;                     /* the inner sink is destroyed: read the kept count */
+    _Atomic int quit;                     /* abandoned: hand nothing more to the inner sink */
     cbt_span scratch;                     /* the thread's expanded record */
 } sink_thread;
 
@@ -133,9 +135,10 @@ static void *st_main(void *arg)
             pthread_mutex_unlock(&w->mu);
             while (pos < tail) {
                 pos = cbt_spanq_read(&w->q, pos, &w->scratch);
-                count_error(w, w->inner.on_span(w->inner.ctx, &w->scratch));
+                /* handed over: from here its fate is the inner sink's to count */
                 atomic_fetch_add_explicit(&w->delivered, 1, memory_order_relaxed);
-                if (atomic_load_explicit(&w->gone, memory_order_acquire))
+                count_error(w, w->inner.on_span(w->inner.ctx, &w->scratch));
+                if (atomic_load_explicit(&w->quit, memory_order_acquire))
                     break; /* abandoned while we wrote: deliver nothing more */
             }
             pthread_mutex_lock(&w->mu);
@@ -171,10 +174,10 @@ static void *st_main(void *arg)
     /* The inner sink ends here, on its own thread (its destroy may write:
      * a pipe whose reader left must not raise SIGPIPE in the program's
      * thread, nor a slow disk hold it): its loss count is kept first. */
-    if (!w->abandoned)
-        atomic_store_explicit(&w->inner_lost_final,
-                              w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
-                              memory_order_relaxed);
+    /* under mu: st_spans_lost reads the inner count under it too */
+    atomic_store_explicit(&w->inner_lost_final,
+                          w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
+                          memory_order_relaxed);
     atomic_store_explicit(&w->gone, 1, memory_order_release);
     pthread_mutex_unlock(&w->mu);
     if (w->inner.destroy)
@@ -249,13 +252,21 @@ static cbt_status st_flush_within(void *ctx, uint32_t timeout_ms)
 
 static cbt_status st_flush(void *ctx) { return st_flush_within(ctx, 0xffffffffu); }
 
+/* Our drops, and the inner sink's own count: read live while it exists
+ * (under mu, which the thread holds to keep the count and mark it gone
+ * before the destroy; mu is never held across a call that waits), kept
+ * after. */
 static uint64_t st_spans_lost(void *ctx)
 {
     sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
     uint64_t n = atomic_load_explicit(&w->lost, memory_order_relaxed);
     if (atomic_load_explicit(&w->gone, memory_order_acquire))
-        return n + atomic_load_explicit(&w->inner_lost_final, memory_order_relaxed);
-    return n + (w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0);
+        n += atomic_load_explicit(&w->inner_lost_final, memory_order_relaxed);
+    else if (w->inner.spans_lost)
+        n += w->inner.spans_lost(w->inner.ctx);
+    pthread_mutex_unlock(&w->mu);
+    return n;
 }
 
 int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns)
@@ -271,13 +282,12 @@ int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns)
         wait_until(&w->done_cv, &w->mu, deadline_ns);
     int exited = w->exited;
     if (!exited && !w->abandoned) {
-        /* stuck in the inner sink: what it still holds will never arrive */
+        /* stuck in the inner sink: what we still hold will never arrive (a
+         * span already handed over is the inner sink's to count, live until
+         * its thread keeps the count at its destroy) */
         uint64_t held = w->pushed - atomic_load_explicit(&w->delivered, memory_order_relaxed);
         atomic_fetch_add_explicit(&w->lost, held, memory_order_relaxed);
-        atomic_store_explicit(&w->inner_lost_final,
-                              w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
-                              memory_order_relaxed);
-        atomic_store_explicit(&w->gone, 1, memory_order_release);
+        atomic_store_explicit(&w->quit, 1, memory_order_release);
         w->abandoned = 1;
         pthread_detach(w->th);
     }
