@@ -34,6 +34,7 @@
 #include "cbt/pspan.h"
 #include "cbt/replay.h"
 #include "internal/recorder.h"
+#include "internal/sha256.h"
 #include "testutil.h"
 
 static char g_dir[128];

@@ -1,5 +1,5 @@
 /* host/internal/hash.h — the one string hash cbt uses for session ids and
- * span ids in its tables (host/core/ids.c); exporters may use it too
+ * span ids in its tables (host/util/hash.c); exporters may use it too
  * (exporter/nvtx.c pairs ranges by it). */
 #ifndef CBT_HOST_INTERNAL_HASH_H
 #define CBT_HOST_INTERNAL_HASH_H

@@ -104,8 +104,6 @@ int cbt_recorder_started_(const cbt_recorder *r);
  * harvester (the subscriber list). */
 size_t cbt_rec_config_json_(const struct cbt_tracer *t, char *buf, size_t cap);
 
-/* SHA-256 of n bytes as 64 lowercase hex digits and a NUL (host/util/sha256.c). */
-void cbt_sha256_hex_(const void *data, size_t n, char out[65]);
 
 /* ---- replay entry points of the builders ------------------------------------ */
 /* A ring record read from a file: applied to its launch, or parked (kernel_spans.c). */

@@ -45,6 +45,7 @@
 #include "internal/futex.h"
 #include "internal/record.h"
 #include "internal/recorder.h"
+#include "internal/sha256.h"
 #include "internal/ring_host.h"
 #include "internal/tracer.h"
 #include "internal/reqtree.h"

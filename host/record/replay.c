@@ -30,6 +30,7 @@
 #include "cbt/replay.h"
 #include "internal/abi.h"
 #include "internal/recorder.h"
+#include "internal/sha256.h"
 #include "internal/ring_host.h"
 #include "internal/tracer.h"
 #include "internal/reqtree.h"

@@ -1,10 +1,10 @@
 /* host/util/strtab.c — owns the bounded (session, tag) hash table (see strtab.h). */
 #include "internal/strtab.h"
+#include "internal/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal/tracer.h"
 
 cbt_status cbt_strtab_init(cbt_strtab *t, uint32_t capacity, uint32_t limit, size_t val_size)
 {
