@@ -58,6 +58,25 @@ static cbt_tracer *admin_tracer(void)
 
 cbt_tracer *cbt_tracer_admin_(void) { return admin_tracer(); }
 
+/* The tracer an administrative call acts on, held against cbt_shutdown
+ * until admin_put: the active one pinned (cbt_shutdown waits for the pin:
+ * a cbt_flush on another thread, at most its timeout; the others for a
+ * copy), else a replay tracer (not pinned: its calls are its caller's).
+ * So a flush, a metrics read or an add racing cbt_shutdown never touches a
+ * freed tracer. */
+static cbt_tracer *admin_get(int *pinned)
+{
+    cbt_tracer *t = cbt_tracer_pin_();
+    *pinned = t != NULL;
+    return t ? t : atomic_load_explicit(&g_replay, memory_order_acquire);
+}
+
+static void admin_put(int pinned)
+{
+    if (pinned)
+        cbt_tracer_unpin_();
+}
+
 /* The fields cbt.h's inline cbt_config_default() asks for: at most the
  * caller's size (internal/abi.h). */
 cbt_status cbt_config_default_into(cbt_config *out)
@@ -332,7 +351,8 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     }
     atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_seq_cst);
     /* a CPU stream worker that pinned it before the store finishes its one
-     * push (microseconds); none can pin it after */
+     * push (microseconds), an administrative call its work (a cbt_flush on
+     * another thread: at most its timeout); none can pin it after */
     while (atomic_load_explicit(&g_pins, memory_order_seq_cst) != 0) {
         struct timespec d = {0, 20000};
         nanosleep(&d, NULL);
@@ -397,18 +417,24 @@ cbt_status cbt_publish_hook_install_(cbt_tracer *t, cbt_publish_hook fn, void *c
 
 cbt_status cbt_add_subscriber(const cbt_subscriber *sub)
 {
-    cbt_tracer *t = admin_tracer();
+    int pinned;
+    cbt_tracer *t = admin_get(&pinned);
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    return cbt_subscribers_add_(t, sub);
+    cbt_status st = cbt_subscribers_add_(t, sub);
+    admin_put(pinned);
+    return st;
 }
 
 cbt_status cbt_add_sink(const cbt_sink *sink)
 {
-    cbt_tracer *t = admin_tracer();
+    int pinned;
+    cbt_tracer *t = admin_get(&pinned);
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
-    return cbt_sinks_add_(&t->sinks, sink);
+    cbt_status st = cbt_sinks_add_(&t->sinks, sink);
+    admin_put(pinned);
+    return st;
 }
 
 static uint64_t mono_ns(void)
@@ -424,11 +450,21 @@ static uint64_t mono_ns(void)
  * then the sinks flush what they were handed (cbt_sinks_flush_: a sink
  * thread's flush waits for that thread at most the time left). Neither
  * waits on a lock that slow work holds. */
+static cbt_status flush_tracer(cbt_tracer *t, uint32_t timeout_ms);
+
 cbt_status cbt_flush(uint32_t timeout_ms)
 {
-    cbt_tracer *t = admin_tracer();
+    int pinned;
+    cbt_tracer *t = admin_get(&pinned);
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
+    cbt_status st = flush_tracer(t, timeout_ms);
+    admin_put(pinned);
+    return st;
+}
+
+static cbt_status flush_tracer(cbt_tracer *t, uint32_t timeout_ms)
+{
     uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     if (!t->cfg.replay) {
         pthread_mutex_lock(&t->flush_mu);
@@ -534,11 +570,13 @@ cbt_status cbt_metrics_get(cbt_metrics *caller)
     cbt_status st = cbt_abi_out_check_(caller);
     if (st)
         return st;
-    cbt_tracer *t = admin_tracer();
+    int pinned;
+    cbt_tracer *t = admin_get(&pinned);
     if (!t)
         return CBT_ERR_NOT_INITIALIZED;
     cbt_metrics full;
     metrics_fill(t, &full);
+    admin_put(pinned);
     cbt_abi_out_(caller, &full, sizeof full, CBT_METRICS_VERSION);
     return CBT_OK;
 }
