@@ -15,25 +15,48 @@
  *   OTEL_EXPORTER_OTLP_METRICS_ENDPOINT   the metrics URL, used as is
  *   OTEL_EXPORTER_OTLP_ENDPOINT           a base URL: "/v1/traces" appended for
  *                                         traces, "/v1/metrics" for metrics
+ *                                         (OTLP/HTTP); for grpc the base
+ *                                         itself, for both (the exporter
+ *                                         appends the gRPC method). grpc
+ *                                         also takes a scheme-less
+ *                                         host:port, made http:// when
+ *                                         insecure, https:// otherwise
  *   OTEL_EXPORTER_OTLP[_TRACES]_HEADERS   k=v list, percent-decoded
  *   OTEL_EXPORTER_OTLP[_TRACES]_TIMEOUT   milliseconds, a positive integer
  *   OTEL_EXPORTER_OTLP[_TRACES]_COMPRESSION  gzip | none
- *   OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL  http/protobuf | http/json
+ *   OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL  grpc | http/protobuf | http/json
+ *                                         (any case); grpc without an
+ *                                         endpoint variable means
+ *                                         http://localhost:4317
+ *   OTEL_EXPORTER_OTLP_METRICS_PROTOCOL   checked (a bad value is an error)
+ *                                         but one protocol serves both
+ *                                         signals: a value other than the
+ *                                         traces' is reported, not used
+ *   OTEL_EXPORTER_OTLP[_TRACES]_INSECURE  true | false: the scheme of a
+ *                                         scheme-less gRPC endpoint
+ *   OTEL_EXPORTER_OTLP[_TRACES]_CERTIFICATE  CA bundle file (PEM) to trust
+ *   OTEL_EXPORTER_OTLP[_TRACES]_CLIENT_KEY   mTLS key file (PEM)
+ *   OTEL_EXPORTER_OTLP[_TRACES]_CLIENT_CERTIFICATE  mTLS certificate file
+ *                                         (PEM); the three paths are checked
+ *                                         for length here and for being
+ *                                         readable when the exporter is made
  *   OTEL_METRIC_EXPORT_INTERVAL           milliseconds between metric exports,
  *                                         a positive integer
  *   OTEL_METRICS_EXPORTER                 none disables the metrics export;
  *                                         otlp (or unset) keeps it; anything
  *                                         else is reported and read as otlp
  * The _TRACES_ form wins whenever it is set. One exporter sends both signals
- * with one set of headers, timeout, compression and protocol (those four
- * above, which metrics requests use too): the _METRICS_ forms of them are
- * reported as not read rather than silently ignored. Every problem is reported on the
+ * over one connection with one set of headers, timeout, compression,
+ * protocol and TLS settings (which metrics requests use too): the _METRICS_
+ * forms of them are reported as not read rather than silently ignored. Every problem is reported on the
  * caller's log naming the variable; header values are never printed (they
  * carry credentials), only the entry's position and key (and only the
  * position for an entry without '=', which may be all value). A malformed value
  * keeps what the config held; CBT_ERR_INVAL is returned only where no safe
  * default exists: an endpoint that is not a usable http(s) URL (including
- * one too long for the config) and a protocol other than OTLP/HTTP.
+ * one too long for the config), a protocol that is none of the three, and
+ * a TLS file path too long for the config (trusting something other than
+ * what was asked for is not a default).
  */
 #include <ctype.h>
 #include <stdarg.h>
@@ -43,6 +66,7 @@
 
 #include "cbt/otlp.h"
 #include "internal/abi.h"
+#include "otlp_grpc.h"
 #include "otlp_private.h"
 
 #define TRACES_PATH "v1/traces"
@@ -323,22 +347,30 @@ int cbt_otlp_url_ok(const char *u)
 }
 
 /* One signal's URL into dst: `specific_var` as is, else the
- * OTEL_EXPORTER_OTLP_ENDPOINT base with "/" `path` appended. A bad base is
- * reported once for both signals (*base_reported). */
-static cbt_status set_signal_endpoint(FILE *log, const char *specific_var, const char *path,
-                                      char *dst, size_t cap, int *base_reported)
+ * OTEL_EXPORTER_OTLP_ENDPOINT base with "/" `path` appended (OTLP/HTTP) or
+ * as is (grpc: the exporter appends the method, and a scheme-less host:port
+ * gets its scheme from c->insecure). A bad base is reported once for both
+ * signals (*base_reported). */
+static cbt_status set_signal_endpoint(const cbt_otlp_config *c, FILE *log,
+                                      const char *specific_var, const char *path, char *dst,
+                                      size_t cap, int *base_reported)
 {
     const char *specific = env(specific_var);
     const char *base = env("OTEL_EXPORTER_OTLP_ENDPOINT");
     const char *var = specific ? specific_var : "OTEL_EXPORTER_OTLP_ENDPOINT";
     const char *v = specific ? specific : base;
+    const int grpc = c->protocol == CBT_OTLP_GRPC;
     if (!v)
         return CBT_OK;
     int quiet = !specific && *base_reported;
-    if (!cbt_otlp_url_ok(v)) {
-        if (!quiet)
-            report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP, "
-                             "e.g. http://collector:4318%s%s", specific ? "/" : "",
+    if (grpc ? !cbt_grpc_endpoint_ok(v) : !cbt_otlp_url_ok(v)) {
+        if (!quiet && grpc)
+            report(log, var, "not an http:// or https:// URL or a host:port; OTLP/gRPC wants "
+                             "the collector's base, e.g. http://collector:4317");
+        else if (!quiet)
+            report(log, var, "not an http:// or https:// URL with a host; cbt exports OTLP/HTTP "
+                             "here, e.g. http://collector:4318%s%s (or set "
+                             "OTEL_EXPORTER_OTLP_PROTOCOL=grpc)", specific ? "/" : "",
                    specific ? path : "");
         if (!specific)
             *base_reported = 1;
@@ -346,15 +378,18 @@ static cbt_status set_signal_endpoint(FILE *log, const char *specific_var, const
     }
     char url[1024];
     int n;
-    if (specific) {
+    if (grpc && !strstr(v, "://")) {
+        n = snprintf(url, sizeof url, "%s://%s", c->insecure ? "http" : "https", v);
+    } else if (specific || grpc) {
         n = snprintf(url, sizeof url, "%s", v);
     } else {
         size_t len = strlen(v);
         n = snprintf(url, sizeof url, "%s%s%s", v, len && v[len - 1] == '/' ? "" : "/", path);
     }
     if (n < 0 || (size_t)n >= sizeof url || (size_t)n >= cap) {
-        report(log, var, "longer than %zu bytes%s%s%s", cap - 1, specific ? "" : " with /",
-               specific ? "" : path, specific ? "" : " appended");
+        int appended = !specific && !grpc;
+        report(log, var, "longer than %zu bytes%s%s%s", cap - 1, appended ? " with /" : "",
+               appended ? path : "", appended ? " appended" : "");
         return CBT_ERR_INVAL;
     }
     memcpy(dst, url, (size_t)n + 1);
@@ -367,9 +402,9 @@ static cbt_status set_signal_endpoint(FILE *log, const char *specific_var, const
 static cbt_status set_endpoints(cbt_otlp_config *c, FILE *log, int *metrics_off)
 {
     int base_reported = 0;
-    cbt_status st = set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", TRACES_PATH,
+    cbt_status st = set_signal_endpoint(c, log, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", TRACES_PATH,
                                         c->endpoint, sizeof c->endpoint, &base_reported);
-    if (set_signal_endpoint(log, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", METRICS_PATH,
+    if (set_signal_endpoint(c, log, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", METRICS_PATH,
                             c->metrics_endpoint, sizeof c->metrics_endpoint,
                             &base_reported) != CBT_OK) {
         if (env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")) {
@@ -381,6 +416,18 @@ static cbt_status set_endpoints(cbt_otlp_config *c, FILE *log, int *metrics_off)
         }
     }
     return st;
+}
+
+void cbt_otlp_protocol_endpoints_(cbt_otlp_config *c)
+{
+    cbt_otlp_config d;
+    if (c->protocol != CBT_OTLP_GRPC)
+        return;
+    cbt_otlp_config_defaults_(&d); /* the OTLP/HTTP URLs it holds */
+    if (strcmp(c->endpoint, d.endpoint) == 0)
+        memcpy(c->endpoint, CBT_OTLP_GRPC_DEFAULT_ENDPOINT, sizeof CBT_OTLP_GRPC_DEFAULT_ENDPOINT);
+    if (strcmp(c->metrics_endpoint, d.metrics_endpoint) == 0)
+        memcpy(c->metrics_endpoint, c->endpoint, sizeof c->metrics_endpoint);
 }
 
 /* A positive integer number of milliseconds (surrounding blanks allowed,
@@ -453,7 +500,10 @@ static void set_metrics(cbt_otlp_config *c, FILE *log)
         {"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "HEADERS"},
         {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "TIMEOUT"},
         {"OTEL_EXPORTER_OTLP_METRICS_COMPRESSION", "COMPRESSION"},
-        {"OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "PROTOCOL"},
+        {"OTEL_EXPORTER_OTLP_METRICS_INSECURE", "INSECURE"},
+        {"OTEL_EXPORTER_OTLP_METRICS_CERTIFICATE", "CERTIFICATE"},
+        {"OTEL_EXPORTER_OTLP_METRICS_CLIENT_KEY", "CLIENT_KEY"},
+        {"OTEL_EXPORTER_OTLP_METRICS_CLIENT_CERTIFICATE", "CLIENT_CERTIFICATE"},
     };
     for (size_t i = 0; i < sizeof unread / sizeof unread[0]; i++)
         if (env(unread[i][0]))
@@ -478,27 +528,102 @@ static void set_compression(cbt_otlp_config *c, FILE *log)
                c->gzip ? "gzip" : "none");
 }
 
+/* A protocol's name: 1 with *out, or 0. The spec's enum values are read in
+ * any case. */
+static int protocol_of(const char *v, cbt_otlp_protocol *out)
+{
+    if (strcasecmp(v, "http/protobuf") == 0)
+        *out = CBT_OTLP_HTTP_PROTOBUF;
+    else if (strcasecmp(v, "http/json") == 0)
+        *out = CBT_OTLP_HTTP_JSON;
+    else if (strcasecmp(v, "grpc") == 0)
+        *out = CBT_OTLP_GRPC;
+    else
+        return 0;
+    return 1;
+}
+
+static const char *protocol_name(cbt_otlp_protocol p)
+{
+    return p == CBT_OTLP_GRPC ? "grpc" : p == CBT_OTLP_HTTP_JSON ? "http/json" : "http/protobuf";
+}
+
 static cbt_status set_protocol(cbt_otlp_config *c, FILE *log)
 {
     const char *var;
     const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL",
                              &var);
+    if (v && !protocol_of(v, &c->protocol)) {
+        report(log, var, "\"%.32s\" is not supported: use grpc, http/protobuf or http/json", v);
+        return CBT_ERR_INVAL;
+    }
+    return CBT_OK;
+}
+
+/* Read after set_protocol: one protocol serves both signals. */
+static cbt_status check_metrics_protocol(const cbt_otlp_config *c, FILE *log)
+{
+    static const char var[] = "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL";
+    const char *v = env(var);
+    cbt_otlp_protocol p;
     if (!v)
         return CBT_OK;
-    if (strcmp(v, "http/protobuf") == 0) {
-        c->protocol = CBT_OTLP_HTTP_PROTOBUF;
-        return CBT_OK;
+    if (!protocol_of(v, &p)) {
+        report(log, var, "\"%.32s\" is not supported: use grpc, http/protobuf or http/json", v);
+        return CBT_ERR_INVAL;
     }
-    if (strcmp(v, "http/json") == 0) {
-        c->protocol = CBT_OTLP_HTTP_JSON;
-        return CBT_OK;
-    }
-    if (strcasecmp(v, "grpc") == 0)
-        report(log, var, "grpc is not supported: cbt speaks OTLP/HTTP; set http/protobuf (or "
-                         "http/json) and use the collector's OTLP/HTTP port, 4318");
+    if (p != c->protocol)
+        report(log, var, "not read: metrics go as %s, as traces do (one connection; set "
+               "OTEL_EXPORTER_OTLP_PROTOCOL for both)", protocol_name(c->protocol));
+    return CBT_OK;
+}
+
+/* OTEL_EXPORTER_OTLP[_TRACES]_INSECURE: true | false (any case). */
+static void set_insecure(cbt_otlp_config *c, FILE *log)
+{
+    const char *var;
+    const char *v = env_pair("OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE",
+                             &var);
+    if (!v)
+        return;
+    if (strcasecmp(v, "true") == 0)
+        c->insecure = 1;
+    else if (strcasecmp(v, "false") == 0)
+        c->insecure = 0;
     else
-        report(log, var, "\"%.32s\" is not supported: use http/protobuf or http/json", v);
-    return CBT_ERR_INVAL;
+        report(log, var, "\"%.32s\" is neither true nor false: keeping %s", v,
+               c->insecure ? "true" : "false");
+}
+
+/* The three TLS file paths, the _TRACES_ form winning. A path too long for
+ * the config is an error (CBT_ERR_INVAL) and keeps the field as it was;
+ * whether the file can be read is create's check. */
+static cbt_status set_tls_paths(cbt_otlp_config *c, FILE *log)
+{
+    struct {
+        const char *traces, *generic;
+        char *dst;
+    } f[] = {
+        {"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE",
+         c->certificate},
+        {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY", c->client_key},
+        {"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
+         c->client_certificate},
+    };
+    cbt_status st = CBT_OK;
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+        const char *var;
+        const char *v = env_pair(f[i].traces, f[i].generic, &var);
+        if (!v)
+            continue;
+        if (strlen(v) >= CBT_OTLP_PATH_MAX) {
+            report(log, var, "a path longer than %d bytes", CBT_OTLP_PATH_MAX - 1);
+            st = CBT_ERR_INVAL;
+            continue;
+        }
+        memcpy(f[i].dst, v, strlen(v) + 1);
+    }
+    return st;
 }
 
 static void set_headers(cbt_otlp_config *c, FILE *log)
@@ -575,13 +700,20 @@ static cbt_status env_apply(cbt_otlp_config *c, FILE *log)
     cbt_status st = CBT_OK;
     set_disabled(c, log);
     set_resource(c, log);
+    /* the protocol and insecure first: they decide how an endpoint reads */
+    if (set_protocol(c, log) != CBT_OK)
+        st = CBT_ERR_INVAL;
+    if (check_metrics_protocol(c, log) != CBT_OK)
+        st = CBT_ERR_INVAL;
+    set_insecure(c, log);
     int metrics_off = 0;
     if (set_endpoints(c, log, &metrics_off) != CBT_OK)
         st = CBT_ERR_INVAL;
+    cbt_otlp_protocol_endpoints_(c); /* grpc: its own default port */
     set_headers(c, log);
     set_timeout(c, log);
     set_compression(c, log);
-    if (set_protocol(c, log) != CBT_OK)
+    if (set_tls_paths(c, log) != CBT_OK)
         st = CBT_ERR_INVAL;
     set_metrics(c, log);
     if (metrics_off)

@@ -1,7 +1,10 @@
-/* exporter/otlp_http.c — owns the OTLP/HTTP exporter: a cbt_sink that queues
- * finished spans and one thread that POSTs them to a collector with libcurl,
- * and, when the config names a metric set (cfg.blend), POSTs snapshots of it
- * to the metrics endpoint from the same thread.
+/* exporter/otlp_http.c — owns the OTLP exporter: a cbt_sink that queues
+ * finished spans and one thread that sends them to a collector with libcurl,
+ * over OTLP/HTTP or OTLP/gRPC (cfg.protocol), and, when the config names a
+ * metric set (cfg.blend), sends snapshots of it to the metrics endpoint from
+ * the same thread. gRPC changes only how a request is framed and sent and
+ * how the answer is read (exporter/otlp_grpc.c has its wire rules); the
+ * queue, batching, retries, budget, shutdown and counts are the same code.
  *
  * The queue: a byte ring of compact span records (host/util/span_queue.c:
  * only the used attributes, events and string bytes of each span, a few
@@ -28,10 +31,39 @@
  * (zlib, gzip header), POST with one curl easy handle driven through one
  * multi handle, so the connection is kept alive across batches and the
  * transfer can be aborted at once (curl_multi_wakeup) when a deadline passes;
- * the XFERINFO progress callback checks the same deadline. Outcome:
+ * the XFERINFO progress callback checks the same deadline. An encoded
+ * request over max_message_bytes is never sent: the batch is halved and
+ * each half encoded and sent on its own (export_batch), and a span that
+ * alone is over the limit is dropped and counted (spans_too_large).
+ *
+ * OTLP/gRPC: the same POST over HTTP/2 to <endpoint>/<service>/Export,
+ * cleartext with prior knowledge for http:// (see post() for libcurl 7.x's
+ * connection-reuse bug and how it is avoided), ALPN for https://; a
+ * libcurl without HTTP/2 is refused at create. The encoders append after
+ * 5 bytes kept free at the start of the body, so the message's prefix
+ * (compressed flag, big-endian length) is written in place; with gzip the
+ * compressed message goes after 5 free bytes of the gzip buffer. Headers:
+ * content-type application/grpc, te: trailers, grpc-timeout (timeout_ms),
+ * grpc-encoding gzip when on, grpc-accept-encoding gzip, the caller's
+ * headers as lowercase metadata. The answer's HTTP status, headers and
+ * trailers (libcurl hands HTTP/2 trailers to the header callback after the
+ * body) give a gRPC code (cbt_grpc_outcome); OK reads partial_success from
+ * the answer's message (inflated when the collector gzipped it). Outcome
+ * by code (the OTLP spec's table):
+ *   OK                     accepted (partial_success as below)
+ *   CANCELLED DEADLINE_EXCEEDED ABORTED OUT_OF_RANGE UNAVAILABLE DATA_LOSS
+ *                          retried as 503 is, below; a RetryInfo in
+ *                          grpc-status-details-bin is read as Retry-After
+ *   RESOURCE_EXHAUSTED     retried only with a RetryInfo (its delay, within
+ *                          the floor and budget, as Retry-After); else dropped
+ *   any other code         dropped, counted in failures_by_grpc_code[code]
+ *                          (as is the last code of a batch that runs out of
+ *                          budget)
+ * OTLP/HTTP's outcome:
  *   2xx                    accepted; an ExportTraceServiceResponse with
  *                          partial_success.rejected_spans > 0 counts those
- *                          as dropped (its error_message is logged once)
+ *                          as dropped and spans_rejected (its error_message
+ *                          is logged, rate-limited as below)
  *   429 502 503 504, connection failures and timeouts
  *                          retried with exponential backoff: the step is
  *                          100 ms, doubling, capped at 5 s; without
@@ -87,8 +119,10 @@
  * thread; stats stay zero.
  *
  * Logging: problems go to stderr prefixed "cbt otlp:", at most once per
- * distinct problem per 10 s (with a count of those suppressed). Header values
- * and the endpoint URL (which may carry credentials) are never printed.
+ * distinct problem per 10 s (with a count of those suppressed): a failure
+ * by its HTTP status, gRPC code (with grpc-message) or curl error, a partial
+ * success by its rejected count and error_message. Header values and the
+ * endpoint URL (which may carry credentials) are never printed.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -107,6 +141,7 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "cbt/otlp.h"
 #include "internal/abi.h"
+#include "otlp_grpc.h"
 #include "otlp_private.h"
 #include "internal/span_queue.h"
 
@@ -164,14 +199,26 @@ struct cbt_otlp_exporter {
     uint8_t *resp;
     size_t resp_len;
     char retry_after[64];
+    /* OTLP/gRPC (cfg.protocol CBT_OTLP_GRPC): the method URLs, what the
+     * answer's headers and trailers said, and the last answer's code */
+    int grpc;
+    const char *traces_url, *metrics_url; /* cfg's endpoints, or the two below */
+    char grpc_traces_url[1200], grpc_metrics_url[1200];
+    cbt_grpc_resp gresp;
+    int last_grpc;        /* the last answer's gRPC code; -1: no answer */
+    int64_t grpc_retry_ms; /* its RetryInfo delay; -1: none */
+    int h2c_reuse_bug;    /* libcurl < 8.0.0: see post() */
+    int h2c_live_traces, h2c_live_metrics; /* the last h2c request to each went over HTTP/2 */
+    uint8_t *resp_plain;  /* a gzip-compressed response message, inflated (RESP_MAX) */
     char errbuf[CURL_ERROR_SIZE];
     uint64_t rng;
-    int partial_logged, metrics_partial_logged;
     cbt_blend_snapshot snap; /* the metrics export's copy (large: not on the stack) */
 
-    /* ---- stats ---- */
+    /* ---- stats (cbt_otlp_stats): exported + dropped = the spans taken ---- */
     _Atomic uint64_t queued, exported, dropped, sent, failed, retries, bytes;
     _Atomic uint64_t metrics_exports, metrics_failures;
+    _Atomic uint64_t rejected, too_large, split;
+    _Atomic uint64_t by_grpc_code[CBT_OTLP_GRPC_CODES];
 
     /* ---- log limiter ---- */
     pthread_mutex_t log_lock;
@@ -292,21 +339,74 @@ static int header_ok(const cbt_otlp_kv *h)
     return 1;
 }
 
+/* An endpoint of the config's protocol: an http(s) URL, or for gRPC also a
+ * scheme-less host:port. */
+static int endpoint_ok(const cbt_otlp_config *c, const char *u, size_t cap)
+{
+    if (!memchr(u, '\0', cap))
+        return 0;
+    return c->protocol == CBT_OTLP_GRPC ? cbt_grpc_endpoint_ok(u) : cbt_otlp_url_ok(u);
+}
+
+/* A TLS file named in the config: "" (none), or a path that opens for
+ * reading now. `what` names the field in the message. */
+static cbt_status tls_file_ok(const char *path, size_t cap, const char *what)
+{
+    if (!memchr(path, '\0', cap)) {
+        fprintf(stderr, "cbt otlp: config: %s is not NUL-terminated\n", what);
+        return CBT_ERR_INVAL;
+    }
+    if (!path[0])
+        return CBT_OK;
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "cbt otlp: config: %s \"%s\" cannot be read: %s\n", what, path,
+                strerror(errno));
+        return CBT_ERR_IO;
+    }
+    fclose(f);
+    return CBT_OK;
+}
+
+/* Header names gRPC itself sets (or reserves): not caller metadata. */
+static int grpc_reserved(const char *key)
+{
+    return strcasecmp(key, "content-type") == 0 || strcasecmp(key, "te") == 0 ||
+           strncasecmp(key, "grpc-", 5) == 0;
+}
+
 static cbt_status check_config(const cbt_otlp_config *c)
 {
-    if (!memchr(c->endpoint, '\0', sizeof c->endpoint) || !cbt_otlp_url_ok(c->endpoint)) {
-        fprintf(stderr, "cbt otlp: config: endpoint is not an http:// or https:// URL\n");
+    const char *want = c->protocol == CBT_OTLP_GRPC ? "an http:// or https:// URL or a host:port"
+                                                    : "an http:// or https:// URL";
+    if (c->protocol != CBT_OTLP_HTTP_PROTOBUF && c->protocol != CBT_OTLP_HTTP_JSON &&
+        c->protocol != CBT_OTLP_GRPC) {
+        fprintf(stderr, "cbt otlp: config: protocol %d is not http/protobuf, http/json or "
+                        "grpc\n", (int)c->protocol);
+        return CBT_ERR_INVAL;
+    }
+    if (!endpoint_ok(c, c->endpoint, sizeof c->endpoint)) {
+        fprintf(stderr, "cbt otlp: config: endpoint is not %s\n", want);
         return CBT_ERR_INVAL;
     }
     if (c->blend && !c->metrics_disabled &&
-        (!memchr(c->metrics_endpoint, '\0', sizeof c->metrics_endpoint) ||
-         !cbt_otlp_url_ok(c->metrics_endpoint))) {
-        fprintf(stderr, "cbt otlp: config: metrics_endpoint is not an http:// or https:// URL\n");
+        !endpoint_ok(c, c->metrics_endpoint, sizeof c->metrics_endpoint)) {
+        fprintf(stderr, "cbt otlp: config: metrics_endpoint is not %s\n", want);
         return CBT_ERR_INVAL;
     }
-    if (c->protocol != CBT_OTLP_HTTP_PROTOBUF && c->protocol != CBT_OTLP_HTTP_JSON) {
-        fprintf(stderr, "cbt otlp: config: protocol %d is not http/protobuf or http/json\n",
-                (int)c->protocol);
+    if (c->max_message_bytes == 0) {
+        fprintf(stderr, "cbt otlp: config: max_message_bytes must be positive (default %u)\n",
+                CBT_OTLP_MAX_MESSAGE_DEFAULT);
+        return CBT_ERR_INVAL;
+    }
+    cbt_status st;
+    if ((st = tls_file_ok(c->certificate, sizeof c->certificate, "certificate")) ||
+        (st = tls_file_ok(c->client_certificate, sizeof c->client_certificate,
+                          "client_certificate")) ||
+        (st = tls_file_ok(c->client_key, sizeof c->client_key, "client_key")))
+        return st;
+    if (c->client_key[0] && !c->client_certificate[0]) {
+        fprintf(stderr, "cbt otlp: config: client_key is set without client_certificate\n");
         return CBT_ERR_INVAL;
     }
     if (c->max_queue == 0 || c->max_queue > MAX_QUEUE_LIMIT) {
@@ -333,6 +433,11 @@ static cbt_status check_config(const cbt_otlp_config *c)
             /* the key may be malformed too: name the position only */
             fprintf(stderr, "cbt otlp: config: header %u has an invalid name or a value with "
                             "control characters\n", i + 1);
+            return CBT_ERR_INVAL;
+        }
+        if (c->protocol == CBT_OTLP_GRPC && grpc_reserved(c->headers[i].key)) {
+            fprintf(stderr, "cbt otlp: config: header %u (\"%s\") is gRPC's own, not metadata "
+                            "a caller may set\n", i + 1, c->headers[i].key);
             return CBT_ERR_INVAL;
         }
     }
@@ -376,6 +481,8 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     } else if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
         e->retry_after[0] = '\0'; /* a new response (after a 100 Continue, say) */
     }
+    if (e->grpc) /* headers, and the trailers after the body (HTTP/2) */
+        cbt_grpc_resp_header(&e->gresp, p, n);
     return n;
 }
 
@@ -402,17 +509,36 @@ static cbt_status curl_setup(cbt_otlp_exporter *e)
             goto oom;                  \
         l = n;                         \
     } while (0)
-    ADD_HEADER(c->protocol == CBT_OTLP_HTTP_JSON ? "Content-Type: application/json"
-                                                 : "Content-Type: application/x-protobuf");
-    if (c->gzip)
-        ADD_HEADER("Content-Encoding: gzip");
+    if (e->grpc) {
+        /* gRPC over HTTP/2 (grpc/doc/PROTOCOL-HTTP2.md): the request's fixed
+         * headers; the body is one length-prefixed message */
+        char tmo[48], v[16];
+        cbt_grpc_timeout(c->timeout_ms, v, sizeof v);
+        snprintf(tmo, sizeof tmo, "grpc-timeout: %s", v);
+        ADD_HEADER("content-type: application/grpc");
+        ADD_HEADER("te: trailers");
+        ADD_HEADER(tmo);
+        if (c->gzip)
+            ADD_HEADER("grpc-encoding: gzip");
+        ADD_HEADER("grpc-accept-encoding: gzip"); /* a gzip answer is inflated (bounded) */
+        ADD_HEADER("Accept:");
+    } else {
+        ADD_HEADER(c->protocol == CBT_OTLP_HTTP_JSON ? "Content-Type: application/json"
+                                                     : "Content-Type: application/x-protobuf");
+        if (c->gzip)
+            ADD_HEADER("Content-Encoding: gzip");
+    }
     ADD_HEADER("Expect:"); /* no 100-continue round trip */
     for (uint32_t i = 0; i < c->n_headers; i++) {
-        char line[2 * CBT_OTLP_STR_MAX + 4];
+        char line[2 * CBT_OTLP_STR_MAX + 4], key[CBT_OTLP_STR_MAX];
+        snprintf(key, sizeof key, "%s", c->headers[i].key);
+        if (e->grpc) /* gRPC metadata keys are lowercase */
+            for (char *k = key; *k; k++)
+                *k = (char)tolower((unsigned char)*k);
         if (c->headers[i].value[0])
-            snprintf(line, sizeof line, "%s: %s", c->headers[i].key, c->headers[i].value);
+            snprintf(line, sizeof line, "%s: %s", key, c->headers[i].value);
         else
-            snprintf(line, sizeof line, "%s;", c->headers[i].key); /* curl: send it empty */
+            snprintf(line, sizeof line, "%s;", key); /* curl: send it empty */
         ADD_HEADER(line);
         memset(line, 0, sizeof line); /* do not leave the value on the stack */
     }
@@ -433,6 +559,19 @@ static cbt_status curl_setup(cbt_otlp_exporter *e)
     SET(CURLOPT_NOSIGNAL, 1L);
     SET(CURLOPT_SSL_VERIFYPEER, c->verify_tls ? 1L : 0L);
     SET(CURLOPT_SSL_VERIFYHOST, c->verify_tls ? 2L : 0L);
+    /* TLS, both protocols: the system's trust store unless a CA bundle is
+     * named; a client certificate (and its key, which may be in the same
+     * file) for mTLS. The files were checked readable (check_config). */
+    if (c->certificate[0])
+        SET(CURLOPT_CAINFO, c->certificate);
+    if (c->client_certificate[0]) {
+        SET(CURLOPT_SSLCERT, c->client_certificate);
+        SET(CURLOPT_SSLCERTTYPE, "PEM");
+    }
+    if (c->client_key[0]) {
+        SET(CURLOPT_SSLKEY, c->client_key);
+        SET(CURLOPT_SSLKEYTYPE, "PEM");
+    }
 #if LIBCURL_VERSION_NUM >= 0x075500
     SET(CURLOPT_PROTOCOLS_STR, "http,https");
 #else
@@ -477,25 +616,26 @@ static int buf_reserve(cbt_buf *b, size_t need)
     return 1;
 }
 
-/* gzip (RFC 1952) of in[0..n) into out. */
-static int gzip_into(const uint8_t *in, size_t n, cbt_buf *out)
+/* gzip (RFC 1952) of in[0..n) into out, after `off` bytes left for a
+ * prefix (gRPC's: otherwise 0). */
+static int gzip_into(const uint8_t *in, size_t n, cbt_buf *out, size_t off)
 {
     z_stream z;
     memset(&z, 0, sizeof z);
     if (deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) !=
         Z_OK)
         return 0;
-    size_t bound = deflateBound(&z, (uLong)n) + 32;
+    size_t bound = off + deflateBound(&z, (uLong)n) + 32;
     if (!buf_reserve(out, bound)) {
         deflateEnd(&z);
         return 0;
     }
     z.next_in = (Bytef *)(uintptr_t)in;
     z.avail_in = (uInt)n;
-    z.next_out = out->data;
-    z.avail_out = (uInt)out->cap;
+    z.next_out = out->data + off;
+    z.avail_out = (uInt)(out->cap - off);
     int rc = deflate(&z, Z_FINISH);
-    out->len = rc == Z_STREAM_END ? (size_t)z.total_out : 0;
+    out->len = rc == Z_STREAM_END ? off + (size_t)z.total_out : 0;
     deflateEnd(&z);
     return rc == Z_STREAM_END;
 }
@@ -526,6 +666,31 @@ static int64_t retry_after_ms(const char *v)
     return when > now ? (int64_t)(when - now) * 1000 : 0;
 }
 
+static CURLcode transfer(cbt_otlp_exporter *e, int yieldable, int *aborted_out);
+static post_result post_outcome(cbt_otlp_exporter *e, CURLcode rc);
+
+/* An OTLP/gRPC answer that came back whole (HTTP status `code`, headers and
+ * trailers in e->gresp): its gRPC code (e->last_grpc), RetryInfo delay
+ * (e->grpc_retry_ms) and what to do (cbt_grpc_outcome, cbt_grpc_retryable). */
+static post_result grpc_result(cbt_otlp_exporter *e, long code)
+{
+    int details_bad = 0;
+    int g = cbt_grpc_outcome(code, &e->gresp, &e->grpc_retry_ms, &details_bad);
+    e->last_grpc = g;
+    if (details_bad)
+        elog(e, "grpc-details", "an unreadable grpc-status-details-bin (not a google.rpc.Status "
+                                "in base64, or over %d bytes): read as no RetryInfo",
+             CBT_GRPC_DETAILS_MAX);
+    long ver = 0;
+    curl_easy_getinfo(e->easy, CURLINFO_HTTP_VERSION, &ver);
+    if (ver != CURL_HTTP_VERSION_2_0)
+        elog(e, "grpc-http1", "the collector answered over HTTP/1.x (HTTP %ld): an OTLP/gRPC "
+                              "endpoint speaks HTTP/2 (is this its OTLP/HTTP port, 4318?)", code);
+    if (g == CBT_GRPC_OK)
+        return POST_OK;
+    return cbt_grpc_retryable(g, e->grpc_retry_ms >= 0) ? POST_RETRY : POST_FAIL;
+}
+
 /* One POST of data[0..len) to `url` (the traces or the metrics endpoint) on
  * the one easy handle: connections are kept alive across both. */
 static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, const uint8_t *data,
@@ -534,6 +699,9 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
     e->resp_len = 0;
     e->retry_after[0] = '\0';
     e->errbuf[0] = '\0';
+    e->last_grpc = -1;
+    e->grpc_retry_ms = -1;
+    cbt_grpc_resp_reset(&e->gresp);
     *http_code = 0;
     *curl_rc = CURLE_OK;
     uint64_t at0 = atomic_load_explicit(&e->abort_at_ns, memory_order_acquire);
@@ -548,10 +716,66 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
     curl_easy_setopt(e->easy, CURLOPT_URL, url);
     curl_easy_setopt(e->easy, CURLOPT_POSTFIELDS, (const char *)data);
     curl_easy_setopt(e->easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
-    if (curl_multi_add_handle(e->multi, e->easy) != CURLM_OK) {
-        *curl_rc = CURLE_FAILED_INIT;
-        return POST_FAIL;
+    int aborted = 0;
+    CURLcode rc;
+    if (!e->grpc || strncasecmp(url, "https:", 6) == 0) {
+        /* OTLP/HTTP as configured; OTLP/gRPC over TLS: HTTP/2 by ALPN */
+        if (e->grpc)
+            curl_easy_setopt(e->easy, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+        rc = transfer(e, yieldable, &aborted);
+    } else {
+        /* h2c: HTTP/2 with prior knowledge. libcurl before 8.0.0 fails a
+         * second prior-knowledge request on a kept connection ("Error in the
+         * HTTP2 framing layer", curl issue #10634), so there a request that
+         * follows one that went over HTTP/2 asks for plain HTTP/2, which
+         * reuses that connection; if curl had to open a new one instead (the
+         * collector closed it), that try never spoke HTTP/2 (an HTTP/1.1
+         * Upgrade a gRPC server refuses) and is made again at once with prior
+         * knowledge. There, a prior-knowledge request always takes a fresh
+         * connection (after a failure the kept one may still be in curl's
+         * cache, and reusing it would meet the bug). */
+        int *live = url == e->metrics_url ? &e->h2c_live_metrics : &e->h2c_live_traces;
+        int pk = !e->h2c_reuse_bug || !*live;
+        curl_easy_setopt(e->easy, CURLOPT_HTTP_VERSION,
+                         pk ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_2_0);
+        if (pk && e->h2c_reuse_bug)
+            curl_easy_setopt(e->easy, CURLOPT_FRESH_CONNECT, 1L);
+        rc = transfer(e, yieldable, &aborted);
+        long ver = 0, connects = 0;
+        curl_easy_getinfo(e->easy, CURLINFO_HTTP_VERSION, &ver);
+        curl_easy_getinfo(e->easy, CURLINFO_NUM_CONNECTS, &connects);
+        if (!pk && !aborted && connects > 0 && !(rc == CURLE_OK && ver == CURL_HTTP_VERSION_2_0)) {
+            e->resp_len = 0;
+            e->errbuf[0] = '\0';
+            cbt_grpc_resp_reset(&e->gresp);
+            curl_easy_setopt(e->easy, CURLOPT_HTTP_VERSION,
+                             (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+            curl_easy_setopt(e->easy, CURLOPT_FRESH_CONNECT, 1L);
+            rc = transfer(e, yieldable, &aborted);
+            curl_easy_getinfo(e->easy, CURLINFO_HTTP_VERSION, &ver);
+        }
+        curl_easy_setopt(e->easy, CURLOPT_FRESH_CONNECT, 0L);
+        *live = rc == CURLE_OK && ver == CURL_HTTP_VERSION_2_0;
     }
+    *curl_rc = rc;
+    if (aborted == 2)
+        return POST_YIELDED;
+    if (rc == CURLE_OK) { /* the request went out and a response came back */
+        atomic_fetch_add_explicit(&e->bytes, len, memory_order_relaxed);
+        curl_easy_getinfo(e->easy, CURLINFO_RESPONSE_CODE, http_code);
+    }
+    if (rc == CURLE_ABORTED_BY_CALLBACK)
+        return POST_ABORTED;
+    return post_outcome(e, rc);
+}
+
+/* One transfer of the easy handle as set up (URL, body, HTTP version),
+ * driven through the multi handle until done, the shutdown deadline
+ * (*aborted = 1) or, when yieldable, spans waiting (*aborted = 2). */
+static CURLcode transfer(cbt_otlp_exporter *e, int yieldable, int *aborted_out)
+{
+    if (curl_multi_add_handle(e->multi, e->easy) != CURLM_OK)
+        return CURLE_FAILED_INIT;
     int running = 1, aborted = 0;
     while (running) {
         if (curl_multi_perform(e->multi, &running) != CURLM_OK)
@@ -582,13 +806,14 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
                 rc = m->data.result;
     }
     curl_multi_remove_handle(e->multi, e->easy); /* aborts a transfer still running */
-    *curl_rc = rc;
-    if (aborted == 2)
-        return POST_YIELDED;
-    if (rc == CURLE_OK) /* the request went out and a response came back */
-        atomic_fetch_add_explicit(&e->bytes, len, memory_order_relaxed);
-    if (rc == CURLE_ABORTED_BY_CALLBACK)
-        return POST_ABORTED;
+    *aborted_out = aborted;
+    return rc;
+}
+
+/* What a finished transfer (not aborted) means: retry connection-level
+ * failures; an answer by its HTTP status (OTLP/HTTP) or gRPC status. */
+static post_result post_outcome(cbt_otlp_exporter *e, CURLcode rc)
+{
     if (rc != CURLE_OK) {
         switch (rc) {
         case CURLE_COULDNT_CONNECT:
@@ -609,7 +834,8 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
     }
     long code = 0;
     curl_easy_getinfo(e->easy, CURLINFO_RESPONSE_CODE, &code);
-    *http_code = code;
+    if (e->grpc)
+        return grpc_result(e, code);
     if (code >= 200 && code < 300)
         return POST_OK;
     if (code == 429 || code == 502 || code == 503 || code == 504)
@@ -617,18 +843,57 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
     return POST_FAIL;
 }
 
+/* The response message of an accepted export, for its partial_success:
+ * OTLP/HTTP's body as is; OTLP/gRPC's length-prefixed message, inflated
+ * into resp_plain when the collector compressed it. 0 with [*msg, *len)
+ * (empty: none); -1 when the frame is malformed (logged). */
+static int response_message(cbt_otlp_exporter *e, const uint8_t **msg, size_t *len)
+{
+    *msg = e->resp;
+    *len = e->resp_len;
+    if (!e->grpc)
+        return 0;
+    int compressed = 0;
+    int rc = cbt_grpc_frame_parse(e->resp, e->resp_len, &compressed, msg, len);
+    if (rc == 1) { /* trailers only: no message */
+        *len = 0;
+        return 0;
+    }
+    if (rc < 0 || e->resp_len == RESP_MAX) {
+        elog(e, "grpc-frame", "the collector's OK answer is not one length-prefixed message of "
+                              "at most %u bytes (ignored)", RESP_MAX - CBT_GRPC_PREFIX);
+        return -1;
+    }
+    if (!compressed)
+        return 0;
+    size_t out = 0;
+    if (!e->gresp.encoding_gzip ||
+        cbt_grpc_gunzip(*msg, *len, e->resp_plain, RESP_MAX, &out) != 0) {
+        elog(e, "grpc-frame", "the collector's OK answer is compressed with %s (ignored)",
+             e->gresp.encoding_gzip ? "broken or oversized gzip" : "an encoding cbt did not offer");
+        return -1;
+    }
+    *msg = e->resp_plain;
+    *len = out;
+    return 0;
+}
+
 /* What the collector said it rejected (partial success: rejected spans, or
- * rejected data points for metrics); logs its message once per signal. */
+ * rejected data points for metrics), counted by the caller; its message is
+ * logged, at most once per 10 s per signal (elog). */
 static uint64_t rejected_in_response(cbt_otlp_exporter *e, int metrics)
 {
-    if (e->resp_len == 0)
+    const uint8_t *resp;
+    size_t resp_len;
+    if (response_message(e, &resp, &resp_len) != 0 || resp_len == 0)
         return 0;
     uint64_t rejected = 0;
     char msg[256] = "";
-    if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF && !metrics) {
+    const int proto = e->cfg.protocol != CBT_OTLP_HTTP_JSON;
+    if (proto && !metrics) {
         Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceResponse *r =
             opentelemetry__proto__collector__trace__v1__export_trace_service_response__unpack(
-                NULL, e->resp_len, e->resp);
+                NULL, resp_len, resp);
         if (!r) {
             elog(e, "bad-response", "the collector's 2xx response is not an "
                                     "ExportTraceServiceResponse (ignored)");
@@ -642,10 +907,10 @@ static uint64_t rejected_in_response(cbt_otlp_exporter *e, int metrics)
         }
         opentelemetry__proto__collector__trace__v1__export_trace_service_response__free_unpacked(
             r, NULL);
-    } else if (e->cfg.protocol == CBT_OTLP_HTTP_PROTOBUF) {
+    } else if (proto) {
         Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceResponse *r =
             opentelemetry__proto__collector__metrics__v1__export_metrics_service_response__unpack(
-                NULL, e->resp_len, e->resp);
+                NULL, resp_len, resp);
         if (!r) {
             elog(e, "metrics-bad-response", "the collector's 2xx response is not an "
                                             "ExportMetricsServiceResponse (ignored)");
@@ -684,13 +949,10 @@ static uint64_t rejected_in_response(cbt_otlp_exporter *e, int metrics)
             }
         }
     }
-    int *logged = metrics ? &e->metrics_partial_logged : &e->partial_logged;
-    if (rejected && !*logged) {
-        *logged = 1;
-        fprintf(stderr, "cbt otlp: the collector rejected %llu %s: %s\n",
-                (unsigned long long)rejected, metrics ? "metric data point(s)" : "span(s)",
-                msg[0] ? msg : "(no message)");
-    }
+    if (rejected)
+        elog(e, metrics ? "metrics-partial" : "partial",
+             "the collector rejected %llu %s (partial success): %s", (unsigned long long)rejected,
+             metrics ? "metric data point(s)" : "span(s)", msg[0] ? msg : "(no message)");
     return rejected;
 }
 
@@ -714,6 +976,21 @@ static int backoff_wait(cbt_otlp_exporter *e, uint64_t until_ns, int yieldable)
     return 1;
 }
 
+/* Bytes kept free at the start of e->body for gRPC's message prefix (the
+ * encoders append after them, so the message is never copied to frame it). */
+static size_t body_headroom(const cbt_otlp_exporter *e) { return e->grpc ? CBT_GRPC_PREFIX : 0; }
+
+/* e->body emptied, its headroom reserved: CBT_OK or CBT_ERR_NOMEM. */
+static cbt_status body_start(cbt_otlp_exporter *e)
+{
+    size_t pre = body_headroom(e);
+    e->body.len = 0;
+    if (pre && !buf_reserve(&e->body, pre))
+        return CBT_ERR_NOMEM;
+    e->body.len = pre;
+    return CBT_OK;
+}
+
 /* One payload on its way: where it goes and what its loss means in the log. */
 typedef struct send_job {
     const char *url;
@@ -727,22 +1004,25 @@ typedef struct send_job {
 /* Optionally gzip, then POST data[0..len) until accepted (1), or refused for
  * good, out of retry budget or past the shutdown deadline (0). Counts
  * retries; logs every failure (rate-limited). Exporter thread. */
-static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t *data, size_t len,
+static int send_retrying(cbt_otlp_exporter *e, const send_job *j, uint8_t *data, size_t len,
                          int *yielded)
 {
     if (yielded)
         *yielded = 0;
     const cbt_otlp_config *c = &e->cfg;
-    char key[64], what[CURL_ERROR_SIZE + 64];
+    char key[64], what[CURL_ERROR_SIZE + CBT_GRPC_MESSAGE_MAX + 64];
+    const size_t pre = body_headroom(e); /* gRPC: data[0..5) is the prefix's room */
     if (c->gzip) {
-        if (!gzip_into(data, len, &e->gz)) {
+        if (!gzip_into(data + pre, len - pre, &e->gz, pre)) {
             snprintf(key, sizeof key, "%sgzip", j->key_prefix);
-            elog(e, key, "gzip of %s (%zu bytes) failed: %s", j->what, len, j->lost);
+            elog(e, key, "gzip of %s (%zu bytes) failed: %s", j->what, len - pre, j->lost);
             return 0;
         }
         data = e->gz.data;
         len = e->gz.len;
     }
+    if (e->grpc) /* one length-prefixed message; the flag says whether it is gzip */
+        cbt_grpc_frame_prefix(data, c->gzip, (uint32_t)(len - pre));
     uint64_t first = now_ns();
     uint64_t budget_end = first + (uint64_t)j->budget_ms * 1000000ull;
     for (uint32_t attempt = 0;; attempt++) {
@@ -756,7 +1036,15 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t 
                 *yielded = 1;
             return 0;
         }
-        if (code) {
+        if (e->last_grpc >= 0) { /* a gRPC answer: its code (maybe from the HTTP status) */
+            char m[CBT_GRPC_MESSAGE_MAX];
+            printable(e->gresp.message, strlen(e->gresp.message), m, sizeof m);
+            snprintf(key, sizeof key, "%sgrpc-%d", j->key_prefix, e->last_grpc);
+            snprintf(what, sizeof what, "gRPC %s (%d)%s%s%s", cbt_grpc_code_name(e->last_grpc),
+                     e->last_grpc, code != 200 ? ", from HTTP status" : "", m[0] ? ": " : "", m);
+            if (code != 200)
+                snprintf(what + strlen(what), sizeof what - strlen(what), " %ld", code);
+        } else if (code) {
             snprintf(key, sizeof key, "%shttp-%ld", j->key_prefix, code);
             snprintf(what, sizeof what, "HTTP %ld", code);
         } else {
@@ -774,7 +1062,8 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, const uint8_t 
                  j->lost);
             return 0;
         }
-        int64_t ra = retry_after_ms(e->retry_after);
+        /* the collector's wish to wait: Retry-After (HTTP), RetryInfo (gRPC) */
+        int64_t ra = e->grpc ? e->grpc_retry_ms : retry_after_ms(e->retry_after);
         uint64_t step = attempt >= 6 ? BACKOFF_CAP_MS : (uint64_t)BACKOFF_BASE_MS << attempt;
         if (step > BACKOFF_CAP_MS)
             step = BACKOFF_CAP_MS;
@@ -829,26 +1118,57 @@ static const cbt_span *batch_at(void *ctx, size_t i, cbt_span *scratch)
     return scratch;
 }
 
+/* The queue position `k` records after `pos`. */
+static uint64_t records_after(const cbt_spanq *q, uint64_t pos, size_t k)
+{
+    while (k--)
+        pos = cbt_spanq_next(q, pos);
+    return pos;
+}
+
 /* Encode and send the n records from queue position `first` (send_retrying).
- * Exporter thread, without the lock (the records stay until released). */
+ * An encoded request over max_message_bytes is never sent: the batch is
+ * halved and each half encoded and sent as a batch of its own (recursively:
+ * at most log2(max_batch) deep); a lone span over the limit is dropped and
+ * counted (spans_too_large). Whatever happens, each of the n spans ends up
+ * exported or dropped, once. Exporter thread, without the lock (the records
+ * stay until released). */
 static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
 {
     const cbt_otlp_config *c = &e->cfg;
-    e->body.len = 0;
     batch_cursor bc = {&e->q, first, first};
-    cbt_status st = c->protocol == CBT_OTLP_HTTP_JSON
-                        ? cbt_otlp_encode_json_at_(&c->resource, n, batch_at, &bc, &e->body)
-                        : cbt_otlp_encode_proto_at_(&c->resource, n, batch_at, &bc, &e->body);
+    cbt_status st = body_start(e);
+    if (st == CBT_OK)
+        st = c->protocol == CBT_OTLP_HTTP_JSON
+                 ? cbt_otlp_encode_json_at_(&c->resource, n, batch_at, &bc, &e->body)
+                 : cbt_otlp_encode_proto_at_(&c->resource, n, batch_at, &bc, &e->body);
     if (st != CBT_OK) {
         elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
              cbt_strerror(st));
         drop(e, n);
         return;
     }
-    send_job j = {.url = c->endpoint, .key_prefix = "", .what = "a batch",
+    size_t msg_len = e->body.len - body_headroom(e);
+    if (msg_len > c->max_message_bytes) {
+        if (n == 1) {
+            elog(e, "too-large", "a span alone encodes to %zu bytes, over max_message_bytes "
+                                 "(%u): dropped", msg_len, c->max_message_bytes);
+            atomic_fetch_add_explicit(&e->too_large, 1, memory_order_relaxed);
+            drop(e, 1);
+            return;
+        }
+        atomic_fetch_add_explicit(&e->split, 1, memory_order_relaxed);
+        size_t half = n / 2;
+        export_batch(e, first, half);
+        export_batch(e, records_after(&e->q, first, half), n - half);
+        return;
+    }
+    send_job j = {.url = e->traces_url, .key_prefix = "", .what = "a batch",
                   .budget_ms = c->retry_budget_ms};
     snprintf(j.lost, sizeof j.lost, "%zu spans dropped", n);
     if (!send_retrying(e, &j, e->body.data, e->body.len, NULL)) {
+        if (e->last_grpc > 0 && e->last_grpc < CBT_OTLP_GRPC_CODES)
+            atomic_fetch_add_explicit(&e->by_grpc_code[e->last_grpc], 1, memory_order_relaxed);
         drop(e, n);
         return;
     }
@@ -857,6 +1177,7 @@ static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
         rej = n;
     atomic_fetch_add_explicit(&e->exported, n - rej, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->dropped, rej, memory_order_relaxed);
+    atomic_fetch_add_explicit(&e->rejected, rej, memory_order_relaxed);
     atomic_fetch_add_explicit(&e->sent, 1, memory_order_relaxed);
 }
 
@@ -871,8 +1192,9 @@ static int export_metrics(cbt_otlp_exporter *e, int yieldable)
 {
     const cbt_otlp_config *c = &e->cfg;
     cbt_status st = cbt_blend_snapshot_take(c->blend, &e->snap);
+    if (st == CBT_OK)
+        st = body_start(e);
     if (st == CBT_OK) {
-        e->body.len = 0;
         st = c->protocol == CBT_OTLP_HTTP_JSON
                  ? cbt_otlp_encode_metrics_json(&c->resource, &e->snap, &e->body)
                  : cbt_otlp_encode_metrics_proto(&c->resource, &e->snap, &e->body);
@@ -883,10 +1205,17 @@ static int export_metrics(cbt_otlp_exporter *e, int yieldable)
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
         return 1;
     }
+    if (e->body.len - body_headroom(e) > c->max_message_bytes) { /* one snapshot: no halves */
+        elog(e, "metrics-too-large", "a metrics snapshot encodes to %zu bytes, over "
+             "max_message_bytes (%u): not sent", e->body.len - body_headroom(e),
+             c->max_message_bytes);
+        atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
+        return 1;
+    }
     uint32_t budget = c->retry_budget_ms;
     if (c->metrics_interval_ms && c->metrics_interval_ms < budget)
         budget = c->metrics_interval_ms;
-    send_job j = {.url = c->metrics_endpoint, .key_prefix = "metrics-",
+    send_job j = {.url = e->metrics_url, .key_prefix = "metrics-",
                   .what = "a metrics snapshot", .budget_ms = budget, .yieldable = yieldable};
     snprintf(j.lost, sizeof j.lost, "snapshot dropped (the next export carries its values)");
     int yielded = 0;
@@ -1093,6 +1422,7 @@ static void exporter_free(cbt_otlp_exporter *e)
     cbt_buf_free(&e->body);
     cbt_buf_free(&e->gz);
     free(e->resp);
+    free(e->resp_plain);
     cbt_spanq_free(&e->q);
     pthread_cond_destroy(&e->work_cv);
     pthread_cond_destroy(&e->done_cv);
@@ -1159,10 +1489,11 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
     abi = cbt_otlp_config_in_(&full, c);
     if (abi)
         return abi;
+    cbt_otlp_protocol_endpoints_(&full); /* grpc: its default port (otlp_private.h) */
     c = &full;
     cbt_sink k;
     memset(&k, 0, sizeof k);
-    k.name = "otlp-http";
+    k.name = c->protocol == CBT_OTLP_GRPC ? "otlp-grpc" : "otlp-http";
 
     if (c->disabled) {
         cbt_otlp_exporter *d = calloc(1, sizeof *d);
@@ -1188,6 +1519,17 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
         fprintf(stderr, "cbt otlp: curl_global_init: %s\n", curl_easy_strerror(g_curl_init_rc));
         return CBT_ERR_INVAL;
     }
+    if (c->protocol == CBT_OTLP_GRPC) { /* never a silent fall back to HTTP/1.1 */
+        const curl_version_info_data *vi = curl_version_info(CURLVERSION_NOW);
+        if (!vi || !(vi->features & CURL_VERSION_HTTP2)) {
+            fprintf(stderr, "cbt otlp: config: protocol grpc needs HTTP/2, and this libcurl "
+                            "(%s) has none (no CURL_VERSION_HTTP2): use http/protobuf, or a "
+                            "libcurl built with nghttp2\n", vi ? vi->version : "?");
+            return CBT_ERR_UNSUPPORTED;
+        }
+    }
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    const int h2c_reuse_bug = cv && cv->version_num < 0x080000; /* post(): curl #10634 */
 
     cbt_otlp_exporter *e = calloc(1, sizeof *e);
     if (!e)
@@ -1207,9 +1549,30 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
     if (!e->rng)
         e->rng = 1;
 
+    e->grpc = c->protocol == CBT_OTLP_GRPC;
+    e->h2c_reuse_bug = h2c_reuse_bug;
+    e->traces_url = e->cfg.endpoint;
+    e->metrics_url = e->cfg.metrics_endpoint;
+    if (e->grpc) {
+        /* the method URLs; the endpoints were checked, so only length can fail */
+        if (cbt_grpc_url(c->endpoint, c->insecure, CBT_GRPC_TRACES_PATH, e->grpc_traces_url,
+                         sizeof e->grpc_traces_url) != CBT_OK ||
+            cbt_grpc_url(e->metrics_on ? c->metrics_endpoint : c->endpoint, c->insecure,
+                         CBT_GRPC_METRICS_PATH, e->grpc_metrics_url,
+                         sizeof e->grpc_metrics_url) != CBT_OK) {
+            fprintf(stderr, "cbt otlp: config: an endpoint is too long with the gRPC method "
+                            "appended\n");
+            exporter_free(e);
+            return CBT_ERR_INVAL;
+        }
+        e->traces_url = e->grpc_traces_url;
+        e->metrics_url = e->grpc_metrics_url;
+        e->resp_plain = malloc(RESP_MAX);
+    }
+    e->last_grpc = -1;
     e->resp = malloc(RESP_MAX + 1);
     if (cbt_spanq_init(&e->q, (size_t)e->cap * CBT_OTLP_QUEUE_BYTES_PER_SPAN) != CBT_OK ||
-        !e->resp) {
+        !e->resp || (e->grpc && !e->resp_plain)) {
         exporter_free(e);
         return CBT_ERR_NOMEM;
     }
@@ -1252,6 +1615,12 @@ cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *caller)
         out->bytes_sent = atomic_load_explicit(&e->bytes, memory_order_relaxed);
         out->metrics_exports = atomic_load_explicit(&e->metrics_exports, memory_order_relaxed);
         out->metrics_failures = atomic_load_explicit(&e->metrics_failures, memory_order_relaxed);
+        out->spans_rejected = atomic_load_explicit(&e->rejected, memory_order_relaxed);
+        out->spans_too_large = atomic_load_explicit(&e->too_large, memory_order_relaxed);
+        out->batches_split = atomic_load_explicit(&e->split, memory_order_relaxed);
+        for (int i = 0; i < CBT_OTLP_GRPC_CODES; i++)
+            out->failures_by_grpc_code[i] =
+                atomic_load_explicit(&e->by_grpc_code[i], memory_order_relaxed);
     }
     cbt_abi_out_(caller, out, sizeof *out, CBT_OTLP_STATS_VERSION);
     return CBT_OK;

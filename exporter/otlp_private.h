@@ -11,6 +11,17 @@
  * own config check use the same rule. */
 int cbt_otlp_url_ok(const char *u);
 
+/* OTLP/gRPC's default endpoint: the collector's gRPC port. */
+#define CBT_OTLP_GRPC_DEFAULT_ENDPOINT "http://localhost:4317"
+
+/* For protocol CBT_OTLP_GRPC: an endpoint still at cbt/otlp.h's (OTLP/HTTP)
+ * default becomes CBT_OTLP_GRPC_DEFAULT_ENDPOINT, and a metrics_endpoint
+ * still at its default becomes the traces endpoint (the same collector).
+ * Other protocols: nothing changes. The environment parser and create use
+ * it (otlp_env.c). */
+struct cbt_otlp_config;
+void cbt_otlp_protocol_endpoints_(struct cbt_otlp_config *c);
+
 /* A caller's config made complete (host/internal/abi.h): `full` gets the
  * defaults, then the caller's first c->size bytes. CBT_ERR_INVAL for NULL,
  * CBT_ERR_VERSION (said on stderr) for a size or version this libcbt does

@@ -944,6 +944,7 @@ static void partial_success_counted(void **state)
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 4);
     assert_int_equal(s.spans_dropped, 2);
+    assert_int_equal(s.spans_rejected, 2);
     assert_int_equal(s.batches_sent, 1);
     assert_int_equal(s.retries, 0);
     tu_stop();
@@ -972,6 +973,48 @@ static void partial_success_json(void **state)
     assert_int_equal(s.spans_exported, 2);
     assert_int_equal(s.spans_dropped, 1);
     assert_int_equal(s.batches_sent, 1);
+    tu_stop();
+}
+
+/* A batch whose request would pass max_message_bytes is halved until each
+ * part fits (issue 21; OTLP/HTTP as gRPC): every span arrives, no request
+ * is over the limit; a span alone over it is dropped and counted. */
+static void oversized_batch_split(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    c.max_message_bytes = 6000;
+    cbt_otlp_exporter *e = start(&c);
+    pub_requests("split", 40); /* 120 spans, about 25 KB in one batch */
+    tu_flush();
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 120);
+    assert_int_equal(s.spans_dropped, 0);
+    assert_true(s.batches_split >= 3);
+    assert_int_equal(s.batches_sent, hl_request_count(g_srv));
+    for (uint32_t i = 0; i < hl_request_count(g_srv); i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        assert_true(r.body_len <= 6000);
+        hl_request_free(&r);
+    }
+    decode_all();
+    assert_int_equal(g_dec.n_spans, 120);
+    decoded_free();
+    tu_stop();
+
+    uint32_t before = hl_request_count(g_srv);
+    test_config(&c);
+    c.max_message_bytes = 200; /* below any one span's request */
+    e = start(&c);
+    pub_requests("toolarge", 2);
+    tu_flush();
+    s = stats_of(e);
+    assert_int_equal(s.spans_exported, 0);
+    assert_int_equal(s.spans_dropped, 6);
+    assert_int_equal(s.spans_too_large, 6);
+    assert_int_equal(hl_request_count(g_srv), before); /* nothing sent */
     tu_stop();
 }
 
@@ -1081,8 +1124,10 @@ static void env_protocol_timeout_compression(void **state)
     (void)state;
     cbt_otlp_config c;
     char *log;
-    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}, .want = CBT_ERR_INVAL,
-                 .log_has = {"OTEL_EXPORTER_OTLP_PROTOCOL", "OTLP/HTTP", "4318"}), &c, &log);
+    /* grpc is supported now (issue 21): tests/test_otlp_grpc_unit.c has its cases */
+    run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"}}, .want = CBT_OK,
+                 .log_empty = 1), &c, &log);
+    assert_int_equal(c.protocol, CBT_OTLP_GRPC);
     free(log);
     run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/thrift"}},
                  .want = CBT_ERR_INVAL, .log_has = {"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"}),
@@ -1291,6 +1336,7 @@ int main(void)
         T(status_400_not_retried),
         T(partial_success_counted),
         T(partial_success_json),
+        T(oversized_batch_split),
         T(disabled_sends_nothing),
         T(bad_configs_refused),
         T(env_endpoints),

@@ -1,6 +1,6 @@
 /* cbt/otlp.h — OpenTelemetry export of cbt spans and of the
  * lmcache_blend.* metrics: encoding (OTLP protobuf and OTLP/JSON) and the
- * OTLP/HTTP exporter sink.
+ * OTLP exporter sink, over OTLP/HTTP or OTLP/gRPC.
  *
  * Encoding (exporter/otlp_encode.c): an ExportTraceServiceRequest holding
  * one ResourceSpans (the resource below) with one ScopeSpans (scope "cbt",
@@ -26,9 +26,27 @@
  * retrying 429, 502-504 and connection failures with exponential backoff
  * from 100 ms (doubling, capped at 5 s); a Retry-After shorter than the
  * current step (0, a date in the past) waits the step instead, a longer one
- * is honoured within retry_budget_ms. Spans it drops (full queue, a batch
+ * is honoured within retry_budget_ms. A batch whose request would be over
+ * max_message_bytes is halved until each part fits (a span alone over it is
+ * dropped). Spans it drops (full queue, a batch
  * that failed for good, shutdown's deadline) are its spans_dropped and its
- * sink's spans_lost (cbt_metrics.sink_spans_lost). cbt_shutdown's last
+ * sink's spans_lost (cbt_metrics.sink_spans_lost).
+ *
+ * OTLP/gRPC (protocol CBT_OTLP_GRPC, exporter/otlp_grpc.c): the same
+ * exporter sends each batch as one unary call of
+ * opentelemetry.proto.collector.trace.v1.TraceService/Export (metrics:
+ * MetricsService/Export) over HTTP/2 on one kept connection: h2c with prior
+ * knowledge for http://, ALPN for https://; a libcurl without HTTP/2 is
+ * refused at create (CBT_ERR_UNSUPPORTED). The status comes from
+ * grpc-status in the trailers (or a trailers-only answer; an HTTP status
+ * other than 200 maps as gRPC says). UNAVAILABLE, CANCELLED,
+ * DEADLINE_EXCEEDED, ABORTED, OUT_OF_RANGE and DATA_LOSS are retried as
+ * 503 is; RESOURCE_EXHAUSTED only when grpc-status-details-bin holds a
+ * google.rpc.RetryInfo, whose delay is honoured as a Retry-After; any other
+ * code drops the batch and counts it in failures_by_grpc_code.
+ * TLS (both protocols): the system trust store, or `certificate`; a client
+ * certificate and key for mTLS; each file must be readable at create.
+ * docs/exporters.md has the tables. cbt_shutdown's last
  * flush waits for the final export (at most shutdown_timeout_ms, and a
  * short grace for a transfer it aborts); destroy then fills final_stats. When
  * the config names a metric set (`blend`), the same thread also POSTs a
@@ -84,10 +102,26 @@ typedef struct cbt_otlp_resource {
     uint32_t n_extra;
 } cbt_otlp_resource;
 
+/* How requests travel (docs/exporters.md, "Protocols"): OTLP/HTTP with a
+ * protobuf or a JSON body, or OTLP/gRPC (protobuf in gRPC's unary framing
+ * over HTTP/2: cleartext with prior knowledge for http://, ALPN for
+ * https://). The gRPC endpoint is the collector's base (http://host:4317,
+ * https://host:4317, or host:4317 with the scheme from `insecure`); its path
+ * is ignored and the service's method path appended. */
 typedef enum cbt_otlp_protocol {
     CBT_OTLP_HTTP_PROTOBUF = 0,
     CBT_OTLP_HTTP_JSON = 1,
+    CBT_OTLP_GRPC = 2,
 } cbt_otlp_protocol;
+
+/* The default max_message_bytes: gRPC's usual 4 MiB receive limit less 64 KiB
+ * of headroom (a collector's limit counts the whole message; ours the
+ * encoded request before compression). */
+#define CBT_OTLP_MAX_MESSAGE_DEFAULT (4194304u - 65536u)
+#define CBT_OTLP_PATH_MAX 1024 /* certificate, client_key, client_certificate */
+/* The gRPC status codes, 0 (OK) to 16 (UNAUTHENTICATED): the size of
+ * cbt_otlp_stats.failures_by_grpc_code. */
+#define CBT_OTLP_GRPC_CODES 17
 
 /* The exporter's queue holds compact records of the spans handed to it
  * (only their used attributes, span events and string bytes: a few hundred bytes
@@ -141,9 +175,32 @@ typedef struct cbt_otlp_config {
                                         counts cbt_otlp_exporter_stats can no
                                         longer give. Must stay valid until
                                         cbt_shutdown returns. */
+    /* ---- version 3: OTLP/gRPC, message size, TLS ---- */
+    uint32_t max_message_bytes;      /* the largest encoded request (before
+                                        gzip), either protocol; default
+                                        CBT_OTLP_MAX_MESSAGE_DEFAULT. A batch
+                                        over it is halved and encoded again
+                                        until each part fits; a single span
+                                        over it is dropped and counted
+                                        (spans_too_large). 0 is refused. */
+    int insecure;                    /* OTEL_EXPORTER_OTLP[_TRACES]_INSECURE:
+                                        a gRPC endpoint without a scheme is
+                                        http:// (h2c) when set, https://
+                                        otherwise (the default, 0). A scheme
+                                        always wins; TLS checks are
+                                        verify_tls's. */
+    char certificate[CBT_OTLP_PATH_MAX];        /* CA bundle (PEM) to verify the
+                                                   collector with, instead of
+                                                   the system's; "" (default):
+                                                   the system trust store */
+    char client_key[CBT_OTLP_PATH_MAX];         /* mTLS: the client's private
+                                                   key (PEM); with
+                                                   client_certificate */
+    char client_certificate[CBT_OTLP_PATH_MAX]; /* mTLS: the client's
+                                                   certificate chain (PEM) */
 } cbt_otlp_config;
-#define CBT_OTLP_CONFIG_VERSION 2u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, final_stats);
+#define CBT_OTLP_CONFIG_VERSION 3u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, client_certificate);
 
 typedef struct cbt_otlp_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
@@ -157,10 +214,21 @@ typedef struct cbt_otlp_stats {
     /* appended */
     uint64_t metrics_exports;   /* metric snapshots accepted by the collector */
     uint64_t metrics_failures;  /* metric exports that failed for good */
+    /* ---- version 2 (all parts of spans_dropped / batches_sent above) ---- */
+    uint64_t spans_rejected;    /* named in a partial_success by the collector */
+    uint64_t spans_too_large;   /* alone in a request still over max_message_bytes */
+    uint64_t batches_split;     /* batches halved to fit max_message_bytes (each half
+                                   is then a batch of its own) */
+    uint64_t failures_by_grpc_code[CBT_OTLP_GRPC_CODES]; /* OTLP/gRPC: span batches
+                                   that failed for good, by the gRPC status of the
+                                   collector's last answer (an HTTP status mapped
+                                   as gRPC says); [0] stays 0. Batches that got no
+                                   answer (connection, timeout, shutdown) are in
+                                   batches_failed only. */
 } cbt_otlp_stats;
-#define CBT_OTLP_STATS_VERSION 1u
+#define CBT_OTLP_STATS_VERSION 2u
 #define cbt_otlp_stats_version_ CBT_OTLP_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, metrics_failures);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, failures_by_grpc_code);
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;
 
@@ -179,7 +247,12 @@ static inline void cbt_otlp_resource_defaults_(cbt_otlp_resource *r)
  * and so does its CBT_DISABLE stub, which then sets disabled and
  * metrics_disabled. Not a call to make: use cbt_otlp_config_default().
  * Every field not named is zero: enabled, no gzip, no headers, no metrics
- * set (blend NULL: no metrics export), no final_stats, the reserved field. */
+ * set (blend NULL: no metrics export), no final_stats, the reserved field,
+ * TLS from the system trust store (no certificate, no client key or
+ * certificate), insecure off. The endpoints are OTLP/HTTP's: with protocol
+ * CBT_OTLP_GRPC, an endpoint still equal to this default means
+ * http://localhost:4317, and a metrics_endpoint still equal to its default
+ * means the traces endpoint (the same collector). */
 static inline void cbt_otlp_config_defaults_(cbt_otlp_config *d)
 {
     memset(d, 0, sizeof *d);
@@ -198,6 +271,7 @@ static inline void cbt_otlp_config_defaults_(cbt_otlp_config *d)
     memcpy(d->metrics_endpoint, "http://localhost:4318/v1/metrics",
            sizeof "http://localhost:4318/v1/metrics");
     d->metrics_interval_ms = 60000;
+    d->max_message_bytes = CBT_OTLP_MAX_MESSAGE_DEFAULT;
 }
 
 #ifdef CBT_DISABLE
@@ -302,12 +376,18 @@ CBT_API cbt_status cbt_otlp_config_default_into(cbt_otlp_config *c);
  * /v1/metrics appended, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT and
  * OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as is,
  * OTEL_EXPORTER_OTLP[_TRACES]_HEADERS / _TIMEOUT / _COMPRESSION / _PROTOCOL,
+ * _INSECURE / _CERTIFICATE / _CLIENT_KEY / _CLIENT_CERTIFICATE,
  * the _TRACES_ form winning, and used for metrics requests too (the
- * _METRICS_ forms of those four are reported and not read),
- * OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER). A malformed value is reported on `log` by the
+ * _METRICS_ forms of those are reported and not read;
+ * OTEL_EXPORTER_OTLP_METRICS_PROTOCOL is checked, and reported when it
+ * differs), OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER). The
+ * protocol is grpc, http/protobuf or http/json; for grpc the endpoint is
+ * the collector's base (nothing appended; host:port takes its scheme from
+ * insecure) and defaults to http://localhost:4317. A malformed value is reported on `log` by the
  * variable's name (never printing header values) and its default kept;
  * returns CBT_ERR_INVAL only where no safe default exists (an endpoint that
- * is not an http(s) URL, an unsupported protocol such as grpc). */
+ * is not usable, a protocol that is none of the three, a TLS path too long
+ * for the config). */
 CBT_API cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
 
 /* The entry point of cbt_otlp_exporter_create() (below). */
@@ -323,7 +403,8 @@ CBT_API cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats 
 
 /* Defaults: endpoint http://localhost:4318/v1/traces, metrics endpoint
  * http://localhost:4318/v1/metrics every 60 s (but blend NULL: off),
- * protobuf, no gzip (the list: cbt_otlp_config_defaults_, above). Inline,
+ * OTLP/HTTP protobuf, no gzip, max_message_bytes 4 MiB - 64 KiB, the
+ * system's TLS trust store (the list: cbt_otlp_config_defaults_, above). Inline,
  * so that only this header's sizeof is written
  * (cbt_otlp_config_default_into). NULL is ignored. */
 static inline void cbt_otlp_config_default(cbt_otlp_config *c)
@@ -338,6 +419,12 @@ static inline void cbt_otlp_config_default(cbt_otlp_config *c)
 
 /* Start the exporter thread and fill *sink_out (add it with cbt_add_sink).
  * The tracer owns the sink; *out stays readable until cbt_shutdown().
+ * Costs: one thread, the queue's ring (max_queue *
+ * CBT_OTLP_QUEUE_BYTES_PER_SPAN bytes, resident as used), a 64 KiB answer
+ * buffer (two for gRPC); it never connects here, so it never waits on the
+ * network. CBT_ERR_INVAL for a malformed config (said on stderr: the field),
+ * CBT_ERR_IO for a TLS file that cannot be read, CBT_ERR_UNSUPPORTED for
+ * gRPC with a libcurl without HTTP/2,
  * CBT_ERR_VERSION for a config from a newer cbt (its size or version: cbt.h,
  * "versioned structs"). Inline,
  * so that only this header's sizeof of cbt_sink is written: *sink_out zeroed,
