@@ -16,9 +16,17 @@
  * Idle (--idle): 2 requests/s for 5 s (--quick: 2 s) and the process CPU per
  * second of wall time: what cbt costs a nearly idle server.
  *
+ * Protocols (--protocol, repeatable; default http): http sends OTLP/HTTP
+ * protobuf to the HTTP/1.1 sink (http_sink.h); grpc sends OTLP/gRPC over h2c
+ * to the nghttp2 sink (grpc_sink.h), which checks every request is a
+ * well-formed gRPC unary call (`bad` in its line). With both, each rate runs
+ * once per protocol, in the order given, so the two are measured in the
+ * same process, minutes apart at most. A build without libnghttp2 has no
+ * grpc sink: asking for it exits 77, saying so.
+ *
  * Usage: bench_load [--quick] [--idle] [--rate SPANS_PER_S]... [--threads N]
  *                   [--seconds S] [--lane CELLS] [--max-queue N] [--max-batch N]
- *                   [--delay MS]
+ *                   [--delay MS] [--protocol http|grpc]...
  * Without --rate: 0.25, 0.5, 1, 1.5, 2 M spans/s and flat out. The capacity
  * options change the cbt / exporter defaults (to measure them); without
  * them, every setting is the default. docs/performance.md has the figures.
@@ -35,6 +43,9 @@
 
 #include "bench_util.h"
 #include "http_sink.h"
+#ifdef CBT_BENCH_GRPC_SINK
+#include "grpc_sink.h"
+#endif
 #include "cbt.h"
 #include "cbt/otlp.h"
 
@@ -47,13 +58,53 @@ static struct {
     int delay_set;
     double rates[16];
     int n_rates;
+    int protos[4]; /* 0 http, 1 grpc, in the order asked */
+    int n_protos;
 } opt = {.threads = 1};
+
+/* ---- the collector: the HTTP/1.1 sink, or the h2c gRPC one ---- */
+
+typedef struct sink {
+    int grpc;
+    http_sink *http;
+#ifdef CBT_BENCH_GRPC_SINK
+    grpc_sink *g;
+#endif
+} sink;
+
+typedef struct sink_counts {
+    uint64_t requests, bytes, bad, connections;
+    double cpu_s; /* the sink thread's */
+} sink_counts;
+
+static int g_n_sinks; /* sink threads started: they come right after main */
+
+static uint16_t sink_port(const sink *k)
+{
+#ifdef CBT_BENCH_GRPC_SINK
+    if (k->grpc)
+        return grpc_sink_port(k->g);
+#endif
+    return http_sink_port(k->http);
+}
+
+static sink_counts sink_now(sink *k)
+{
+#ifdef CBT_BENCH_GRPC_SINK
+    if (k->grpc) {
+        grpc_sink_counts g = grpc_sink_now(k->g);
+        return (sink_counts){g.requests, g.bytes, g.bad, g.connections, g.cpu_s};
+    }
+#endif
+    http_sink_counts h = http_sink_now(k->http);
+    return (sink_counts){h.requests, h.bytes, 0, 0, h.cpu_s};
+}
 
 /* ---- cbt with the exporter ---- */
 
 static cbt_otlp_exporter *g_exp;
 
-static void start_cbt(http_sink *s)
+static void start_cbt(sink *s)
 {
     cbt_config c = cbt_config_default();
     if (opt.lane)
@@ -64,8 +115,13 @@ static void start_cbt(http_sink *s)
     }
     cbt_otlp_config oc;
     cbt_otlp_config_default(&oc);
-    snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u/v1/traces",
-             (unsigned)http_sink_port(s));
+    if (s->grpc) {
+        oc.protocol = CBT_OTLP_GRPC;
+        snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u", (unsigned)sink_port(s));
+    } else {
+        snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u/v1/traces",
+                 (unsigned)sink_port(s));
+    }
     if (opt.max_queue)
         oc.max_queue = opt.max_queue;
     if (opt.max_batch)
@@ -179,13 +235,13 @@ static int task_cpu(int tid[MAX_TASKS], double cpu[MAX_TASKS])
 }
 
 /* One run at `rate` spans/s (0: flat out) for `secs`. */
-static void run_load(http_sink *s, double rate, double secs)
+static void run_load(sink *s, double rate, double secs)
 {
     start_cbt(s);
     producer p[16];
     int nt = opt.threads;
     double cpu0 = process_cpu_s(), t0 = now_s();
-    http_sink_counts k0 = http_sink_now(s);
+    sink_counts k0 = sink_now(s);
     for (int i = 0; i < nt; i++) {
         p[i] = (producer){.id = i, .req_rate = rate / SPANS_PER_REQ / nt, .until = t0 + secs};
         pthread_create(&p[i].th, NULL, producer_main, &p[i]);
@@ -207,36 +263,48 @@ static void run_load(http_sink *s, double rate, double secs)
     cbt_otlp_stats x = CBT_STRUCT_INIT(cbt_otlp_stats);
     cbt_otlp_exporter_stats(g_exp, &x);
     cbt_shutdown();
-    http_sink_counts k1 = http_sink_now(s);
+    sink_counts k1 = sink_now(s);
     uint64_t spans = requests * SPANS_PER_REQ;
     double pc = 0;
     for (int i = 0; i < nt; i++)
         pc += p[i].cpu_s;
-    printf("rate %5.2f M/s  offered %6.3f M spans/s  delivered %6.3f M spans/s  "
+    printf("%-4s rate %5.2f M/s  offered %6.3f M spans/s  delivered %6.3f M spans/s  "
            "lost: lanes %llu events, span pool %llu, exporter %llu spans  "
-           "cpu %.2f us/span (%.2f without the producers)  lag_max %.2f ms  %llu requests %.1f MB%s\n",
-           rate / 1e6, (double)spans / t_pub / 1e6, (double)x.spans_exported / t_all / 1e6,
+           "cpu %.2f us/span (%.2f without the producers, %.2f without them and the sink)  lag_max %.2f ms  %llu requests %.1f MB%s%s\n",
+           s->grpc ? "grpc" : "http", rate / 1e6, (double)spans / t_pub / 1e6, (double)x.spans_exported / t_all / 1e6,
            (unsigned long long)m.dropped_full, (unsigned long long)m.spans_dropped,
            (unsigned long long)x.spans_dropped,
            x.spans_exported ? cpu / (double)x.spans_exported * 1e6 : 0.0,
            x.spans_exported ? (cpu - pc) / (double)x.spans_exported * 1e6 : 0.0,
+           x.spans_exported
+               ? (cpu - pc - (k1.cpu_s - k0.cpu_s)) / (double)x.spans_exported * 1e6
+               : 0.0,
            (double)m.lag_max_ns * 1e-6,
            (unsigned long long)(k1.requests - k0.requests),
            (double)(k1.bytes - k0.bytes) / 1e6,
-           fst == CBT_OK ? "" : "  (flush timed out)");
-    /* threads in creation order: main, the sink, the harvester, the
+           fst == CBT_OK ? "" : "  (flush timed out)",
+           k1.bad > k0.bad ? "  (the sink saw malformed gRPC requests)" : "");
+    if (s->grpc)
+        printf("    grpc: %llu bad requests, %llu connections so far, %llu failed batches\n",
+               (unsigned long long)(k1.bad - k0.bad), (unsigned long long)k1.connections,
+               (unsigned long long)x.batches_failed);
+    /* threads in creation order: main, the sink(s), the harvester, the
      * exporter, the producers (the producers have exited: their CPU is the
-     * last column) */
+     * last column). The exporter's CPU per exported span is the figure to
+     * compare between protocols: the rest of cbt does the same work. */
     printf("    thread cpu s:");
+    const int ns = g_n_sinks;
     for (int i = 0; i < ntask; i++)
-        printf(" %s=%.2f", i == 0 ? "main" : i == 1 ? "sink" : i == 2 ? "harvester" : i == 3 ? "exporter" : "other",
-               tcpu[i]);
+        printf(" %s=%.2f", i == 0 ? "main" : i <= ns ? "sink" : i == ns + 1 ? "harvester"
+                           : i == ns + 2 ? "exporter" : "other", tcpu[i]);
+    if (ntask > ns + 2 && x.spans_exported)
+        printf(" (exporter %.3f us/span)", tcpu[ns + 2] / (double)x.spans_exported * 1e6);
     printf(" producers=%.2f  (run %.2f s)\n", pc, t_all);
     fflush(stdout);
 }
 
 /* 2 requests/s for `secs`: process CPU per wall second. */
-static void run_idle(http_sink *s, double secs)
+static void run_idle(sink *s, double secs)
 {
     start_cbt(s);
     producer p = {.id = 0};
@@ -287,26 +355,63 @@ int main(int argc, char **argv)
             opt.max_batch = (uint32_t)atoi(v), i++;
         else if (!strcmp(a, "--delay"))
             opt.delay_ms = (uint32_t)atoi(v), opt.delay_set = 1, i++;
+        else if (!strcmp(a, "--protocol") && (!strcmp(v, "http") || !strcmp(v, "grpc")) &&
+                 opt.n_protos < 4)
+            opt.protos[opt.n_protos++] = !strcmp(v, "grpc"), i++;
         else {
             fprintf(stderr, "usage: bench_load [--quick] [--idle] [--rate SPANS_PER_S]... "
                             "[--threads N] [--seconds S] [--lane CELLS] [--max-queue N] "
-                            "[--max-batch N] [--delay MS]\n");
+                            "[--max-batch N] [--delay MS] [--protocol http|grpc]...\n");
             return 2;
         }
     }
     if (opt.threads < 1 || opt.threads > 16)
         opt.threads = 1;
-    http_sink *s = http_sink_start();
+    if (!opt.n_protos)
+        opt.protos[opt.n_protos++] = 0;
+    sink sinks[2] = {{.grpc = 0}, {.grpc = 1}};
+    for (int i = 0; i < opt.n_protos; i++) {
+        sink *k = &sinks[opt.protos[i]];
+        if (!k->grpc && !k->http) {
+            k->http = http_sink_start();
+            g_n_sinks++;
+        }
+#ifdef CBT_BENCH_GRPC_SINK
+        if (k->grpc && !k->g) {
+            k->g = grpc_sink_start();
+            g_n_sinks++;
+        }
+#else
+        if (k->grpc) {
+            printf("SKIP: bench_load --protocol grpc: built without libnghttp2 (nghttp2/nghttp2.h; "
+                   "Debian libnghttp2-dev), so there is no gRPC sink\n");
+            return 77;
+        }
+#endif
+    }
     if (opt.idle) {
-        run_idle(s, opt.seconds > 0 ? opt.seconds : opt.quick ? 2.0 : 5.0);
+        for (int i = 0; i < opt.n_protos; i++)
+            run_idle(&sinks[opt.protos[i]], opt.seconds > 0 ? opt.seconds : opt.quick ? 2.0 : 5.0);
     } else {
         static const double sweep[] = {0.25e6, 0.5e6, 1e6, 1.5e6, 2e6, 0};
         const double *r = opt.n_rates ? opt.rates : sweep;
         int n = opt.n_rates ? opt.n_rates : (int)(sizeof sweep / sizeof sweep[0]);
         double secs = opt.seconds > 0 ? opt.seconds : opt.quick ? 0.5 : 3.0;
         for (int i = 0; i < n; i++)
-            run_load(s, r[i], secs);
+            for (int k = 0; k < opt.n_protos; k++)
+                run_load(&sinks[opt.protos[k]], r[i], secs);
     }
-    (void)http_sink_stop(s);
+    if (sinks[0].http)
+        (void)http_sink_stop(sinks[0].http);
+#ifdef CBT_BENCH_GRPC_SINK
+    if (sinks[1].g) {
+        grpc_sink_counts g = grpc_sink_stop(sinks[1].g);
+        if (g.bad) {
+            fprintf(stderr, "bench_load: the gRPC sink saw %llu malformed requests\n",
+                    (unsigned long long)g.bad);
+            return 1;
+        }
+    }
+#endif
     return 0;
 }

@@ -6,7 +6,9 @@
 #   lib    the library and the cbt command (make demo, make bench): a C
 #          compiler, make, cmake, pkg-config, protoc-c, and the pkg-config
 #          modules libprotobuf-c, libcurl, zlib, and msgpack-c (msgpack.h,
-#          libmsgpackc: the LMCT trace-file codec)
+#          libmsgpackc: the LMCT trace-file codec); softly libnghttp2-dev
+#          (bench_load --protocol grpc's loopback collector; without it that
+#          mode alone says SKIP)
 #   test   lib + cmocka + python3 with venv/ensurepip + fuzz (make test)
 #   fuzz   clang that links -fsanitize=fuzzer,address,undefined (make fuzz)
 #
@@ -140,6 +142,10 @@ check() {
     pc_module zlib '#include <zlib.h>' -lz || need "pkg-config zlib" zlib1g-dev
     # CMake finds msgpack-c by its header and library (CBT_WITH_MSGPACK)
     probe_c '#include <msgpack.h>' -lmsgpackc || need "msgpack.h + libmsgpackc" libmsgpack-dev
+    # bench_load --protocol grpc's loopback h2c collector (bench/grpc_sink.c):
+    # soft, the bench builds without it and that one mode says SKIP
+    probe_c '#include <nghttp2/nghttp2.h>' -lnghttp2 \
+      || need "nghttp2/nghttp2.h (bench_load --protocol grpc)" libnghttp2-dev soft
   fi
   if [ $want_test = 1 ]; then
     # CMake finds cmocka by its header and library (find_path/find_library)
