@@ -209,6 +209,7 @@ struct cbt_otlp_exporter {
     int64_t grpc_retry_ms; /* its RetryInfo delay; -1: none */
     int h2c_reuse_bug;    /* libcurl < 8.0.0: see post() */
     int h2c_live_traces, h2c_live_metrics; /* the last h2c request to each went over HTTP/2 */
+    int grpc_one_host;    /* both URLs name one scheme://host:port: one connection, one flag */
     uint8_t *resp_plain;  /* a gzip-compressed response message, inflated (RESP_MAX) */
     char errbuf[CURL_ERROR_SIZE];
     uint64_t rng;
@@ -734,7 +735,8 @@ static post_result post(cbt_otlp_exporter *e, const char *url, int yieldable, co
          * knowledge. There, a prior-knowledge request always takes a fresh
          * connection (after a failure the kept one may still be in curl's
          * cache, and reusing it would meet the bug). */
-        int *live = url == e->metrics_url ? &e->h2c_live_metrics : &e->h2c_live_traces;
+        int *live = url == e->metrics_url && !e->grpc_one_host ? &e->h2c_live_metrics
+                                                               : &e->h2c_live_traces;
         int pk = !e->h2c_reuse_bug || !*live;
         curl_easy_setopt(e->easy, CURLOPT_HTTP_VERSION,
                          pk ? (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE : (long)CURL_HTTP_VERSION_2_0);
@@ -1567,6 +1569,10 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
         }
         e->traces_url = e->grpc_traces_url;
         e->metrics_url = e->grpc_metrics_url;
+        size_t auth = strcspn(strstr(e->grpc_traces_url, "://") + 3, "/") +
+                      (size_t)(strstr(e->grpc_traces_url, "://") + 3 - e->grpc_traces_url);
+        e->grpc_one_host = strncmp(e->grpc_traces_url, e->grpc_metrics_url, auth) == 0 &&
+                           e->grpc_metrics_url[auth] == '/';
         e->resp_plain = malloc(RESP_MAX);
     }
     e->last_grpc = -1;
