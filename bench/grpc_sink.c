@@ -35,7 +35,11 @@ typedef struct conn {
     int fd;
     nghttp2_session *h2;
     struct grpc_sink *sink;
+    uint8_t *out; /* frames nghttp2 produced, written at once (conn_flush) */
+    size_t out_len;
 } conn;
+
+#define OUT_CAP (256u << 10)
 
 struct grpc_sink {
     int lfd;
@@ -52,17 +56,41 @@ struct grpc_sink {
 #define NV(n, v, vl)                                                                      \
     ((nghttp2_nv){(uint8_t *)(n), (uint8_t *)(v), sizeof(n) - 1, (vl), NGHTTP2_NV_FLAG_NONE})
 
+/* Write what is buffered (blocking socket: small answers, written whole). */
+static int conn_flush(conn *c)
+{
+    size_t done = 0;
+    while (done < c->out_len) {
+        ssize_t w = write(c->fd, c->out + done, c->out_len - done);
+        if (w <= 0)
+            return 0;
+        done += (size_t)w;
+    }
+    c->out_len = 0;
+    return 1;
+}
+
+/* nghttp2 hands over one frame at a time: buffer them, so an answer's
+ * HEADERS, DATA and trailers leave in one write, as gRPC servers' buffered
+ * writers send them (and the client is woken once, not three times). */
 static ssize_t on_send(nghttp2_session *h2, const uint8_t *data, size_t len, int flags, void *ud)
 {
     conn *c = ud;
     (void)h2, (void)flags;
-    size_t done = 0;
-    while (done < len) { /* blocking socket: small answers, written whole */
-        ssize_t w = write(c->fd, data + done, len - done);
-        if (w <= 0)
-            return NGHTTP2_ERR_CALLBACK_FAILURE;
-        done += (size_t)w;
+    if (c->out_len + len > OUT_CAP && !conn_flush(c))
+        return NGHTTP2_ERR_CALLBACK_FAILURE;
+    if (len > OUT_CAP) {
+        size_t done = 0;
+        while (done < len) {
+            ssize_t w = write(c->fd, data + done, len - done);
+            if (w <= 0)
+                return NGHTTP2_ERR_CALLBACK_FAILURE;
+            done += (size_t)w;
+        }
+        return (ssize_t)len;
     }
+    memcpy(c->out + c->out_len, data, len);
+    c->out_len += len;
     return (ssize_t)len;
 }
 
@@ -213,6 +241,7 @@ static void conn_close(conn *c)
     c->h2 = NULL;
     close(c->fd);
     c->fd = -1;
+    c->out_len = 0;
 }
 
 static int conn_open(grpc_sink *s, conn *c, int fd)
@@ -253,7 +282,7 @@ static int conn_open(grpc_sink *s, conn *c, int fd)
     nghttp2_submit_settings(c->h2, NGHTTP2_FLAG_NONE, set, 2);
     nghttp2_session_set_local_window_size(c->h2, NGHTTP2_FLAG_NONE, 0, 1 << 30);
     atomic_fetch_add(&s->connections, 1);
-    return nghttp2_session_send(c->h2) == 0;
+    return nghttp2_session_send(c->h2) == 0 && conn_flush(c);
 }
 
 static void *sink_main(void *arg)
@@ -290,7 +319,7 @@ static void *sink_main(void *arg)
             conn *c = &s->c[map[k]];
             ssize_t r = read(c->fd, s->rbuf, READ_CHUNK);
             if (r <= 0 || nghttp2_session_mem_recv(c->h2, s->rbuf, (size_t)r) < 0 ||
-                nghttp2_session_send(c->h2) != 0)
+                nghttp2_session_send(c->h2) != 0 || !conn_flush(c))
                 conn_close(c);
         }
     }
@@ -313,8 +342,13 @@ grpc_sink *grpc_sink_start(void)
         exit(1);
     }
     s->port = ntohs(a.sin_port);
-    for (int i = 0; i < SINK_CONNS; i++)
+    for (int i = 0; i < SINK_CONNS; i++) {
         s->c[i].fd = -1;
+        if (!(s->c[i].out = malloc(OUT_CAP))) {
+            perror("grpc_sink");
+            exit(1);
+        }
+    }
     pthread_mutex_init(&s->alock, NULL);
     if (pthread_create(&s->th, NULL, sink_main, s)) {
         perror("grpc_sink: thread");
@@ -358,9 +392,11 @@ grpc_sink_counts grpc_sink_stop(grpc_sink *s)
     k.requests = atomic_load(&s->requests);
     k.bytes = atomic_load(&s->bytes);
     k.bad = atomic_load(&s->bad);
-    for (int i = 0; i < SINK_CONNS; i++)
+    for (int i = 0; i < SINK_CONNS; i++) {
         if (s->c[i].fd >= 0)
             conn_close(&s->c[i]);
+        free(s->c[i].out);
+    }
     close(s->lfd);
     pthread_mutex_destroy(&s->alock);
     free(s->rbuf);

@@ -15,8 +15,9 @@
  * gRPC mode says it is missing otherwise.
  *
  * Bounds: 16 connections at once (more are closed at accept), 64 KiB read
- * per poll round, one small per-stream record (freed when the stream
- * closes). It polls with a 0.5 s timeout; grpc_sink_stop() ends it.
+ * per poll round, 256 KiB of answer frames buffered per connection (written
+ * in one go after each read, as gRPC servers' buffered writers do), one
+ * small per-stream record (freed when the stream closes). It polls with a 0.5 s timeout; grpc_sink_stop() ends it.
  */
 #ifndef CBT_BENCH_GRPC_SINK_H
 #define CBT_BENCH_GRPC_SINK_H
