@@ -2,7 +2,10 @@
 # scripts/fuzz.sh — build and run the libFuzzer targets, with ASan + UBSan, each
 # for a bounded time: tests/fuzz_traceparent.c (W3C trace-context extraction,
 # host/trace/context.c) and tests/fuzz_jsonl_in.c (the JSON-lines reader of
-# `cbt replay`, cli/jsonl_in.c) and tests/fuzz_lmct_reader.c (the LMCT
+# `cbt replay`, cli/jsonl_in.c) and tests/fuzz_grpc_status.c (what an
+# OTLP/gRPC answer hands the exporter: grpc-status-details-bin's
+# google.rpc.Status and RetryInfo, header lines, frames, exporter/otlp_grpc.c)
+# and tests/fuzz_lmct_reader.c (the LMCT
 # reader, host/record/lmct.c) and tests/fuzz_replay.c (a whole replay of a
 # fuzzed recording, host/record/replay.c; both skipped, saying so, without
 # msgpack-c). Exits non-zero when a fuzzer finds a crash
@@ -86,6 +89,16 @@ seed nested '{"a": [[{"b": {}}], [], null, true, false]}'
 seed bad '{"a": 1,}'
 seed empty ''
 run_target fuzz_jsonl_in 4096 cli/jsonl_in.c
+
+corpus="$work/fuzz_grpc_status-corpus"
+mkdir -p "$corpus"
+# google.rpc.Status{code 8, message, details [Any{RetryInfo{1 s 2 ns}}]}
+seed retryinfo $'\x08\x08\x12\x09slow down\x1a\x32\x0a\x28type.googleapis.com/google.rpc.RetryInfo\x12\x06\x0a\x04\x08\x01\x10\x02'
+seed details 'grpc-status-details-bin: CAgSCXNsb3cgZG93bhoyCih0eXBlLmdvb2dsZWFwaXMuY29tL2dvb2dsZS5ycGMuUmV0cnlJbmZvEgYKBAgBEAI'
+seed message 'grpc-message: slow%20down%zz'
+seed frame $'\x00\x00\x00\x00\x03abc'
+seed empty ''
+run_target fuzz_grpc_status 2048 exporter/otlp_grpc.c -lz
 
 if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c - -lmsgpackc -o "$work/mp" >/dev/null 2>&1; then
   corpus="$work/fuzz_lmct_reader-corpus"
