@@ -382,10 +382,11 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         pthread_mutex_unlock(&t->lock);
         atomic_store_explicit(&g_replay, NULL, memory_order_release);
     }
-    /* the sinks' last flush and stop: shutdown_timeout_ms each at most; a
-     * sink thread still busy then is abandoned (internal/sinks.h) */
-    (void)cbt_sinks_flush_(&t->sinks, mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull);
-    cbt_sinks_stop_(&t->sinks);
+    /* the sinks' last flush and stop, within shutdown_timeout_ms together;
+     * a sink thread still busy then is abandoned (internal/sinks.h) */
+    uint64_t sinks_deadline = mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    (void)cbt_sinks_flush_(&t->sinks, sinks_deadline);
+    cbt_sinks_stop_(&t->sinks, sinks_deadline);
     cbt_recorder_close_(t->rec); /* everything the harvester recorded, written */
     t->rec = NULL;
     if (final)

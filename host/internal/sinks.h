@@ -53,11 +53,11 @@ uint64_t cbt_sinks_errors_(cbt_sinks *l);
 uint64_t cbt_sinks_lost_(cbt_sinks *l);
 /* Shutdown, after the last spans were handed over and flushed: every sink
  * thread is told to deliver what it holds and exit, then each is waited for,
- * within shutdown_ms in all, or abandoned (cbt/span.h). Then
+ * until deadline_ns (CLOCK_MONOTONIC) in all, or abandoned (cbt/span.h). Then
  * cbt_sinks_lost_ counts every span a thread held; a span an abandoned
  * thread had handed to its sink is that sink's to count, and the count is
  * read live until that thread destroys it. */
-void cbt_sinks_stop_(cbt_sinks *l);
+void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline_ns);
 /* Destroy every sink (a sink thread's inner sink when it exited; an
  * abandoned one's thread does it later). After cbt_sinks_stop_. */
 void cbt_sinks_destroy_(cbt_sinks *l);

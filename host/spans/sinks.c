@@ -146,9 +146,8 @@ uint64_t cbt_sinks_lost_(cbt_sinks *l)
     return lost;
 }
 
-void cbt_sinks_stop_(cbt_sinks *l)
+void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline)
 {
-    uint64_t deadline = mono_ns() + (uint64_t)l->shutdown_ms * 1000000ull;
     uint32_t n = count(l);
     /* every thread told first: one stuck sink must not eat the others' time */
     for (uint32_t i = 0; i < n; i++)
@@ -156,8 +155,8 @@ void cbt_sinks_stop_(cbt_sinks *l)
             cbt_sink_thread_stop_post_(l->k[i].ctx);
     for (uint32_t i = 0; i < n; i++)
         if (cbt_sink_is_thread_(&l->k[i]) && !cbt_sink_thread_stop_wait_(l->k[i].ctx, deadline))
-            fprintf(stderr, "cbt: sink '%s' was still busy %u ms into shutdown: abandoned (what "
-                            "it held is counted in sink_spans_lost)\n",
+            fprintf(stderr, "cbt: sink '%s' was still busy when shutdown_timeout_ms (%u ms) ran "
+                            "out: abandoned (what it held is counted in sink_spans_lost)\n",
                     l->k[i].name ? l->k[i].name : "?", l->shutdown_ms);
 }
 
