@@ -35,12 +35,14 @@ Keys:
   metrics.outcome.<OUTCOME>
   spans.received                           spans in every trace request
   spans.accepted / spans.unique            in accepted requests / distinct ids
+  spans.refused                            in trace requests not accepted
   spans.rejected                           partial_success.rejected_spans, summed
   spans.cbt / spans.missing                in the span file / of those never accepted
   spans.unknown / spans.mismatched         accepted but not in the file / not equal to it
   <service>.compression.gzip / .identity   requests by compression (traces, metrics)
   gzip.not_smaller                         gzip requests (either) not smaller on the wire
   wire_bytes.max                           the largest request as it crossed the wire
+  traces.bytes.total                       the trace requests' decoded sizes, summed
   timeout_ms.max                           the largest deadline left a request had
   peers                                    distinct client addresses of trace requests
                                            (a new connection, a new port)
@@ -192,7 +194,8 @@ def main(argv):
     last_trace = None
     last_metrics = None
     for key in ("traces.requests", "traces.accepted", "metrics.requests", "metrics.accepted",
-                "spans.received", "spans.accepted", "spans.rejected", "spans.unknown",
+                "spans.received", "spans.accepted", "spans.refused", "spans.rejected",
+                "spans.unknown", "traces.bytes.total",
                 "spans.mismatched", "traces.compression.gzip", "traces.compression.identity",
                 "gzip.not_smaller", "wire_bytes.max", "timeout_ms.max"):
         out[key] = 0
@@ -224,6 +227,7 @@ def main(argv):
                 last_metrics = msg
             continue
         last_trace = r
+        count("traces.bytes.total", r["bytes"])
         peers.add(r["peer"])
         if first_refused_t is None and not ok:
             first_refused_t = r["t"]
@@ -241,6 +245,7 @@ def main(argv):
                 for sp in ss.spans:
                     count("spans.received")
                     if not ok:
+                        count("spans.refused")
                         continue
                     count("spans.accepted")
                     sid = sp.span_id.hex()

@@ -373,8 +373,11 @@ class Collector:
         print(f"PORT {self.port}", flush=True)
         if self.args.exit_on_stdin_eof:
             def watch():
+                # os.read, not sys.stdin: a daemon thread blocked inside the
+                # buffered reader holds its lock, and the interpreter aborts
+                # at exit (lifetime, SIGTERM) when it finds the lock taken
                 try:
-                    while sys.stdin.buffer.read(4096):
+                    while os.read(0, 4096):
                         pass
                 except OSError:
                     pass

@@ -307,6 +307,17 @@ def check_ends_by_itself():
     c.p.stdin.close()
     ev = [r for r in c.log() if r["kind"] == "event"]
     expect(ev[-1]["event"] == "exit" and ev[-1]["reason"] == "lifetime", f"events {ev}")
+    # the same with the stdin watcher blocked in its read (what the C test
+    # runs): it must still end cleanly, not abort at interpreter exit
+    c = Collector("--lifetime", "1.5", out="life-watch.jsonl")
+    rc = c.p.wait(10)
+    expect(rc == 4, f"lifetime with a stdin watcher: rc {rc}")
+    c.p.stdin.close()
+    c = Collector(out="term-watch.jsonl")
+    c.p.terminate()
+    rc = c.p.wait(5)
+    expect(rc == 0, f"SIGTERM with a stdin watcher: rc {rc}")
+    c.p.stdin.close()
     c = Collector(out="eof.jsonl")
     t0 = time.monotonic()
     expect(c.stop() == 0 and time.monotonic() - t0 < 3, "stdin EOF")
