@@ -475,7 +475,7 @@ static inline cbt_status cbt_publish(const cbt_event *ev) { return cbt_publish_c
  * the harvester faulting in 1 MiB ahead of it: at most 8 MiB per thread),
  * 65536-record rings (mapped
  * placement), 8192 spans,
- * 16384 registry entries, 4096 sessions, 200 us poll while busy, a 1 s
+ * 16384 registry entries, 4096 sessions, a 10 ms nap while busy, a 1 s
  * idle sleep (250 ms while a ring exists), 2000 ms shutdown bound: the list
  * is cbt_config_defaults_ (above). Inline, so that only this header's sizeof
  * is written (cbt_config_default_into). */

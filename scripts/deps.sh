@@ -9,7 +9,8 @@
 #          libmsgpackc: the LMCT trace-file codec); softly libnghttp2-dev
 #          (bench_load --protocol grpc's loopback collector; without it that
 #          mode alone says SKIP)
-#   test   lib + cmocka + python3 with venv/ensurepip + fuzz (make test)
+#   test   lib + cmocka + python3 with venv/ensurepip + the openssl command
+#          + fuzz (make test)
 #   fuzz   clang that links -fsanitize=fuzzer,address,undefined (make fuzz)
 #
 # Each need is checked by what the build itself uses (a command on PATH, a
@@ -164,6 +165,8 @@ check() {
     elif ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
       need "python3 venv+ensurepip" python3-venv soft
     fi
+    # the OTLP/gRPC tests make their TLS certificates with it (tests/grpc_collector.py certs)
+    have openssl || need "openssl (the command)" openssl soft
   fi
   if [ $want_fuzz = 1 ] && ! fuzz_links; then
     if ! have "$CC_FUZZ"; then

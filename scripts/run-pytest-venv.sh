@@ -18,7 +18,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${CBT_PYVENV:-$root/.venv}"
 
 if ! "$root/scripts/pydeps.sh"; then
-  echo "SKIP: no Python venv with opentelemetry-proto at $venv (scripts/pydeps.sh failed, see above)"
+  echo "SKIP: no Python venv with the pinned test packages (opentelemetry-proto, grpcio, ...) at $venv (scripts/pydeps.sh failed, see above: no python3-venv, or no reachable package index)"
   exit 77
 fi
 exec "$venv/bin/python" "$@"

@@ -196,11 +196,11 @@ static void *stress_thread(void *p)
         if (!wait_seen(a->who, a->sent, 5000))
             a->late = 1;
         /* 0–5 ms: within a nap's reach; every 8th pause, all threads
-         * together, 95–125 ms: around IDLE_AFTER_US (100 ms), where the
+         * together, 140–180 ms: past IDLE_AFTER_US (100 ms), where the
          * harvester goes to sleep deeply and the next burst must wake it */
         if (b % 8 == 7) {
             pthread_barrier_wait(&g_bar);
-            sleep_ms(95u + (uint32_t)(rand_r(&seed) % 31));
+            sleep_ms(140u + (uint32_t)(rand_r(&seed) % 41));
         } else {
             sleep_ms((uint32_t)(rand_r(&seed) % 6));
         }

@@ -52,7 +52,13 @@
 
 #define STALL_AUTO_MS 3000u   /* how long the stall of the first cases lasts on its own */
 #define PATIENCE_AUTO_MS 5000u /* wait for a call under such a stall: past its end */
-#define PATIENCE_EXTRA_MS 2000u /* under a stall that never ends: bound + this, then release */
+/* Sanitizer builds run several times slower (tests/CMakeLists.txt sets
+ * CBT_TEST_SLOW there): every bound and patience is scaled by it. The plain
+ * build holds cbt to the bounds themselves. */
+#ifndef CBT_TEST_SLOW
+#define CBT_TEST_SLOW 1u
+#endif
+#define PATIENCE_EXTRA_MS (2000u * CBT_TEST_SLOW) /* under a stall that never ends: bound + this, then release */
 #define CASE_ALARM_S 90u      /* the last resort: SIGALRM ends a case that hangs anyway */
 
 static uint64_t now_ns(void)
@@ -369,6 +375,7 @@ static void verdict(verdicts *v, bool ok, const char *fmt, ...)
 /* The call took at most bound_ms. */
 static void within(verdicts *v, const bcall *c, uint32_t bound_ms, bool released)
 {
+    bound_ms *= CBT_TEST_SLOW;
     double ms = (double)(c->t1 - c->t0) / 1e6;
     verdict(v, ms <= bound_ms, "%s: %.1f ms (bound %u ms)%s", c->what, ms, bound_ms,
             released ? "; returned only once the test released the stall" : "");

@@ -62,8 +62,13 @@ static void assert_same_span(const cbt_span *a, const cbt_span *b)
     assert_memory_equal(a->arena, b->arena, a->arena_used);
 }
 
+/* The same OTLP bytes from both (a build with the OTLP exporter; without
+ * it, the field-by-field comparison above stands alone). */
 static void assert_same_otlp(const cbt_span *a, const cbt_span *b)
 {
+#ifndef CBT_WITH_OTLP
+    (void)a, (void)b;
+#else
     cbt_otlp_resource r;
     memset(&r, 0, sizeof r);
     strcpy(r.service_name, "q");
@@ -74,6 +79,7 @@ static void assert_same_otlp(const cbt_span *a, const cbt_span *b)
     assert_memory_equal(x.data, y.data, x.len);
     cbt_buf_free(&x);
     cbt_buf_free(&y);
+#endif
 }
 
 static void round_trip(void **state)

@@ -20,12 +20,14 @@
  *     harvester naps for poll_interval_us (default 10 ms: the bound on a
  *     publish's wait to be dispatched under load; a tenth of it after a
  *     round of HEAVY_ROUND events or more, so a burst keeps the lanes
- *     short and the wake-ups stay at most ~1000 a second). A nap waits on
- *     hv_napping, which no publisher reads: in steady state publishers make
- *     no system call, and the word they do read (hv_sleeping) stays in
- *     their caches. Only a kick ends a nap early: a
- *     flush request, stop, or a lane past half full (lane.c), so a burst
- *     cannot overflow a lane while we nap;
+ *     short, and while CUDA marks are pending, so a stream's pool of
+ *     pooled CUDA events comes back in time; the wake-ups stay at most
+ *     ~1000 a second). A nap waits on hv_napping, which no publisher
+ *     reads: in steady state publishers make no system call, and the word
+ *     they do read (hv_sleeping) stays in their caches. Only a kick ends a
+ *     nap early: a flush request, stop, or a lane past half full (lane.c),
+ *     so a burst cannot overflow a lane while we nap (the shared bus, for
+ *     threads past max_lanes, has no such check: full, it drops and counts);
  *   - after IDLE_AFTER_US of empty naps with nothing pending it sleeps
  *     deeply: hv_sleeping = CBT_HV_DEEP, for at most idle_sleep_ms (the
  *     sources' bound_ms: 250 ms while a ring exists, 10 ms while kernel
@@ -314,7 +316,7 @@ void *cbt_harvester_main_(void *arg)
             /* work flows, or comes without a publish: keep polling; a heavy
              * round (a burst) naps a tenth as long, so lanes stay short */
             last_work = r.ticks;
-            nap(t, r.handled >= HEAVY_ROUND && us / 10 ? us / 10 : us);
+            nap(t, (r.handled >= HEAVY_ROUND || r.pending) && us / 10 ? us / 10 : us);
         } else if (r.ticks - last_work < idle_ticks) {
             nap(t, us);
         } else {

@@ -337,6 +337,13 @@ cbt_status cbt_init(const cbt_config *cfg)
 
 static void metrics_fill(cbt_tracer *t, cbt_metrics *out);
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* cbt_shutdown and cbt_shutdown_final: with `final` set, the metrics once
  * the harvester has stopped (its stop path ended the open spans and flushed
  * every sink for the last time) and before tracer_free destroys the sinks,
@@ -350,13 +357,21 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         return final ? CBT_ERR_NOT_INITIALIZED : CBT_OK;
     }
     atomic_store_explicit(&cbt_active_tracer_, NULL, memory_order_seq_cst);
+    /* a cbt_flush on another thread stops waiting (this shutdown flushes
+     * everything), on the harvester and on a sink thread */
+    pthread_mutex_lock(&t->flush_mu);
+    atomic_store_explicit(&t->closing, 1, memory_order_relaxed);
+    pthread_cond_broadcast(&t->flush_cv);
+    pthread_mutex_unlock(&t->flush_mu);
+    cbt_sinks_flush_abort_(&t->sinks, 1);
     /* a CPU stream worker that pinned it before the store finishes its one
-     * push (microseconds), an administrative call its work (a cbt_flush on
-     * another thread: at most its timeout); none can pin it after */
+     * push (microseconds), an administrative call its work (a flush: at most
+     * a non-blocking sink's own flush); none can pin it after */
     while (atomic_load_explicit(&g_pins, memory_order_seq_cst) != 0) {
         struct timespec d = {0, 20000};
         nanosleep(&d, NULL);
     }
+    cbt_sinks_flush_abort_(&t->sinks, 0);
     atomic_store_explicit(&t->stop, 1, memory_order_release);
     cbt_harvester_kick_(t); /* it may sleep (harvester.c, "Sleeping") */
     if (t->started)
@@ -367,10 +382,11 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         pthread_mutex_unlock(&t->lock);
         atomic_store_explicit(&g_replay, NULL, memory_order_release);
     }
-    /* the sinks' last flush and stop: shutdown_timeout_ms each at most; a
-     * sink thread still busy then is abandoned (internal/sinks.h) */
-    (void)cbt_sinks_flush_(&t->sinks, t->cfg.shutdown_timeout_ms);
-    cbt_sinks_stop_(&t->sinks);
+    /* the sinks' last flush and stop, within shutdown_timeout_ms together;
+     * a sink thread still busy then is abandoned (internal/sinks.h) */
+    uint64_t sinks_deadline = mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    (void)cbt_sinks_flush_(&t->sinks, sinks_deadline);
+    cbt_sinks_stop_(&t->sinks, sinks_deadline);
     cbt_recorder_close_(t->rec); /* everything the harvester recorded, written */
     t->rec = NULL;
     if (final)
@@ -437,13 +453,6 @@ cbt_status cbt_add_sink(const cbt_sink *sink)
     return st;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Two steps, both bounded by the one deadline: the harvester dispatches
  * everything stamped before the call (it completes the request after a
  * round that began later and left nothing behind: harvester.c, "Flush"),
@@ -476,19 +485,27 @@ static cbt_status flush_tracer(cbt_tracer *t, uint32_t timeout_ms)
         cbt_harvester_kick_(t); /* it may nap or sleep */
         struct timespec dl = {(time_t)(deadline / 1000000000ull), (long)(deadline % 1000000000ull)};
         pthread_mutex_lock(&t->flush_mu);
+        int closing = 0;
         while (t->flush_done < mine &&
+               !(closing = atomic_load_explicit(&t->closing, memory_order_relaxed)) &&
                pthread_cond_timedwait(&t->flush_cv, &t->flush_mu, &dl) != ETIMEDOUT) {
         }
         int done = t->flush_done >= mine;
+        closing = atomic_load_explicit(&t->closing, memory_order_relaxed);
         pthread_mutex_unlock(&t->flush_mu);
+        if (closing)
+            return CBT_OK; /* cbt_shutdown began: it flushes everything */
         if (!done)
             return CBT_ERR_TIMEOUT;
+        cbt_status st = cbt_sinks_flush_(&t->sinks, deadline);
+        return st == CBT_ERR_TIMEOUT ? CBT_ERR_TIMEOUT : CBT_OK; /* a sink's failure is counted */
     }
-    /* a replay has no harvester: everything replayed is dispatched already */
-    uint64_t now = mono_ns();
-    uint32_t left = now < deadline ? (uint32_t)((deadline - now) / 1000000ull) : 0;
-    cbt_status st = cbt_sinks_flush_(&t->sinks, left);
-    return st == CBT_ERR_TIMEOUT ? CBT_ERR_TIMEOUT : CBT_OK; /* a sink's failure is counted */
+    /* a replay has no harvester: everything replayed is dispatched already;
+     * its sinks are called under the lock a replay's batch holds */
+    pthread_mutex_lock(&t->lock);
+    cbt_status st = cbt_sinks_flush_(&t->sinks, deadline);
+    pthread_mutex_unlock(&t->lock);
+    return st == CBT_ERR_TIMEOUT ? CBT_ERR_TIMEOUT : CBT_OK;
 }
 
 cbt_status cbt_publish_checked(const cbt_event *ev)
@@ -501,12 +518,16 @@ cbt_status cbt_publish_checked(const cbt_event *ev)
 
 void cbt_lane_orphan_(uint64_t gen, cbt_lane *lane)
 {
-    /* g_life_lock keeps the tracer (and so the lane) alive while we look;
-     * release: our pushes happen before the harvester frees the lane */
-    pthread_mutex_lock(&g_life_lock);
-    if (g_owned && g_owned->gen == gen)
+    /* a pin keeps the tracer (and so the lane) alive while we look, and
+     * never waits: a thread's exit does not wait for a shutdown in progress
+     * (a tracer shutting down frees the lane with the rest); release: our
+     * pushes happen before the harvester frees the lane */
+    cbt_tracer *t = cbt_tracer_pin_();
+    if (!t)
+        return;
+    if (t->gen == gen)
         atomic_store_explicit(&lane->state, CBT_LANE_ORPHANED, memory_order_release);
-    pthread_mutex_unlock(&g_life_lock);
+    cbt_tracer_unpin_();
 }
 
 void cbt_count_session_too_long_(void)
@@ -544,7 +565,7 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
     out->meta_truncated = R(t->meta_truncated);
     out->dispatched = R(t->dispatched);
     out->subscriber_errors = R(t->subscriber_errors);
-    out->sink_errors = R(t->sinks.errors);
+    out->sink_errors = cbt_sinks_errors_(&t->sinks);
     out->queue_capacity = t->bus.mask + 1;
     out->pending_stream_marks = R(t->pending_marks);
     out->stream_marks_dropped = R(t->stream_marks_dropped);

@@ -96,7 +96,7 @@ typedef struct cbt_bus {
     _Alignas(64) _Atomic uint64_t tail;
     /* producers' line: events accepted; in single-producer mode that
      * producer's own copy of tail and its last view of head (read by no one
-     * else: the lane's next owner takes them over under the tracer's lock) */
+     * else: the lane's next owner takes them over after its claiming CAS) */
     _Alignas(64) _Atomic uint64_t accepted;
     uint64_t own_tail;
     uint64_t cached_head;

@@ -39,30 +39,50 @@ cbt_status cbt_sinks_add_(cbt_sinks *l, const cbt_sink *caller);
  * waits (a sink thread's queue drops when full). */
 void cbt_sinks_span_(cbt_sinks *l, const cbt_span *s);
 void cbt_sinks_cta_(cbt_sinks *l, const cbt_cta_record *r);
-/* Flush every sink, waiting at most timeout_ms in all: CBT_ERR_TIMEOUT when
- * one was not done by then, CBT_ERR_IO when one failed (counted). Any thread. */
-cbt_status cbt_sinks_flush_(cbt_sinks *l, uint32_t timeout_ms);
+/* Flush every sink, waiting until deadline_ns (CLOCK_MONOTONIC) at most in
+ * all (the sink threads flush at once): CBT_ERR_TIMEOUT when one was not
+ * done by then, CBT_ERR_IO when one failed (counted). Any thread. */
+cbt_status cbt_sinks_flush_(cbt_sinks *l, uint64_t deadline_ns);
+/* on: cbt_shutdown began, flushes waiting for a sink thread return now;
+ * off: the shutdown's own flush may wait again. */
+void cbt_sinks_flush_abort_(cbt_sinks *l, int on);
+/* Sink errors: the list's count and every sink thread's own. Never waits. */
+uint64_t cbt_sinks_errors_(cbt_sinks *l);
 /* Spans the sinks will never deliver (the sum of their spans_lost). Any
  * thread; never waits. */
 uint64_t cbt_sinks_lost_(cbt_sinks *l);
-/* Shutdown, after the last spans were handed over and flushed: each sink
- * thread delivers what it holds and exits, within shutdown_ms in all, or is
- * abandoned (docs: cbt/span.h). Then cbt_sinks_lost_ is final. */
-void cbt_sinks_stop_(cbt_sinks *l);
+/* Shutdown, after the last spans were handed over and flushed: every sink
+ * thread is told to deliver what it holds and exit, then each is waited for,
+ * until deadline_ns (CLOCK_MONOTONIC) in all, or abandoned (cbt/span.h). Then
+ * cbt_sinks_lost_ counts every span a thread held; a span an abandoned
+ * thread had handed to its sink is that sink's to count, and the count is
+ * read live until that thread destroys it. */
+void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline_ns);
 /* Destroy every sink (a sink thread's inner sink when it exited; an
  * abandoned one's thread does it later). After cbt_sinks_stop_. */
 void cbt_sinks_destroy_(cbt_sinks *l);
 
-/* Wrap `inner` (taken over: its destroy is called once, by whoever lets go
- * last) in a sink thread with a queue of CBT_SINK_QUEUE_BYTES; *out is a
- * CBT_SINK_NONBLOCKING sink. `errors` counts the inner callbacks' failures. */
-cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, _Atomic uint64_t *errors,
-                                 uint32_t shutdown_ms, cbt_sink *out);
-/* The sink thread's stop (cbt_sinks_stop_): ask it to deliver what it holds
- * and exit; wait until `deadline_ns` (CLOCK_MONOTONIC) at most; abandon it
- * past that. 1 when it exited. */
-int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns);
+/* Wrap `inner` (taken over: its destroy is called once, on the sink
+ * thread, before it exits) in a sink thread with a queue of
+ * CBT_SINK_QUEUE_BYTES; *out is a CBT_SINK_NONBLOCKING sink. */
+cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, cbt_sink *out);
 /* Whether a sink is a sink thread's wrapper. */
 int cbt_sink_is_thread_(const cbt_sink *k);
+/* Its inner sink's failed callbacks (its own counter: an abandoned thread
+ * outlives the tracer). Never waits. */
+uint64_t cbt_sink_thread_errors_(void *ctx);
+/* A flush in two steps, so that several sink threads flush at once: post
+ * (a ticket; 0 when the thread is gone), then wait for the ticket until
+ * deadline_ns (CLOCK_MONOTONIC): CBT_ERR_TIMEOUT past it. */
+uint64_t cbt_sink_thread_flush_post_(void *ctx);
+cbt_status cbt_sink_thread_flush_wait_(void *ctx, uint64_t ticket, uint64_t deadline_ns);
+/* on: cbt_shutdown began, flushers stop waiting (and return CBT_OK: the
+ * shutdown flushes everything); off: waits again. */
+void cbt_sink_thread_flush_abort_(void *ctx, int on);
+/* The stop, in two steps (cbt_sinks_stop_): tell the thread to deliver what
+ * it holds and exit; then wait until deadline_ns at most, and abandon it
+ * past that. 1 when it exited. */
+void cbt_sink_thread_stop_post_(void *ctx);
+int cbt_sink_thread_stop_wait_(void *ctx, uint64_t deadline_ns);
 
 #endif /* CBT_HOST_INTERNAL_SINKS_H */

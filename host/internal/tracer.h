@@ -159,6 +159,7 @@ struct cbt_tracer {
     pthread_mutex_t flush_mu;
     pthread_cond_t flush_cv;
     uint64_t flush_req, flush_done, flush_ticks;
+    _Atomic int closing; /* cbt_shutdown began: a flush stops waiting */
 
     /* lanes: max_lanes of them, made at init; a thread claims a free one by
      * CAS on its state (lane.c) */

@@ -12,13 +12,16 @@
  * array ring the same way.
  *
  * The thread takes the records below the tail it saw under `mu`, expands
- * and delivers each without the lock (a push only writes free bytes), then
- * releases them. A flush (flush_within, any thread) notes the queue's tails
- * and a ticket; the thread, once it has delivered up to those tails, calls
- * the inner flush and publishes the ticket; the flusher waits on `done_cv`
- * until then or its deadline.
+ * each without the lock (a push only writes free bytes), hands it to the
+ * inner sink (counted under `mu`, so the stop's count of what it still holds
+ * is exact) and frees it. A flush (flush_within, any thread) notes the
+ * queue's tails and a ticket (reusing a pending request that covers them);
+ * the thread, once it has delivered up to those tails, calls the inner
+ * flush and publishes the ticket; the flusher waits on `done_cv` until then,
+ * its deadline, or cbt_shutdown's abort (the shutdown flushes everything).
  *
- * Stop (cbt_sink_thread_stop_, at shutdown): `stop` is set; the thread
+ * Stop (cbt_sink_thread_stop_post_ / _wait_, at shutdown: every sink thread
+ * is told first, then each waited for, against one deadline): `stop` is set; the thread
  * delivers what is queued, keeps the inner sink's loss count, destroys the
  * inner sink (on its own thread: a destroy may write), exits and says so.
  * Every signal is blocked on the thread: a write into a pipe whose reader
@@ -44,7 +47,8 @@
 
 typedef struct sink_thread {
     cbt_sink inner;
-    _Atomic uint64_t *errors;
+    _Atomic uint64_t errors;              /* inner callbacks that failed (its own: an
+                                             abandoned thread outlives the tracer) */
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t work_cv; /* the thread waits for work */
@@ -56,14 +60,14 @@ typedef struct sink_thread {
     uint64_t pushed;                      /* span records queued */
     uint64_t flush_req, flush_done;       /* tickets */
     uint64_t flush_pos, flush_cta;        /* tails the newest request waits for */
-    int sleeping, stop, exited, abandoned;
+    int sleeping, stop, exited, abandoned, joined;
     int refs;                             /* the thread and the tracer */
     /* counters any thread reads */
-    _Atomic uint64_t delivered;           /* span records handed to the inner on_span (the thread) */
+    uint64_t delivered;                   /* span records handed to the inner on_span (under mu) */
     _Atomic uint64_t lost;                /* dropped: queue full, or abandoned */
     _Atomic uint64_t inner_lost_final;    /* the inner spans_lost, kept before its destroy */
     _Atomic int gone;                     /* the inner sink is destroyed: read the kept count */
-    _Atomic int quit;                     /* abandoned: hand nothing more to the inner sink */
+    int flush_abort;                      /* cbt_shutdown began: flushers stop waiting */
     cbt_span scratch;                     /* the thread's expanded record */
 } sink_thread;
 
@@ -104,17 +108,12 @@ static int unref_locked(sink_thread *w)
 static void count_error(sink_thread *w, cbt_status st)
 {
     if (st != CBT_OK)
-        atomic_fetch_add_explicit(w->errors, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&w->errors, 1, memory_order_relaxed);
 }
 
 static void *st_main(void *arg)
 {
     sink_thread *w = arg;
-    /* signals are the program's threads' business: a write to a pipe whose
-     * reader left returns EPIPE here (counted lost), never SIGPIPE */
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
     pthread_mutex_lock(&w->mu);
     for (;;) {
         if (w->abandoned)
@@ -131,20 +130,32 @@ static void *st_main(void *arg)
             continue;
         }
         if (spans) {
+            /* one record at a time: expanded without the lock (a push only
+             * writes free bytes), then handed over under it — the stop's
+             * count of what we still hold and our handing over exclude each
+             * other, so a span is counted lost or given to the inner sink,
+             * never both — and its bytes freed once on_span returned */
             uint64_t pos = w->q.head, tail = w->q.tail;
-            pthread_mutex_unlock(&w->mu);
-            while (pos < tail) {
-                pos = cbt_spanq_read(&w->q, pos, &w->scratch);
-                /* handed over: from here its fate is the inner sink's to count */
-                atomic_fetch_add_explicit(&w->delivered, 1, memory_order_relaxed);
+            int quit = 0;
+            while (pos < tail && !quit) {
+                pthread_mutex_unlock(&w->mu);
+                uint64_t next = cbt_spanq_read(&w->q, pos, &w->scratch);
+                pthread_mutex_lock(&w->mu);
+                if (w->abandoned) {
+                    quit = 1;
+                    break;
+                }
+                w->delivered++;
+                pthread_mutex_unlock(&w->mu);
                 count_error(w, w->inner.on_span(w->inner.ctx, &w->scratch));
-                if (atomic_load_explicit(&w->quit, memory_order_acquire))
-                    break; /* abandoned while we wrote: deliver nothing more */
+                pthread_mutex_lock(&w->mu);
+                if (w->abandoned)
+                    quit = 1;
+                cbt_spanq_release(&w->q, next);
+                pos = next;
             }
-            pthread_mutex_lock(&w->mu);
-            if (w->abandoned)
+            if (quit)
                 break;
-            cbt_spanq_release(&w->q, tail);
         }
         if (ctas) {
             uint64_t from = w->cta_head, to = w->cta_tail;
@@ -204,10 +215,8 @@ static cbt_status st_on_span(void *ctx, const cbt_span *s)
         }
     }
     pthread_mutex_unlock(&w->mu);
-    if (!ok) {
+    if (!ok) /* a loss, counted in spans_lost; not a sink error */
         atomic_fetch_add_explicit(&w->lost, 1, memory_order_relaxed);
-        return CBT_ERR_FULL;
-    }
     return CBT_OK;
 }
 
@@ -227,27 +236,59 @@ static cbt_status st_on_cta(void *ctx, const cbt_cta_record *r)
     return ok ? CBT_OK : CBT_ERR_FULL;
 }
 
-static cbt_status st_flush_within(void *ctx, uint32_t timeout_ms)
+/* Ask for a flush of everything queued so far: the ticket to wait for. A
+ * request still pending that already covers the queue is reused, so a
+ * flusher that waits in slices never asks for a second inner flush. */
+static uint64_t flush_post_locked(sink_thread *w)
 {
-    sink_thread *w = ctx;
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
-    pthread_mutex_lock(&w->mu);
-    if (w->exited || w->abandoned) {
-        pthread_mutex_unlock(&w->mu);
-        return CBT_OK;
-    }
-    uint64_t mine = ++w->flush_req;
+    if (w->flush_req > w->flush_done && w->flush_pos == w->q.tail &&
+        w->flush_cta == w->cta_tail)
+        return w->flush_req;
     w->flush_pos = w->q.tail;
     w->flush_cta = w->cta_tail;
     if (w->sleeping) {
         w->sleeping = 0;
         pthread_cond_signal(&w->work_cv);
     }
-    while (w->flush_done < mine && !w->exited && mono_ns() < deadline)
-        wait_until(&w->done_cv, &w->mu, deadline);
-    cbt_status st = w->flush_done >= mine || w->exited ? CBT_OK : CBT_ERR_TIMEOUT;
+    return ++w->flush_req;
+}
+
+uint64_t cbt_sink_thread_flush_post_(void *ctx)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    uint64_t t = w->exited || w->abandoned ? 0 : flush_post_locked(w);
+    pthread_mutex_unlock(&w->mu);
+    return t;
+}
+
+cbt_status cbt_sink_thread_flush_wait_(void *ctx, uint64_t ticket, uint64_t deadline_ns)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    while (ticket && w->flush_done < ticket && !w->exited && !w->abandoned &&
+           !w->flush_abort && mono_ns() < deadline_ns)
+        wait_until(&w->done_cv, &w->mu, deadline_ns);
+    cbt_status st = !ticket || w->flush_done >= ticket || w->exited || w->flush_abort
+                        ? CBT_OK
+                        : CBT_ERR_TIMEOUT;
     pthread_mutex_unlock(&w->mu);
     return st;
+}
+
+void cbt_sink_thread_flush_abort_(void *ctx, int on)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    w->flush_abort = on;
+    pthread_cond_broadcast(&w->done_cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static cbt_status st_flush_within(void *ctx, uint32_t timeout_ms)
+{
+    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    return cbt_sink_thread_flush_wait_(ctx, cbt_sink_thread_flush_post_(ctx), deadline);
 }
 
 static cbt_status st_flush(void *ctx) { return st_flush_within(ctx, 0xffffffffu); }
@@ -269,7 +310,7 @@ static uint64_t st_spans_lost(void *ctx)
     return n;
 }
 
-int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns)
+void cbt_sink_thread_stop_post_(void *ctx)
 {
     sink_thread *w = ctx;
     pthread_mutex_lock(&w->mu);
@@ -278,21 +319,30 @@ int cbt_sink_thread_stop_(void *ctx, uint64_t deadline_ns)
         w->sleeping = 0;
         pthread_cond_signal(&w->work_cv);
     }
-    while (!w->exited && mono_ns() < deadline_ns)
+    pthread_mutex_unlock(&w->mu);
+}
+
+int cbt_sink_thread_stop_wait_(void *ctx, uint64_t deadline_ns)
+{
+    sink_thread *w = ctx;
+    pthread_mutex_lock(&w->mu);
+    while (!w->exited && !w->abandoned && mono_ns() < deadline_ns)
         wait_until(&w->done_cv, &w->mu, deadline_ns);
     int exited = w->exited;
     if (!exited && !w->abandoned) {
         /* stuck in the inner sink: what we still hold will never arrive (a
          * span already handed over is the inner sink's to count, live until
-         * its thread keeps the count at its destroy) */
-        uint64_t held = w->pushed - atomic_load_explicit(&w->delivered, memory_order_relaxed);
+         * its thread keeps the count at its destroy); under mu, so the
+         * thread hands over nothing after this count */
+        uint64_t held = w->pushed - w->delivered;
         atomic_fetch_add_explicit(&w->lost, held, memory_order_relaxed);
-        atomic_store_explicit(&w->quit, 1, memory_order_release);
         w->abandoned = 1;
         pthread_detach(w->th);
     }
+    int joined = exited && !w->joined;
+    w->joined |= exited;
     pthread_mutex_unlock(&w->mu);
-    if (exited)
+    if (joined)
         pthread_join(w->th, NULL);
     return exited;
 }
@@ -306,7 +356,13 @@ static void st_destroy(void *ctx)
     if (!w->stop || (!w->exited && !w->abandoned)) {
         pthread_mutex_unlock(&w->mu);
         /* not stopped yet (an add that failed after the wrap): stop now */
-        (void)cbt_sink_thread_stop_(w, mono_ns() + 2000000000ull);
+        cbt_sink_thread_stop_post_(w);
+        (void)cbt_sink_thread_stop_wait_(w, mono_ns() + 2000000000ull);
+        pthread_mutex_lock(&w->mu);
+    } else if (w->exited && !w->joined) {
+        w->joined = 1;
+        pthread_mutex_unlock(&w->mu);
+        pthread_join(w->th, NULL);
         pthread_mutex_lock(&w->mu);
     }
     if (!unref_locked(w))
@@ -315,15 +371,18 @@ static void st_destroy(void *ctx)
 
 int cbt_sink_is_thread_(const cbt_sink *k) { return k->on_span == st_on_span; }
 
-cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, _Atomic uint64_t *errors,
-                                 uint32_t shutdown_ms, cbt_sink *out)
+uint64_t cbt_sink_thread_errors_(void *ctx)
 {
-    (void)shutdown_ms;
+    sink_thread *w = ctx;
+    return atomic_load_explicit(&w->errors, memory_order_relaxed);
+}
+
+cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, cbt_sink *out)
+{
     sink_thread *w = calloc(1, sizeof *w);
     if (!w)
         return CBT_ERR_NOMEM;
     w->inner = *inner;
-    w->errors = errors;
     if (cbt_spanq_init(&w->q, CBT_SINK_QUEUE_BYTES) != CBT_OK ||
         !(w->cta = calloc(CBT_SINK_CTA_QUEUE, sizeof *w->cta))) {
         cbt_spanq_free(&w->q);
@@ -339,7 +398,15 @@ cbt_status cbt_sink_thread_wrap_(const cbt_sink *inner, _Atomic uint64_t *errors
     pthread_condattr_destroy(&ca);
     pthread_cond_init(&w->work_cv, NULL);
     w->refs = 2;
-    if (pthread_create(&w->th, NULL, st_main, w) != 0) {
+    /* signals are the program's threads' business: the thread starts with
+     * every signal blocked (a write to a pipe whose reader left returns
+     * EPIPE there, counted lost, never SIGPIPE) */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&w->th, NULL, st_main, w);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
         st_free(w);
         return CBT_ERR_THREAD;
     }

@@ -49,7 +49,7 @@ cbt_status cbt_sinks_add_(cbt_sinks *l, const cbt_sink *caller)
     }
     if (l->threads && !(k.flags & CBT_SINK_NONBLOCKING)) {
         cbt_sink w;
-        if ((st = cbt_sink_thread_wrap_(&k, &l->errors, l->shutdown_ms, &w))) {
+        if ((st = cbt_sink_thread_wrap_(&k, &w))) {
             pthread_mutex_unlock(&l->add_lock);
             return st;
         }
@@ -78,32 +78,62 @@ void cbt_sinks_cta_(cbt_sinks *l, const cbt_cta_record *r)
             atomic_fetch_add_explicit(&l->errors, 1, memory_order_relaxed);
 }
 
-cbt_status cbt_sinks_flush_(cbt_sinks *l, uint32_t timeout_ms)
+/* A sink's own flush, bounded by the deadline; its result into *out. */
+static void flush_result(cbt_sinks *l, cbt_status st, uint64_t deadline, cbt_status *out)
 {
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    if (st == CBT_ERR_TIMEOUT && mono_ns() >= deadline) {
+        *out = CBT_ERR_TIMEOUT; /* our bound ran out */
+    } else if (st != CBT_OK) {
+        /* failed, or gave up by its own bound (an exporter's timeout_ms) */
+        atomic_fetch_add_explicit(&l->errors, 1, memory_order_relaxed);
+        if (*out == CBT_OK)
+            *out = CBT_ERR_IO;
+    }
+}
+
+cbt_status cbt_sinks_flush_(cbt_sinks *l, uint64_t deadline)
+{
     cbt_status out = CBT_OK;
     uint32_t n = count(l);
+    uint64_t ticket[CBT_MAX_SINKS] = {0};
+    /* every sink thread starts its flush first, so they run together */
+    for (uint32_t i = 0; i < n; i++)
+        if (cbt_sink_is_thread_(&l->k[i]))
+            ticket[i] = cbt_sink_thread_flush_post_(l->k[i].ctx);
     for (uint32_t i = 0; i < n; i++) {
         cbt_sink *k = &l->k[i];
-        uint64_t now = mono_ns();
-        uint32_t left = now < deadline ? (uint32_t)((deadline - now + 999999ull) / 1000000ull) : 0;
-        cbt_status st;
-        if (k->flush_within)
-            st = k->flush_within(k->ctx, left);
-        else if (k->flush)
-            st = k->flush(k->ctx);
-        else
+        if (cbt_sink_is_thread_(k)) {
+            flush_result(l, cbt_sink_thread_flush_wait_(k->ctx, ticket[i], deadline), deadline,
+                         &out);
             continue;
-        if (st == CBT_ERR_TIMEOUT && mono_ns() >= deadline) {
-            out = CBT_ERR_TIMEOUT; /* our bound ran out */
-        } else if (st != CBT_OK) {
-            /* failed, or gave up by its own bound (an exporter's timeout_ms) */
-            atomic_fetch_add_explicit(&l->errors, 1, memory_order_relaxed);
-            if (out == CBT_OK)
-                out = CBT_ERR_IO;
         }
+        uint64_t now = mono_ns();
+        /* rounded up: a bound that has not run out is never 0 ms */
+        uint32_t left = now < deadline ? (uint32_t)((deadline - now + 999999ull) / 1000000ull) : 0;
+        if (k->flush_within)
+            flush_result(l, k->flush_within(k->ctx, left), deadline, &out);
+        else if (k->flush) /* a non-blocking sink's flush does not wait (cbt/span.h) */
+            flush_result(l, k->flush(k->ctx), deadline, &out);
     }
     return out;
+}
+
+void cbt_sinks_flush_abort_(cbt_sinks *l, int on)
+{
+    uint32_t n = count(l);
+    for (uint32_t i = 0; i < n; i++)
+        if (cbt_sink_is_thread_(&l->k[i]))
+            cbt_sink_thread_flush_abort_(l->k[i].ctx, on);
+}
+
+uint64_t cbt_sinks_errors_(cbt_sinks *l)
+{
+    uint64_t e = atomic_load_explicit(&l->errors, memory_order_relaxed);
+    uint32_t n = count(l);
+    for (uint32_t i = 0; i < n; i++)
+        if (cbt_sink_is_thread_(&l->k[i]))
+            e += cbt_sink_thread_errors_(l->k[i].ctx);
+    return e;
 }
 
 uint64_t cbt_sinks_lost_(cbt_sinks *l)
@@ -116,14 +146,17 @@ uint64_t cbt_sinks_lost_(cbt_sinks *l)
     return lost;
 }
 
-void cbt_sinks_stop_(cbt_sinks *l)
+void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline)
 {
-    uint64_t deadline = mono_ns() + (uint64_t)l->shutdown_ms * 1000000ull;
     uint32_t n = count(l);
+    /* every thread told first: one stuck sink must not eat the others' time */
     for (uint32_t i = 0; i < n; i++)
-        if (cbt_sink_is_thread_(&l->k[i]) && !cbt_sink_thread_stop_(l->k[i].ctx, deadline))
-            fprintf(stderr, "cbt: sink '%s' was still busy %u ms into shutdown: abandoned (what "
-                            "it held is counted in sink_spans_lost)\n",
+        if (cbt_sink_is_thread_(&l->k[i]))
+            cbt_sink_thread_stop_post_(l->k[i].ctx);
+    for (uint32_t i = 0; i < n; i++)
+        if (cbt_sink_is_thread_(&l->k[i]) && !cbt_sink_thread_stop_wait_(l->k[i].ctx, deadline))
+            fprintf(stderr, "cbt: sink '%s' was still busy when shutdown_timeout_ms (%u ms) ran "
+                            "out: abandoned (what it held is counted in sink_spans_lost)\n",
                     l->k[i].name ? l->k[i].name : "?", l->shutdown_ms);
 }
 

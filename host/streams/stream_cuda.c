@@ -35,7 +35,7 @@
  * what a wake-up from cudaEventSynchronize took).
  *
  * Attaching. The first mark under a tracer generation registers the stream
- * with that tracer (cbt_tracer_add_stream_, under the tracer's lock) and
+ * with that tracer (cbt_tracer_add_stream_, under its streams_lock) and
  * forgets what an earlier tracer left pending, under the stream's `attach`
  * mutex; other threads marking at that moment wait for it. Once per stream
  * and tracer: never in steady state.

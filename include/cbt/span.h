@@ -166,7 +166,9 @@ typedef struct cbt_sink {
     /* Make everything handed over so far durable/visible. May be NULL. Used
      * when flush_within is NULL. */
     cbt_status (*flush)(void *ctx);
-    /* Release everything. Called once, from cbt_shutdown. May be NULL. */
+    /* Release everything. Called once: from cbt_shutdown, or on its sink
+     * thread as that thread ends (an abandoned one: when its stuck call
+     * returns, after cbt_shutdown). May be NULL. */
     void (*destroy)(void *ctx);
     /* Per-CTA kernel records. May be NULL. */
     cbt_status (*on_cta)(void *ctx, const cbt_cta_record *r);

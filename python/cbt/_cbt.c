@@ -92,22 +92,24 @@ static int g_starting;
 static _Atomic int g_in_tracer;
 /* Tracers cbt.init started (changed under the GIL), and the last one this
  * thread published under: a thread's first publish under a tracer gets the
- * thread its lane (host/core/lane.c), which a core may make wait, so that
- * publish releases the GIL (publish_may_wait); later ones cost one compare. */
+ * thread its lane (host/core/lane.c: a CAS, no lock), released all the same
+ * in case a future core makes it wait (publish_may_wait); later ones cost
+ * one compare. */
 static uint64_t g_tracer_gen;
 static _Thread_local uint64_t t_published_gen;
 /* A cbt.replay runs (set and cleared under the GIL): the process's one tracer
  * is its replay tracer, which cbt_replay_run drives holding the tracer's
  * lock while it calls the sinks. init, shutdown and metrics refuse meanwhile
- * (metrics would wait on that lock, and from on_span never get it). */
+ * (the replay's figures are what it returns). */
 static int g_replaying;
 
 #define TYPES_CACHE_MAX 4096 /* objects other than str resolve by .value: bound them */
 #define CUDA_STREAMS_MAX 64  /* wrapped CUDA streams (1024 CUDA events each) */
 
 /* The tracer each wrapped CUDA stream last took a mark under: its first mark
- * under a tracer attaches it (host/streams/stream_cuda.c, the tracer's lock),
- * which may wait, so that publish releases the GIL. Under the GIL. */
+ * under a tracer attaches it (host/streams/stream_cuda.c: the stream's attach
+ * mutex and the tracer's streams_lock, held for a list update), so that
+ * publish releases the GIL. Under the GIL. */
 static struct {
     cbt_stream *s;
     uint64_t gen;
@@ -1284,8 +1286,8 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         goto out;
     }
     /* The cbt calls, the GIL released: cbt_init calibrates the clock (10 ms)
-     * and opens the span file, the sinks open theirs, and adding one takes
-     * the tracer's lock. Only C locals and the bytes this call holds are
+     * and opens the span file, the sinks open theirs (a sink that may wait
+     * gets a thread of its own). Only C locals and the bytes this call holds are
      * used; a shutdown meanwhile waits for it (g_in_tracer). */
     cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK;
 #ifdef CBT_WITH_OTLP
@@ -1482,14 +1484,14 @@ static PyObject *py_flush(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *py_metrics(PyObject *self, PyObject *unused)
 {
     (void)self, (void)unused;
-    if (g_replaying) /* it would wait on the lock cbt_replay_run holds (from on_span: forever) */
+    if (g_replaying) /* the replay tracer's figures are what cbt.replay returns */
         return raise_status(CBT_ERR_ALREADY, "cbt.metrics: a cbt.replay is running (its final "
                                              "metrics are in what it returns)");
     if (!tracer_enter()) /* a shutdown is freeing the tracer */
         return raise_status(CBT_ERR_NOT_INITIALIZED, "cbt.metrics: the tracer is shutting down");
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
     cbt_status st;
-    Py_BEGIN_ALLOW_THREADS /* a core may make it wait for the harvester */
+    Py_BEGIN_ALLOW_THREADS /* it never waits (counters); released all the same */
     st = cbt_metrics_get(&m);
     tracer_leave();
     Py_END_ALLOW_THREADS
