@@ -20,6 +20,14 @@ int cli_otlp_protocol_parse(const char *s)
     return -1;
 }
 
+#ifndef CBT_WITH_OTLP
+int cli_otlp_config(const char *prog, const char *endpoint, int protocol, cbt_otlp_config *c)
+{
+    (void)endpoint, (void)protocol, (void)c;
+    fprintf(stderr, "%s: this build has no OTLP exporter (protobuf-c/libcurl missing)\n", prog);
+    return -1;
+}
+#else
 int cli_otlp_config(const char *prog, const char *endpoint, int protocol, cbt_otlp_config *c)
 {
     cbt_otlp_config_default(c);
@@ -63,3 +71,4 @@ int cli_otlp_config(const char *prog, const char *endpoint, int protocol, cbt_ot
     }
     return 0;
 }
+#endif /* CBT_WITH_OTLP */

@@ -21,7 +21,8 @@ int cli_otlp_protocol_parse(const char *s);
  * /v1/traces and /v1/metrics on the base (a URL ending in /v1/traces is the
  * traces URL, and its base gets /v1/metrics), gRPC the base URL as is (a
  * trailing '/' dropped) for both, and refuses a /v1/traces URL. Returns 0,
- * or -1 with the problem on stderr, prefixed by `prog`. */
+ * or -1 with the problem on stderr, prefixed by `prog` (always -1 in a build
+ * without OTLP). */
 int cli_otlp_config(const char *prog, const char *endpoint, int protocol, cbt_otlp_config *c);
 
 #endif /* CBT_CLI_OTLP_H */

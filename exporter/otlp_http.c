@@ -113,8 +113,8 @@
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "cbt/otlp.h"
 #include "internal/abi.h"
+#include "internal/publish_hook.h" /* cbt_metrics_closing_ */
 #include "otlp_private.h"
-#include "internal/sinks.h" /* cbt_metrics_closing_ */
 #include "internal/span_queue.h"
 
 #define BACKOFF_BASE_MS 100u
@@ -919,9 +919,12 @@ static void take_self(cbt_otlp_exporter *e, cbt_otlp_self_snapshot *s)
     }
     s->exporter = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
     (void)cbt_otlp_exporter_stats(e, &s->exporter);
-    /* failures by gRPC code (s->failures_by_grpc_code) come from the stats
-     * once the gRPC transport counts them; until then an exporter is HTTP */
+    /* over gRPC the failures go by status code: [1..16] from the stats'
+     * failures_by_grpc_code once the gRPC transport counts them, [0] (no
+     * status) from failures_by_http_class[0]; until then no exporter runs
+     * gRPC (create refuses it) */
     s->grpc = e->cfg.protocol == CBT_OTLP_GRPC;
+    s->failures_by_grpc_code[0] = s->exporter.failures_by_http_class[0];
 }
 
 /* Snapshot cfg.blend (when set) and cbt's own health (unless self_metrics

@@ -43,7 +43,9 @@ cbt_status cbt_otlp_encode_json_at_(const struct cbt_otlp_resource *r, size_t n,
  * (otlp_http.c), the cbt.* instruments' source (otlp_metrics.c, which names
  * them; docs/exporters.md, "cbt's own health"). Plain values: it can be
  * filled by hand (the tests' fixed set). */
+#ifndef CBT_OTLP_GRPC_CODES /* cbt/otlp.h's, with the gRPC transport's stats */
 #define CBT_OTLP_GRPC_CODES 17 /* gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED) */
+#endif
 typedef struct cbt_otlp_self_snapshot {
     uint64_t start_ns;  /* wall clock: the exporter's creation (the Sums' start) */
     uint64_t time_ns;   /* wall clock: when the figures were read */
@@ -54,9 +56,10 @@ typedef struct cbt_otlp_self_snapshot {
     cbt_otlp_stats exporter; /* cbt_otlp_exporter_stats, complete */
     /* failures by gRPC status code instead of by HTTP class (protocol grpc):
      * [c] the exports that failed for good with code c; [0], OK, which never
-     * fails, stands for "no status" as failures_by_http_class[0] does. Filled
-     * from the exporter's stats once they count them (branch g1's
-     * failures_by_grpc_code). */
+     * fails, stands for "no status" (transport) as failures_by_http_class[0]
+     * does. Filled by take_self (otlp_http.c) from the exporter's stats once
+     * they count by code: [1..16] from cbt_otlp_stats.failures_by_grpc_code,
+     * [0] from failures_by_http_class[0]. */
     int grpc;
     uint64_t failures_by_grpc_code[CBT_OTLP_GRPC_CODES];
 } cbt_otlp_self_snapshot;

@@ -388,7 +388,8 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     }
     /* the sinks' last flush and stop: shutdown_timeout_ms each at most; a
      * sink thread still busy then is abandoned (internal/sinks.h). A sink's
-     * last flush may read this tracer's metrics (cbt_metrics_closing_). */
+     * last flush may read this tracer's metrics (cbt_metrics_closing_,
+     * internal/publish_hook.h). */
     g_closing = t;
     g_closing_thread = pthread_self();
     atomic_store_explicit(&g_closing_set, 1, memory_order_release);

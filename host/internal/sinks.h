@@ -53,15 +53,6 @@ void cbt_sinks_stop_(cbt_sinks *l);
  * abandoned one's thread does it later). After cbt_sinks_stop_. */
 void cbt_sinks_destroy_(cbt_sinks *l);
 
-/* For a sink's last flush, the one cbt_shutdown makes on its own thread
- * (cbt_tracer_get() is NULL by then): the self-metrics of the tracer being
- * shut down, as cbt_metrics_get gave them while it ran, in full (not the
- * out-struct rule). Its harvester has stopped and its open spans were ended,
- * so they are final but for the losses of the sinks' stop. On any other
- * thread, or outside that window, CBT_ERR_NOT_INITIALIZED (tracer.c). */
-struct cbt_metrics;
-cbt_status cbt_metrics_closing_(struct cbt_metrics *out);
-
 /* Wrap `inner` (taken over: its destroy is called once, by whoever lets go
  * last) in a sink thread with a queue of CBT_SINK_QUEUE_BYTES; *out is a
  * CBT_SINK_NONBLOCKING sink. `errors` counts the inner callbacks' failures. */
