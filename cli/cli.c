@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cbt.h"
+#include "cli_otlp.h"
 #include "demo.h"
 #include "cmd_replay.h"
 
@@ -20,7 +21,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
             "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
-            "                [--enable-tracing --otlp-endpoint URL]\n"
+            "                [--enable-tracing --otlp-endpoint URL [--otlp-protocol P]]\n"
             "                [--trace-level gpu [--trace-output FILE.lct]]\n"
             "       cbt replay FILE.lct [--spans OUT.jsonl] [--output trace.json]\n"
             "                  [--otlp-endpoint URL] [--speed N | --asap] [--force]\n"
@@ -42,9 +43,12 @@ static void usage(FILE *f)
             "                     and a blend server (threads here, processes in production)\n"
             "                     joining one trace through W3C traceparents; head sampling\n"
             "                     from OTEL_TRACES_SAMPLER[_ARG] (CPU backend, work simulated)\n"
-            "  --enable-tracing   also export spans over OTLP/HTTP; needs --otlp-endpoint\n"
-            "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318\n"
-            "                     (/v1/traces is appended); OTEL_EXPORTER_OTLP_* apply\n"
+            "  --enable-tracing   also export spans over OTLP; needs --otlp-endpoint\n"
+            "  --otlp-endpoint U  collector base URL, e.g. http://localhost:4318 (OTLP/HTTP:\n"
+            "                     /v1/traces is appended) or, with grpc, http://localhost:4317;\n"
+            "                     OTEL_EXPORTER_OTLP_* apply\n"
+            "  --otlp-protocol P  grpc, http/protobuf or http/json (default:\n"
+            "                     OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)\n"
             "  --trace-level gpu  record what the span builders consume into an LMCT file\n"
             "                     (CBT_TRACE_LEVEL); replay it anywhere with cbt replay FILE\n"
             "  --trace-output F   the recording (CBT_TRACE_OUTPUT; default: a timestamped\n"
@@ -135,6 +139,14 @@ static int cmd_demo(int argc, char **argv)
             }
             endpoint = val;
             i++;
+        } else if (!strcmp(a, "--otlp-protocol")) {
+            if ((o.otlp_protocol = cli_otlp_protocol_parse(val)) < 0) {
+                fprintf(stderr, "cbt: --otlp-protocol: %s%s%s is not grpc, http/protobuf or "
+                                "http/json\n", val ? "'" : "", val ? val : "(no value)",
+                        val ? "'" : "");
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--enable-tracing")) {
             tracing = 1;
         } else if (!strcmp(a, "--trace-level")) {
@@ -176,6 +188,10 @@ static int cmd_demo(int argc, char **argv)
     }
     if (endpoint && !tracing) {
         fprintf(stderr, "cbt: --otlp-endpoint is given without --enable-tracing\n");
+        return 2;
+    }
+    if (o.otlp_protocol >= 0 && !tracing) {
+        fprintf(stderr, "cbt: --otlp-protocol is given without --enable-tracing\n");
         return 2;
     }
     o.otlp_endpoint = tracing ? endpoint : NULL;

@@ -9,6 +9,7 @@
 
 #include "cbt/otlp.h"
 #include "cbt/trace_file.h"
+#include "cli_otlp.h"
 #include "demo.h"
 
 _Static_assert(CBT_DEMO_ENDPOINT_MAX + sizeof "/v1/metrics" <=
@@ -29,7 +30,7 @@ static cbt_status add_watched(sink_watch *w, const cbt_sink *sk)
 }
 
 int cli_sinks_add(const char *prog, const char *output, const char *spans,
-                  const char *otlp_endpoint, cli_sinks *ds)
+                  const char *otlp_endpoint, int otlp_protocol, cli_sinks *ds)
 {
     cbt_sink sk;
     cbt_status st = CBT_OK;
@@ -56,27 +57,8 @@ int cli_sinks_add(const char *prog, const char *output, const char *spans,
     if (ds->endpoint) {
 #ifdef CBT_WITH_OTLP
         cbt_otlp_config c;
-        cbt_otlp_config_default(&c);
-        if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK)
+        if (cli_otlp_config(prog, ds->endpoint, otlp_protocol, &c) != 0)
             return -1;
-        size_t l = strlen(ds->endpoint);
-        int traces_url = l >= 10 && strcmp(ds->endpoint + l - 10, "/v1/traces") == 0;
-        const char *suffix = traces_url
-                                 ? ""
-                                 : (ds->endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
-        /* the metrics URL: the same base with /v1/metrics (a traces URL's
-         * /v1/traces replaced) */
-        int base_len = traces_url ? (int)(l - 10) : (int)l;
-        const char *msuffix = !traces_url && ds->endpoint[l - 1] == '/' ? "v1/metrics"
-                                                                             : "/v1/metrics";
-        if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", ds->endpoint, suffix) >=
-                sizeof c.endpoint ||
-            (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
-                             ds->endpoint, msuffix) >= sizeof c.metrics_endpoint) {
-            /* cli.c refuses such a value (exit 2, CBT_DEMO_ENDPOINT_MAX) */
-            fprintf(stderr, "%s: --otlp-endpoint is too long\n", prog);
-            return -1;
-        }
         c.blend = cbt_blend_metrics_current(); /* lmcache_blend.* to /v1/metrics */
         ds->otlp_final = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
         c.final_stats = &ds->otlp_final; /* the figures after its last export */

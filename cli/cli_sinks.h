@@ -22,9 +22,11 @@ typedef struct cli_sinks {
 } cli_sinks;
 
 /* Add the sinks asked for to the process-wide tracer (cbt_add_sink); a
- * message naming `prog` and the file or URL on failure. Returns 0 or -1. */
+ * message naming `prog` and the file or URL on failure. `otlp_protocol`: a
+ * cbt_otlp_protocol (--otlp-protocol), or -1 for the environment's
+ * (cli_otlp.h). Returns 0 or -1. */
 int cli_sinks_add(const char *prog, const char *output, const char *spans,
-                  const char *otlp_endpoint, cli_sinks *ds);
+                  const char *otlp_endpoint, int otlp_protocol, cli_sinks *ds);
 
 /* After cbt_shutdown: where the spans went, from the final figures. A file
  * that lost spans is named on stderr with the count; so are the exporter's

@@ -121,7 +121,7 @@ int cbt_replay_lmct_main(int argc, char **argv)
         return 1;
     }
     cli_sinks ds;
-    if (cli_sinks_add("cbt replay", output, spans, endpoint, &ds) != 0) {
+    if (cli_sinks_add("cbt replay", output, spans, endpoint, -1, &ds) != 0) {
         cbt_shutdown();
         cbt_replay_close(r);
         return 1;

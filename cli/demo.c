@@ -95,7 +95,7 @@ cbt_demo_opts cbt_demo_defaults(void)
 {
     cbt_demo_opts o = {.requests = 8, .concurrency = 4, .seed = 42,
                        .output = "cbt-trace.json", .spans = "cbt-spans.jsonl", .trees = 3,
-                       .slowest = 3, .backend = CBT_DEMO_AUTO};
+                       .slowest = 3, .backend = CBT_DEMO_AUTO, .otlp_protocol = -1};
     return o;
 }
 
@@ -408,7 +408,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
         cbt_memsink_release(mem);
         return 1;
     }
-    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -540,7 +540,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         cbt_shutdown();
         return 1;
     }
-    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;

@@ -35,6 +35,8 @@ typedef struct cbt_demo_opts {
     cbt_demo_backend backend;
     const char *otlp_endpoint; /* with --enable-tracing: the collector; at most
                                   CBT_DEMO_ENDPOINT_MAX bytes */
+    int otlp_protocol;    /* --otlp-protocol: a cbt_otlp_protocol; -1 (the
+                             default): OTEL_EXPORTER_OTLP_PROTOCOL's */
     int progress;         /* draw a progress bar on stderr */
     int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
     const char *trace_level;  /* --trace-level: "gpu" records an LMCT file (cbt/replay.h) */

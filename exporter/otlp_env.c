@@ -45,6 +45,10 @@
  *   OTEL_METRICS_EXPORTER                 none disables the metrics export;
  *                                         otlp (or unset) keeps it; anything
  *                                         else is reported and read as otlp
+ *   CBT_OTLP_SELF_METRICS                 cbt's own: 1 exports the cbt.* health
+ *                                         instruments even without a blend set,
+ *                                         0 never; anything else is reported
+ *                                         and the config's value kept
  * The _TRACES_ form wins whenever it is set. One exporter sends both signals
  * over one connection with one set of headers, timeout, compression,
  * protocol and TLS settings (which metrics requests use too): the _METRICS_
@@ -512,6 +516,23 @@ static void set_metrics(cbt_otlp_config *c, FILE *log)
                    unread[i][1]);
 }
 
+static void set_self_metrics(cbt_otlp_config *c, FILE *log)
+{
+    const char *v = env("CBT_OTLP_SELF_METRICS");
+    if (!v)
+        return;
+    if (strcmp(v, "1") == 0)
+        c->self_metrics = CBT_OTLP_SELF_METRICS_ON;
+    else if (strcmp(v, "0") == 0)
+        c->self_metrics = CBT_OTLP_SELF_METRICS_OFF;
+    else
+        report(log, "CBT_OTLP_SELF_METRICS", "\"%.32s\" is neither 1 nor 0: keeping %s", v,
+               c->self_metrics == CBT_OTLP_SELF_METRICS_ON    ? "1 (on)"
+               : c->self_metrics == CBT_OTLP_SELF_METRICS_OFF ? "0 (off)"
+                                                              : "the default (with the "
+                                                                "blend metrics)");
+}
+
 static void set_compression(cbt_otlp_config *c, FILE *log)
 {
     const char *var;
@@ -716,6 +737,7 @@ static cbt_status env_apply(cbt_otlp_config *c, FILE *log)
     if (set_tls_paths(c, log) != CBT_OK)
         st = CBT_ERR_INVAL;
     set_metrics(c, log);
+    set_self_metrics(c, log);
     if (metrics_off)
         c->metrics_disabled = 1; /* whatever OTEL_METRICS_EXPORTER said */
     return st;

@@ -76,8 +76,11 @@
  *                          shutdown deadline)
  *   anything else          the batch fails for good: dropped and counted
  *
- * Metrics (cfg.blend set, cfg.metrics_disabled clear): the thread takes a
- * cbt_blend_snapshot, encodes it (exporter/otlp_metrics.c) and sends it with
+ * Metrics (cfg.blend set, or cfg.self_metrics ON; cfg.metrics_disabled
+ * clear): the thread takes a cbt_blend_snapshot and, unless self_metrics is
+ * OFF, cbt's own health (cbt_metrics_get and this exporter's stats: the
+ * cbt.* instruments), encodes them as one request (exporter/otlp_metrics.c)
+ * and sends it with
  * the same post / retry / gzip / headers path to cfg.metrics_endpoint (one
  * easy handle: post() sets the URL, so spans and metrics share the kept-alive
  * connection). When: every metrics_interval_ms (0: never periodically),
@@ -90,6 +93,9 @@
  * min(retry_budget_ms, metrics_interval_ms), which also bounds how long a
  * metrics outage can hold span batches behind it. Counted in
  * metrics_exports / metrics_failures; retries and bytes in the shared ones.
+ * The final export at shutdown runs after the tracer is gone: its cbt.*
+ * figures are the ones the final flush read (cbt_metrics_closing_, on
+ * cbt_shutdown's thread, after the harvester stopped).
  *
  * Threads and stop path: the exporter thread is started by create and is the
  * only user of the curl handles and buffers. flush (cbt_flush's thread) moves
@@ -142,6 +148,7 @@
 #include "cbt/otlp.h"
 #include "internal/abi.h"
 #include "otlp_grpc.h"
+#include "internal/publish_hook.h" /* cbt_metrics_closing_ */
 #include "otlp_private.h"
 #include "internal/span_queue.h"
 
@@ -180,7 +187,10 @@ struct cbt_otlp_exporter {
     _Atomic uint64_t abort_at_ns; /* transfers in flight stop at this time (0: never) */
 
     /* ---- metrics: under lock ---- */
-    int metrics_on;        /* cfg.blend set and metrics not disabled */
+    int metrics_on;        /* cfg.blend set (or self_metrics ON) and metrics not disabled */
+    int self_on;           /* the cbt.* instruments go with each metrics export */
+    int have_closing;      /* `closing` holds the tracer's figures at the final flush */
+    cbt_metrics closing;
     uint64_t metrics_req;  /* bumped by each cbt_flush: export a snapshot now */
     uint64_t metrics_done; /* the last metrics_req the thread has served */
     int in_metrics;        /* a metrics export is running on the exporter thread */
@@ -214,12 +224,15 @@ struct cbt_otlp_exporter {
     char errbuf[CURL_ERROR_SIZE];
     uint64_t rng;
     cbt_blend_snapshot snap; /* the metrics export's copy (large: not on the stack) */
+    cbt_otlp_self_snapshot self; /* the cbt.* figures of a metrics export */
+    uint64_t created_ns;     /* wall clock at create: the cbt.* Sums' start time */
 
     /* ---- stats (cbt_otlp_stats): exported + dropped = the spans taken ---- */
     _Atomic uint64_t queued, exported, dropped, sent, failed, retries, bytes;
     _Atomic uint64_t metrics_exports, metrics_failures;
     _Atomic uint64_t rejected, too_large, split;
     _Atomic uint64_t by_grpc_code[CBT_OTLP_GRPC_CODES];
+    _Atomic uint64_t fail_class[6]; /* failures by HTTP status class (cbt_otlp_stats) */
 
     /* ---- log limiter ---- */
     pthread_mutex_t log_lock;
@@ -390,7 +403,7 @@ static cbt_status check_config(const cbt_otlp_config *c)
         fprintf(stderr, "cbt otlp: config: endpoint is not %s\n", want);
         return CBT_ERR_INVAL;
     }
-    if (c->blend && !c->metrics_disabled &&
+    if ((c->blend || c->self_metrics == CBT_OTLP_SELF_METRICS_ON) && !c->metrics_disabled &&
         !endpoint_ok(c, c->metrics_endpoint, sizeof c->metrics_endpoint)) {
         fprintf(stderr, "cbt otlp: config: metrics_endpoint is not %s\n", want);
         return CBT_ERR_INVAL;
@@ -398,6 +411,11 @@ static cbt_status check_config(const cbt_otlp_config *c)
     if (c->max_message_bytes == 0) {
         fprintf(stderr, "cbt otlp: config: max_message_bytes must be positive (default %u)\n",
                 CBT_OTLP_MAX_MESSAGE_DEFAULT);
+        return CBT_ERR_INVAL;
+    }
+    if (c->self_metrics > CBT_OTLP_SELF_METRICS_OFF) {
+        fprintf(stderr, "cbt otlp: config: self_metrics %u is not AUTO, ON or OFF\n",
+                c->self_metrics);
         return CBT_ERR_INVAL;
     }
     cbt_status st;
@@ -993,6 +1011,14 @@ static cbt_status body_start(cbt_otlp_exporter *e)
     return CBT_OK;
 }
 
+/* A payload (a batch, a metrics snapshot) that failed for good, by the HTTP
+ * status of its last try; 0: none came (cbt_otlp_stats.failures_by_http_class). */
+static void count_failure(cbt_otlp_exporter *e, long http_code)
+{
+    unsigned k = http_code >= 100 && http_code < 600 ? (unsigned)(http_code / 100) : 0;
+    atomic_fetch_add_explicit(&e->fail_class[k], 1, memory_order_relaxed);
+}
+
 /* One payload on its way: where it goes and what its loss means in the log. */
 typedef struct send_job {
     const char *url;
@@ -1018,6 +1044,7 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, uint8_t *data,
         if (!gzip_into(data + pre, len - pre, &e->gz, pre)) {
             snprintf(key, sizeof key, "%sgzip", j->key_prefix);
             elog(e, key, "gzip of %s (%zu bytes) failed: %s", j->what, len - pre, j->lost);
+            count_failure(e, 0);
             return 0;
         }
         data = e->gz.data;
@@ -1057,11 +1084,13 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, uint8_t *data,
         if (r == POST_ABORTED) {
             snprintf(key, sizeof key, "%saborted", j->key_prefix);
             elog(e, key, "shutdown deadline reached during a POST of %s: %s", j->what, j->lost);
+            count_failure(e, code);
             return 0;
         }
         if (r == POST_FAIL) {
             elog(e, key, "the collector refused %s (%s): %s, not retried", j->what, what,
                  j->lost);
+            count_failure(e, code);
             return 0;
         }
         /* the collector's wish to wait: Retry-After (HTTP), RetryInfo (gRPC) */
@@ -1079,6 +1108,7 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, uint8_t *data,
             snprintf(key, sizeof key, "%sbudget", j->key_prefix);
             elog(e, key, "giving up on %s after %u tries (%s): retry budget of %u ms spent, %s",
                  j->what, attempt + 1, what, j->budget_ms, j->lost);
+            count_failure(e, code);
             return 0;
         }
         elog(e, key, "export of %s failed (%s): retrying", j->what, what);
@@ -1091,6 +1121,7 @@ static int send_retrying(cbt_otlp_exporter *e, const send_job *j, uint8_t *data,
             snprintf(key, sizeof key, "%sshutdown-retry", j->key_prefix);
             elog(e, key, "shutdown deadline reached while retrying %s (%s): %s", j->what, what,
                  j->lost);
+            count_failure(e, code);
             return 0;
         }
         atomic_fetch_add_explicit(&e->retries, 1, memory_order_relaxed);
@@ -1147,6 +1178,7 @@ static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
     if (st != CBT_OK) {
         elog(e, "encode", "encoding a batch of %zu spans failed: %s (dropped)", n,
              cbt_strerror(st));
+        count_failure(e, 0);
         drop(e, n);
         return;
     }
@@ -1183,7 +1215,45 @@ static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
     atomic_fetch_add_explicit(&e->sent, 1, memory_order_relaxed);
 }
 
-/* Snapshot cfg.blend, encode and send it (send_retrying). A failure loses
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* cbt's own health for a metrics export (exporter thread, lock not held):
+ * the tracer's figures (the final flush's, once it read them at shutdown;
+ * else cbt_metrics_get's; else none: no tracer) and this exporter's stats. */
+static void take_self(cbt_otlp_exporter *e, cbt_otlp_self_snapshot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->start_ns = e->created_ns;
+    s->time_ns = wall_ns();
+    pthread_mutex_lock(&e->lock);
+    if (e->have_closing) {
+        s->tracer = e->closing;
+        s->have_tracer = 1;
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (!s->have_tracer) {
+        s->tracer = (cbt_metrics)CBT_STRUCT_INIT(cbt_metrics);
+        s->have_tracer = cbt_metrics_get(&s->tracer) == CBT_OK;
+    }
+    s->exporter = (cbt_otlp_stats)CBT_STRUCT_INIT(cbt_otlp_stats);
+    (void)cbt_otlp_exporter_stats(e, &s->exporter);
+    /* over gRPC the failures go by status code: [1..16] from the stats'
+     * failures_by_grpc_code (span batches that failed for good, by the
+     * collector's last answer), [0] (no status: the connection, a timeout,
+     * shutdown) from failures_by_http_class[0] */
+    s->grpc = e->cfg.protocol == CBT_OTLP_GRPC;
+    for (int i = 1; i < CBT_OTLP_GRPC_CODES; i++)
+        s->failures_by_grpc_code[i] = s->exporter.failures_by_grpc_code[i];
+    s->failures_by_grpc_code[0] = s->exporter.failures_by_http_class[0];
+}
+
+/* Snapshot cfg.blend (when set) and cbt's own health (unless self_metrics
+ * is OFF), encode them as one request and send it (send_retrying). A failure loses
  * nothing the next export does not carry (the values are cumulative), so the
  * retry budget is at most one interval. Spans come first: a periodic or
  * flush-requested export (yieldable) stops as soon as spans wait on a flush,
@@ -1193,17 +1263,22 @@ static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
 static int export_metrics(cbt_otlp_exporter *e, int yieldable)
 {
     const cbt_otlp_config *c = &e->cfg;
-    cbt_status st = cbt_blend_snapshot_take(c->blend, &e->snap);
+    const cbt_blend_snapshot *blend = NULL;
+    cbt_status st = CBT_OK;
+    if (c->blend && (st = cbt_blend_snapshot_take(c->blend, &e->snap)) == CBT_OK)
+        blend = &e->snap;
     if (st == CBT_OK)
         st = body_start(e);
     if (st == CBT_OK) {
-        st = c->protocol == CBT_OTLP_HTTP_JSON
-                 ? cbt_otlp_encode_metrics_json(&c->resource, &e->snap, &e->body)
-                 : cbt_otlp_encode_metrics_proto(&c->resource, &e->snap, &e->body);
+        if (e->self_on)
+            take_self(e, &e->self);
+        st = cbt_otlp_encode_metrics_(&c->resource, blend, e->self_on ? &e->self : NULL,
+                                      c->protocol == CBT_OTLP_HTTP_JSON, &e->body);
     }
     if (st != CBT_OK) {
         elog(e, "metrics-encode", "encoding the metrics failed: %s (snapshot dropped)",
              cbt_strerror(st));
+        count_failure(e, 0);
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
         return 1;
     }
@@ -1395,6 +1470,15 @@ static cbt_status sink_flush_within(void *ctx, uint32_t bound_ms)
         cv_wait_until(&e->done_cv, &e->lock, until);
     cbt_status st = e->head >= target ? CBT_OK : CBT_ERR_TIMEOUT;
     pthread_mutex_unlock(&e->lock);
+    cbt_metrics m;
+    if (final && e->self_on && cbt_metrics_closing_(&m) == CBT_OK) {
+        /* the tracer's last figures, for the final metrics export (the
+         * tracer is gone by then); the queue's fate is in them */
+        pthread_mutex_lock(&e->lock);
+        e->closing = m;
+        e->have_closing = 1;
+        pthread_mutex_unlock(&e->lock);
+    }
     return st;
 }
 
@@ -1538,7 +1622,10 @@ cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c, cbt_otlp_expo
         return CBT_ERR_NOMEM;
     e->cfg = *c;
     e->cap = c->max_queue;
-    e->metrics_on = c->blend != NULL && !c->metrics_disabled;
+    e->metrics_on = !c->metrics_disabled &&
+                    (c->blend != NULL || c->self_metrics == CBT_OTLP_SELF_METRICS_ON);
+    e->self_on = e->metrics_on && c->self_metrics != CBT_OTLP_SELF_METRICS_OFF;
+    e->created_ns = wall_ns();
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->log_lock, NULL);
     pthread_condattr_t ca;
@@ -1627,6 +1714,13 @@ cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_stats *caller)
         for (int i = 0; i < CBT_OTLP_GRPC_CODES; i++)
             out->failures_by_grpc_code[i] =
                 atomic_load_explicit(&e->by_grpc_code[i], memory_order_relaxed);
+        for (unsigned k = 0; k < 6; k++)
+            out->failures_by_http_class[k] =
+                atomic_load_explicit(&e->fail_class[k], memory_order_relaxed);
+        pthread_mutex_lock(&e->lock); /* held for a subtraction (never across I/O) */
+        out->queue_size = e->tail - e->head;
+        pthread_mutex_unlock(&e->lock);
+        out->queue_capacity = e->cap;
     }
     cbt_abi_out_(caller, out, sizeof *out, CBT_OTLP_STATS_VERSION);
     return CBT_OK;

@@ -1,6 +1,10 @@
-/* exporter/otlp_metrics.c — owns OTLP encoding of the lmcache_blend.* metrics
- * (otlp.h): one cbt_blend_snapshot as an ExportMetricsServiceRequest, in
- * protobuf bytes and in OTLP/JSON.
+/* exporter/otlp_metrics.c — owns OTLP encoding of metrics (otlp.h): the
+ * lmcache_blend.* set (one cbt_blend_snapshot) and cbt's own health, the
+ * cbt.* instruments (one cbt_otlp_self_snapshot, otlp_private.h: the
+ * tracer's cbt_metrics and the exporter's cbt_otlp_stats), as one
+ * ExportMetricsServiceRequest, in protobuf bytes and in OTLP/JSON. The
+ * names, units, descriptions and attributes of the cbt.* instruments are
+ * defined here (self_build) and listed in docs/exporters.md.
  *
  * Protobuf: the writer of otlp_encode.c (otlp_wire.h), not protobuf-c (the
  * generated code from exporter/proto/ is only the tests' decoder). As for
@@ -31,6 +35,13 @@
  *     as_double (ms), span_id (8 bytes), trace_id (16 bytes) — ids left out
  *     when all zero — and filtered_attributes [request_id: string] when the
  *     span had a request_id.
+ *   Then the cbt.* instruments (self_build's order), after the blend set in
+ *     the same ScopeMetrics (or alone): a counter a cumulative monotonic Sum,
+ *     a depth or a lag a Gauge; one NumberDataPoint per attribute value
+ *     (cbt.drop.reason, error.type: every value, zero or not, so each series
+ *     exists from the start), {start_time_unix_nano (Sums only; the
+ *     exporter's creation), time_unix_nano, as_int or as_double (seconds),
+ *     attributes [key: string]}.
  * Proto3 defaults (zero times, zero count, zero flags) are not written; a
  * oneof member (as_int, as_double) and a proto3 `optional` (sum, min, max)
  * always are when set, 0 included.
@@ -48,6 +59,7 @@
 #include <string.h>
 
 #include "cbt/otlp.h"
+#include "otlp_private.h"
 #include "otlp_wire.h"
 
 /* AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE */
@@ -126,7 +138,233 @@ static void plan_exemplar(const cbt_blend_exemplar *x, ex_plan *p)
     p->body = (uint32_t)z;
 }
 
-static void plan_request(const cbt_otlp_resource *r, const cbt_blend_snapshot *s, req_plan *p)
+/* ---- cbt's own health: the cbt.* instruments ----------------------------------------------
+ *
+ * self_build turns a cbt_otlp_self_snapshot into this list; both encoders
+ * write the list. Names follow OpenTelemetry's semantic conventions: a
+ * namespace (cbt.events, cbt.spans, cbt.harvester, cbt.exporter) and a noun,
+ * UCUM units with annotations ({event}, {span}) for counts and seconds for
+ * durations, a counter a cumulative monotonic Sum, a level (a depth, a lag)
+ * a Gauge. A counter split by why has one low-cardinality string attribute:
+ * cbt.drop.reason, or error.type for the exporter's failures (the
+ * conventions' key for an operation's failure class).
+ */
+#define SELF_MAX_POINTS CBT_OTLP_GRPC_CODES
+#define SELF_MAX_METRICS 17
+
+typedef struct self_point {
+    const char *key, *val; /* its one attribute; NULL: none */
+    bool dbl;              /* as_double, else as_int */
+    uint64_t i;
+    double d;
+} self_point;
+
+typedef struct self_metric {
+    const char *name, *desc, *unit;
+    bool gauge; /* else a cumulative monotonic Sum */
+    uint32_t n;
+    self_point p[SELF_MAX_POINTS];
+} self_metric;
+
+typedef struct self_list {
+    uint64_t start_ns, time_ns;
+    uint32_t n;
+    self_metric m[SELF_MAX_METRICS];
+} self_list;
+
+static self_metric *self_add(self_list *l, const char *name, const char *unit, bool gauge,
+                             const char *desc)
+{
+    self_metric *m = &l->m[l->n++];
+    memset(m, 0, sizeof *m);
+    m->name = name;
+    m->unit = unit;
+    m->gauge = gauge;
+    m->desc = desc;
+    return m;
+}
+
+static void self_int(self_metric *m, const char *key, const char *val, uint64_t v)
+{
+    self_point *p = &m->p[m->n++];
+    p->key = key;
+    p->val = val;
+    p->dbl = false;
+    p->i = v;
+}
+
+static void self_seconds(self_metric *m, uint64_t ns)
+{
+    self_point *p = &m->p[m->n++];
+    p->key = p->val = NULL;
+    p->dbl = true;
+    p->d = (double)ns / 1e9; /* correctly rounded: 1500000 ns is the double 0.0015 */
+}
+
+/* a counter with no attributes */
+static void self_count(self_list *l, const char *name, const char *unit, uint64_t v,
+                       const char *desc)
+{
+    self_int(self_add(l, name, unit, false, desc), NULL, NULL, v);
+}
+
+static const char k_reason[] = "cbt.drop.reason";
+static const char k_error[] = "error.type";
+
+/* error.type of failures_by_http_class[k] and of failures_by_grpc_code[c] */
+static const char *const k_http_class[6] = {"transport", "1xx", "2xx", "3xx", "4xx", "5xx"};
+static const char *const k_grpc_code[CBT_OTLP_GRPC_CODES] = {
+    "transport",         "CANCELLED",          "UNKNOWN",      "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "NOT_FOUND",          "ALREADY_EXISTS", "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",     "OUT_OF_RANGE",
+    "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",  "DATA_LOSS",
+    "UNAUTHENTICATED"};
+
+static void self_build(const cbt_otlp_self_snapshot *s, self_list *l)
+{
+    l->n = 0;
+    l->start_ns = s->start_ns;
+    l->time_ns = s->time_ns;
+    if (s->have_tracer) {
+        const cbt_metrics *t = &s->tracer;
+        self_count(l, "cbt.events.published", "{event}", t->published,
+                   "Events accepted into cbt's queues (the publishing threads' lanes and the "
+                   "shared queue)");
+        self_metric *m = self_add(l, "cbt.events.dropped", "{event}", false,
+                                  "Events cbt did not take, by cbt.drop.reason: queue_full (a "
+                                  "lane, the shared queue or the stream pool was full), rejected "
+                                  "(an unknown type or an invalid session), session_too_long "
+                                  "(refused by cbt_event_init), stream_mark_lost (a stream mark "
+                                  "accepted, then lost: no room when the stream reached it)");
+        self_int(m, k_reason, "queue_full", t->dropped_full);
+        self_int(m, k_reason, "rejected", t->rejected);
+        self_int(m, k_reason, "session_too_long", t->session_too_long);
+        self_int(m, k_reason, "stream_mark_lost", t->stream_marks_dropped);
+        self_count(l, "cbt.events.truncated_values", "{value}", t->meta_truncated,
+                   "String values cut to fit an event (the event itself was published)");
+        self_count(l, "cbt.spans.started", "{span}", t->spans_started, "Spans started");
+        self_count(l, "cbt.spans.ended", "{span}", t->spans_ended, "Spans ended");
+        self_count(l, "cbt.spans.dropped", "{span}", t->spans_dropped,
+                   "Spans never started: the span pool was exhausted");
+        self_count(l, "cbt.spans.unsampled", "{span}", t->spans_unsampled,
+                   "Spans ended in a sampled-out trace, given to no sink");
+        self_count(l, "cbt.spans.lost", "{span}", t->sink_spans_lost,
+                   "Spans sinks accepted and will never deliver (a failed write or export, a "
+                   "full exporter queue): the sum of every sink's spans_lost");
+        self_seconds(self_add(l, "cbt.harvester.lag", "s", true,
+                              "Oldest-event lag of the harvester's last round: its dispatch "
+                              "time minus the stamp of the oldest event it dispatched"),
+                     t->lag_last_ns);
+        self_seconds(self_add(l, "cbt.harvester.max_lag", "s", true,
+                              "The worst oldest-event lag of any harvester round since "
+                              "cbt_init"),
+                     t->lag_max_ns);
+        self_count(l, "cbt.harvester.wakeups", "{wakeup}", t->harvester_wakeups,
+                   "Times a publisher woke the idle harvester (the first publish after 100 ms "
+                   "with nothing to do); 0 in steady state");
+    }
+    const cbt_otlp_stats *e = &s->exporter;
+    self_int(self_add(l, "cbt.exporter.queue.size", "{span}", true,
+                      "Spans in the OTLP exporter's queue, not yet exported or dropped"),
+             NULL, NULL, e->queue_size);
+    self_int(self_add(l, "cbt.exporter.queue.capacity", "{span}", true,
+                      "Spans the OTLP exporter's queue holds at most (max_queue)"),
+             NULL, NULL, e->queue_capacity);
+    self_count(l, "cbt.exporter.spans.exported", "{span}", e->spans_exported,
+               "Spans the collector accepted");
+    self_count(l, "cbt.exporter.spans.dropped", "{span}", e->spans_dropped,
+               "Spans the OTLP exporter dropped (its queue full, their batch failed for good, "
+               "shutdown's deadline); part of cbt.spans.lost");
+    self_count(l, "cbt.exporter.retries", "{retry}", e->retries,
+               "Export requests (spans and metrics) sent again after a retryable failure");
+    self_metric *f = self_add(l, "cbt.exporter.failures", "{export}", false,
+                              "Exports (span batches and metric snapshots) that failed for good, "
+                              "by error.type, the outcome of their last try: transport (no "
+                              "response: the connection, a timeout, TLS, shutdown's deadline; "
+                              "or nothing was sent), 3xx / 4xx / 5xx (the HTTP status class), "
+                              "or the gRPC status code's name");
+    if (s->grpc) {
+        for (unsigned c = 0; c < CBT_OTLP_GRPC_CODES; c++)
+            self_int(f, k_error, k_grpc_code[c], s->failures_by_grpc_code[c]);
+    } else {
+        /* 1xx and 2xx never end a try as a failure: written only if counted */
+        for (unsigned k = 0; k < 6; k++)
+            if ((k != 1 && k != 2) || e->failures_by_http_class[k])
+                self_int(f, k_error, k_http_class[k], e->failures_by_http_class[k]);
+    }
+}
+
+/* protobuf sizes of the list's messages: pure, so the writer asks again */
+static uint32_t self_kv_any_len(const self_point *p)
+{
+    return (uint32_t)ld_size(cbt_otlp_str_of(p->val, (uint32_t)strlen(p->val)).out);
+}
+
+static uint32_t self_kv_len(const self_point *p)
+{
+    return (uint32_t)(ld_size(cbt_otlp_str_of(p->key, (uint32_t)strlen(p->key)).out) +
+                      ld_size(self_kv_any_len(p)));
+}
+
+static uint32_t self_point_len(const self_list *l, const self_metric *m, const self_point *p)
+{
+    size_t z = 9; /* as_double or as_int */
+    if (!m->gauge && l->start_ns)
+        z += 9;
+    if (l->time_ns)
+        z += 9;
+    if (p->key)
+        z += ld_size(self_kv_len(p));
+    return (uint32_t)z;
+}
+
+static uint32_t self_data_len(const self_list *l, const self_metric *m)
+{
+    size_t z = m->gauge ? 0 : 2 + 2; /* temporality, is_monotonic */
+    for (uint32_t i = 0; i < m->n; i++)
+        z += ld_size(self_point_len(l, m, &m->p[i]));
+    return (uint32_t)z;
+}
+
+/* a string field, left out when empty (proto3's default) */
+static size_t opt_str_len(const char *s)
+{
+    uint32_t n = cstr(s).out;
+    return n ? ld_size(n) : 0;
+}
+
+static uint32_t self_body_len(const self_list *l, const self_metric *m)
+{
+    return (uint32_t)(opt_str_len(m->name) + opt_str_len(m->desc) + opt_str_len(m->unit) +
+                      ld_size(self_data_len(l, m)));
+}
+
+static size_t self_list_len(const self_list *l)
+{
+    size_t z = 0;
+    for (uint32_t i = 0; i < l->n; i++)
+        z += ld_size(self_body_len(l, &l->m[i]));
+    return z;
+}
+
+static size_t plan_blend(const cbt_blend_snapshot *s, req_plan *p);
+
+/* The blend set `s` (NULL: none) and the cbt.* list `l` (NULL: none). */
+static void plan_request(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                         const self_list *l, req_plan *p)
+{
+    size_t sm = l ? self_list_len(l) : 0;
+    if (s)
+        sm += plan_blend(s, p);
+    p->res_len = cbt_otlp_pb_resource_len(r);
+    p->scope_len = cbt_otlp_pb_scope_len();
+    p->sm_len = ld_size(p->scope_len) + sm;
+    p->rm_len = ld_size(p->res_len) + ld_size(p->sm_len);
+    p->total = ld_size(p->rm_len);
+}
+
+/* The blend set's metrics into p->m; returns their bytes in ScopeMetrics. */
+static size_t plan_blend(const cbt_blend_snapshot *s, req_plan *p)
 {
     size_t times = (s->start_ns ? 9 : 0) + (s->time_ns ? 9 : 0);
     size_t sm = 0;
@@ -162,11 +400,7 @@ static void plan_request(const cbt_otlp_resource *r, const cbt_blend_snapshot *s
         m->body = name_fields_len(m) + (uint32_t)ld_size(m->data);
         sm += ld_size(m->body);
     }
-    p->res_len = cbt_otlp_pb_resource_len(r);
-    p->scope_len = cbt_otlp_pb_scope_len();
-    p->sm_len = ld_size(p->scope_len) + sm;
-    p->rm_len = ld_size(p->res_len) + ld_size(p->sm_len);
-    p->total = ld_size(p->rm_len);
+    return sm;
 }
 
 /* ---- protobuf: writing ---------------------------------------------------------------- */
@@ -284,13 +518,52 @@ static uint8_t *put_histogram(uint8_t *w, const cbt_blend_snapshot *s, unsigned 
     return w;
 }
 
-cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                         cbt_buf *out)
+static uint8_t *put_opt_str(uint8_t *w, unsigned field, const char *s)
 {
-    if (!r || !s || !out)
-        return CBT_ERR_INVAL;
+    cbt_otlp_str v = cstr(s);
+    return v.out ? cbt_otlp_put_str(w, field, v) : w;
+}
+
+/* One cbt.* instrument (the sizes: self_body_len and below). */
+static uint8_t *put_self_metric(uint8_t *w, const self_list *l, const self_metric *m)
+{
+    w = put_ld_head(w, 2, self_body_len(l, m)); /* ScopeMetrics.metrics */
+    w = put_opt_str(w, 1, m->name);             /* Metric.name */
+    w = put_opt_str(w, 2, m->desc);             /* Metric.description */
+    w = put_opt_str(w, 3, m->unit);             /* Metric.unit */
+    w = put_ld_head(w, m->gauge ? 5 : 7, self_data_len(l, m)); /* Metric.gauge / .sum */
+    for (uint32_t i = 0; i < m->n; i++) {
+        const self_point *p = &m->p[i];
+        w = put_ld_head(w, 1, self_point_len(l, m, p)); /* Gauge / Sum .data_points */
+        if (!m->gauge && l->start_ns)
+            w = put_fx64(w, 2, l->start_ns); /* start_time_unix_nano */
+        if (l->time_ns)
+            w = put_fx64(w, 3, l->time_ns);  /* time_unix_nano */
+        if (p->dbl)
+            w = put_f64(w, 4, p->d);         /* as_double */
+        else
+            w = put_fx64(w, 6, as_int(p->i)); /* as_int (sfixed64) */
+        if (p->key) {
+            w = put_ld_head(w, 7, self_kv_len(p)); /* NumberDataPoint.attributes */
+            w = cbt_otlp_put_str(w, 1, cstr(p->key));
+            w = put_ld_head(w, 2, self_kv_any_len(p)); /* KeyValue.value */
+            w = cbt_otlp_put_str(w, 1, cstr(p->val));  /* AnyValue.string_value */
+        }
+    }
+    if (!m->gauge) {
+        *w++ = TAG(2, WT_VARINT); /* Sum.aggregation_temporality */
+        *w++ = TEMPORALITY_CUMULATIVE;
+        *w++ = TAG(3, WT_VARINT); /* Sum.is_monotonic */
+        *w++ = 1;
+    }
+    return w;
+}
+
+static cbt_status encode_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                               const self_list *l, cbt_buf *out)
+{
     req_plan p;
-    plan_request(r, s, &p);
+    plan_request(r, s, l, &p);
     cbt_status st = cbt_otlp_buf_reserve(out, p.total);
     if (st != CBT_OK)
         return st;
@@ -300,12 +573,25 @@ cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_b
     w = cbt_otlp_pb_put_resource(w, 1, r); /* ResourceMetrics.resource */
     w = put_ld_head(w, 2, p.sm_len);       /* ResourceMetrics.scope_metrics */
     w = cbt_otlp_pb_put_scope(w, 1);       /* ScopeMetrics.scope */
-    for (unsigned c = 0; c < CBT_BC_COUNT_; c++)
-        w = put_counter(w, s, c, &p.m[c]);
-    for (unsigned h = 0; h < CBT_BH_COUNT_; h++)
-        w = put_histogram(w, s, h, &p.m[CBT_BC_COUNT_ + h]);
+    if (s) {
+        for (unsigned c = 0; c < CBT_BC_COUNT_; c++)
+            w = put_counter(w, s, c, &p.m[c]);
+        for (unsigned h = 0; h < CBT_BH_COUNT_; h++)
+            w = put_histogram(w, s, h, &p.m[CBT_BC_COUNT_ + h]);
+    }
+    if (l)
+        for (uint32_t i = 0; i < l->n; i++)
+            w = put_self_metric(w, l, &l->m[i]);
     out->len += (size_t)(w - w0);
     return CBT_OK;
+}
+
+cbt_status cbt_otlp_encode_metrics_proto(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                         cbt_buf *out)
+{
+    if (!r || !s || !out)
+        return CBT_ERR_INVAL;
+    return encode_proto(r, s, NULL, out);
 }
 
 /* ---- OTLP/JSON ------------------------------------------------------------------------- */
@@ -428,30 +714,80 @@ static void j_histogram(cbt_jbuf *b, const cbt_blend_snapshot *s, unsigned h)
     J(b, "}],\"aggregationTemporality\":2}}");
 }
 
-static void j_doc(cbt_jbuf *b, const cbt_otlp_resource *r, const cbt_blend_snapshot *s)
+static void j_self_metric(cbt_jbuf *b, const self_list *l, const self_metric *m)
+{
+    j_names(b, m->name, m->desc, m->unit);
+    if (m->gauge) /* (J takes a literal: no ?: inside it) */
+        J(b, ",\"gauge\":{\"dataPoints\":[");
+    else
+        J(b, ",\"sum\":{\"dataPoints\":[");
+    for (uint32_t i = 0; i < m->n; i++) {
+        const self_point *p = &m->p[i];
+        if (i)
+            J(b, ",");
+        J(b, "{");
+        if (!m->gauge) {
+            J(b, "\"startTimeUnixNano\":");
+            j_u64_str(b, l->start_ns);
+            J(b, ",");
+        }
+        J(b, "\"timeUnixNano\":");
+        j_u64_str(b, l->time_ns);
+        if (p->dbl) {
+            J(b, ",\"asDouble\":");
+            cbt_jbuf_f64(b, p->d);
+        } else {
+            J(b, ",\"asInt\":");
+            j_u64_str(b, as_int(p->i));
+        }
+        if (p->key) {
+            J(b, ",\"attributes\":[{\"key\":");
+            j_cstr(b, p->key);
+            J(b, ",\"value\":{\"stringValue\":");
+            j_cstr(b, p->val);
+            J(b, "}}]");
+        }
+        J(b, "}");
+    }
+    if (m->gauge)
+        J(b, "]}}");
+    else
+        J(b, "],\"aggregationTemporality\":2,\"isMonotonic\":true}}");
+}
+
+static void j_doc(cbt_jbuf *b, const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                  const self_list *l)
 {
     J(b, "{\"resourceMetrics\":[{\"resource\":");
     cbt_otlp_json_resource(b, r);
     J(b, ",\"scopeMetrics\":[{\"scope\":");
     cbt_otlp_json_scope(b);
     J(b, ",\"metrics\":[");
-    for (unsigned c = 0; c < CBT_BC_COUNT_; c++) {
-        if (c)
+    bool first = true;
+    if (s) {
+        for (unsigned c = 0; c < CBT_BC_COUNT_; c++) {
+            if (!first)
+                J(b, ",");
+            first = false;
+            j_counter(b, s, c);
+        }
+        for (unsigned h = 0; h < CBT_BH_COUNT_; h++) {
             J(b, ",");
-        j_counter(b, s, c);
+            j_histogram(b, s, h);
+        }
     }
-    for (unsigned h = 0; h < CBT_BH_COUNT_; h++) {
-        J(b, ",");
-        j_histogram(b, s, h);
+    for (uint32_t i = 0; l && i < l->n; i++) {
+        if (!first)
+            J(b, ",");
+        first = false;
+        j_self_metric(b, l, &l->m[i]);
     }
     J(b, "]}]}]}");
 }
 
-cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
-                                        cbt_buf *out)
+static cbt_status encode_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                              const self_list *l, cbt_buf *out)
 {
-    if (!r || !s || !out)
-        return CBT_ERR_INVAL;
     /* a guess, then exactly what the first try said it needs (the bounded
      * writer counts past its end; the output is deterministic) */
     size_t want = 32768;
@@ -460,7 +796,7 @@ cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_bl
         if (st != CBT_OK)
             return st;
         cbt_jbuf b = {(char *)out->data + out->len, out->cap - out->len, 0};
-        j_doc(&b, r, s);
+        j_doc(&b, r, s, l);
         if (b.need <= b.cap) {
             out->len += b.need;
             return CBT_OK;
@@ -468,4 +804,26 @@ cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_bl
         want = b.need;
     }
     return CBT_ERR_NOMEM; /* not reached: the second try has the room it asked for */
+}
+
+cbt_status cbt_otlp_encode_metrics_json(const cbt_otlp_resource *r, const cbt_blend_snapshot *s,
+                                        cbt_buf *out)
+{
+    if (!r || !s || !out)
+        return CBT_ERR_INVAL;
+    return encode_json(r, s, NULL, out);
+}
+
+/* ---- both sets in one request (otlp_private.h) ------------------------------------------ */
+
+cbt_status cbt_otlp_encode_metrics_(const cbt_otlp_resource *r, const cbt_blend_snapshot *blend,
+                                    const cbt_otlp_self_snapshot *self, int json, cbt_buf *out)
+{
+    if (!r || !out || (!blend && !self))
+        return CBT_ERR_INVAL;
+    self_list l; /* ~12 KiB: the exporter thread's stack, as the blend plan */
+    if (self)
+        self_build(self, &l);
+    return json ? encode_json(r, blend, self ? &l : NULL, out)
+                : encode_proto(r, blend, self ? &l : NULL, out);
 }

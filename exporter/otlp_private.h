@@ -3,7 +3,9 @@
 #define CBT_EXPORTER_OTLP_PRIVATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "cbt/otlp.h"
 #include "cbt/status.h"
 
 /* 1 for an http:// or https:// URL with a non-empty host and no whitespace or
@@ -45,5 +47,43 @@ cbt_status cbt_otlp_encode_proto_at_(const struct cbt_otlp_resource *r, size_t n
                                      cbt_otlp_span_at at, void *ctx, struct cbt_buf *out);
 cbt_status cbt_otlp_encode_json_at_(const struct cbt_otlp_resource *r, size_t n,
                                     cbt_otlp_span_at at, void *ctx, struct cbt_buf *out);
+
+/* ---- metrics: one request of the blend set and of cbt's own health ---- */
+
+/* cbt's own health as the exporter reads it for a metrics export
+ * (otlp_http.c), the cbt.* instruments' source (otlp_metrics.c, which names
+ * them; docs/exporters.md, "cbt's own health"). Plain values: it can be
+ * filled by hand (the tests' fixed set). */
+#ifndef CBT_OTLP_GRPC_CODES /* cbt/otlp.h's, with the gRPC transport's stats */
+#define CBT_OTLP_GRPC_CODES 17 /* gRPC status codes 0 (OK) .. 16 (UNAUTHENTICATED) */
+#endif
+typedef struct cbt_otlp_self_snapshot {
+    uint64_t start_ns;  /* wall clock: the exporter's creation (the Sums' start) */
+    uint64_t time_ns;   /* wall clock: when the figures were read */
+    int have_tracer;    /* `tracer` holds a tracer's figures (cbt_metrics_get, or the
+                           final flush's cbt_metrics_closing_); else no cbt.events.*,
+                           cbt.spans.*, cbt.harvester.* instruments are sent */
+    cbt_metrics tracer;
+    cbt_otlp_stats exporter; /* cbt_otlp_exporter_stats, complete */
+    /* failures by gRPC status code instead of by HTTP class (protocol grpc):
+     * [c] the exports that failed for good with code c; [0], OK, which never
+     * fails, stands for "no status" (transport) as failures_by_http_class[0]
+     * does. Filled by take_self (otlp_http.c) from the exporter's stats once
+     * they count by code: [1..16] from cbt_otlp_stats.failures_by_grpc_code,
+     * [0] from failures_by_http_class[0]. */
+    int grpc;
+    uint64_t failures_by_grpc_code[CBT_OTLP_GRPC_CODES];
+} cbt_otlp_self_snapshot;
+
+/* Append one ExportMetricsServiceRequest to `out`, protobuf or (json)
+ * OTLP/JSON: one resource, scope "cbt", the blend set's instruments (blend
+ * NULL: none) followed by the cbt.* ones (self NULL: none). With self NULL
+ * the bytes are cbt_otlp_encode_metrics_proto / _json's. CBT_ERR_INVAL when
+ * both are NULL (or r, out are), CBT_ERR_NOMEM. */
+struct cbt_blend_snapshot;
+cbt_status cbt_otlp_encode_metrics_(const struct cbt_otlp_resource *r,
+                                    const struct cbt_blend_snapshot *blend,
+                                    const cbt_otlp_self_snapshot *self, int json,
+                                    struct cbt_buf *out);
 
 #endif /* CBT_EXPORTER_OTLP_PRIVATE_H */

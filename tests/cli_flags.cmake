@@ -24,6 +24,11 @@ expect_exit(2 "--output needs a file name" demo --output)
 expect_exit(2 "--enable-tracing requires --otlp-endpoint" demo --enable-tracing)
 expect_exit(2 "--otlp-endpoint needs an http" demo --enable-tracing --otlp-endpoint ftp://x)
 expect_exit(2 "without --enable-tracing" demo --otlp-endpoint http://127.0.0.1:9)
+expect_exit(2 "--otlp-protocol: 'http' is not grpc, http/protobuf or http/json"
+            demo --enable-tracing --otlp-endpoint http://127.0.0.1:9 --otlp-protocol http)
+expect_exit(2 "--otlp-protocol: \\(no value\\)" demo --enable-tracing --otlp-endpoint
+            http://127.0.0.1:9 --otlp-protocol)
+expect_exit(2 "--otlp-protocol is given without --enable-tracing" demo --otlp-protocol grpc)
 expect_exit(2 "--slowest: 'x' is not an integer" demo --slowest x)
 expect_exit(0 "usage" --help)
 expect_exit(2 "which recording\\? \\(cbt replay FILE.lct\\)" replay)

@@ -22,7 +22,13 @@ With --metrics it runs `test_otlp_metrics --emit ...` instead and does the
 same three steps for ExportMetricsServiceRequest: the fixed snapshot of
 tests/test_otlp_metrics.c (emit_set), written out below (METRIC_*), every
 counter a cumulative monotonic Sum, every histogram a cumulative Histogram
-with its buckets, bounds, sum/min/max and exemplars.
+with its buckets, bounds, sum/min/max and exemplars; then cbt's own health,
+the cbt.* instruments (emit_self's fixed figures, SELF_*: Sums and Gauges,
+attributes, doubles in seconds). Then it runs `test_otlp_metrics
+--emit-workload ...`, a known workload through the real tracer and exporter
+(run_workload), and checks that the last metrics request it sent, decoded
+here, carries the counts the workload implies (WORKLOAD), in protobuf and,
+parsed by json_format, in OTLP/JSON.
 
 Exit 0: pass; 1: a difference (printed); 77: the package is not importable.
 scripts/run-pytest-venv.sh runs it with the venv scripts/pydeps.sh makes.
@@ -313,7 +319,7 @@ def check_metrics_request(req, version):
     sm = rm.scope_metrics[0]
     check_eq(sm.scope.name, "cbt", "scope name")
     check_eq(sm.scope.version, version, "scope version")
-    check_eq(len(sm.metrics), len(COUNTERS) + len(HISTOGRAMS), "number of metrics")
+    check_eq(len(sm.metrics), len(COUNTERS) + len(HISTOGRAMS) + len(SELF), "number of metrics")
     descs = header_descriptions()
     check_eq(len(descs), len(COUNTERS) + len(HISTOGRAMS), "descriptions found in the header")
     cumulative = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
@@ -364,6 +370,127 @@ def check_metrics_request(req, version):
             check_eq(e.span_id, x["span_id"], f"{v} span_id")
             check_attrs(e.filtered_attributes,
                         [("request_id", S, x["rid"])] if x["rid"] else [], v)
+    check_self_metrics(sm.metrics[len(COUNTERS) + len(HISTOGRAMS):], SELF_VALUES, T0, M_SNAP,
+                       "fixed set")
+
+
+# ---- cbt's own health: the cbt.* instruments (test_otlp_metrics.c, emit_self) ------------
+# (name, unit, kind, attribute key) in the order they are sent; kind "sum" is
+# a cumulative monotonic Sum of ints, "gauge" a Gauge of ints, "gauge_s" a
+# Gauge of doubles (seconds)
+SELF_TRACER = [
+    ("cbt.events.published", "{event}", "sum", None),
+    ("cbt.events.dropped", "{event}", "sum", "cbt.drop.reason"),
+    ("cbt.events.truncated_values", "{value}", "sum", None),
+    ("cbt.spans.started", "{span}", "sum", None),
+    ("cbt.spans.ended", "{span}", "sum", None),
+    ("cbt.spans.dropped", "{span}", "sum", None),
+    ("cbt.spans.unsampled", "{span}", "sum", None),
+    ("cbt.spans.lost", "{span}", "sum", None),
+    ("cbt.harvester.lag", "s", "gauge_s", None),
+    ("cbt.harvester.max_lag", "s", "gauge_s", None),
+    ("cbt.harvester.wakeups", "{wakeup}", "sum", None),
+]
+SELF_EXPORTER = [
+    ("cbt.exporter.queue.size", "{span}", "gauge", None),
+    ("cbt.exporter.queue.capacity", "{span}", "gauge", None),
+    ("cbt.exporter.spans.exported", "{span}", "sum", None),
+    ("cbt.exporter.spans.dropped", "{span}", "sum", None),
+    ("cbt.exporter.retries", "{retry}", "sum", None),
+    ("cbt.exporter.failures", "{export}", "sum", "error.type"),
+]
+SELF = SELF_TRACER + SELF_EXPORTER
+# name -> value, or {attribute value: value}, in that order
+SELF_VALUES = {
+    "cbt.events.published": 1001,
+    "cbt.events.dropped": {"queue_full": 11, "rejected": 12, "session_too_long": 13,
+                           "stream_mark_lost": 14},
+    "cbt.events.truncated_values": 15,
+    "cbt.spans.started": 2001,
+    "cbt.spans.ended": 1990,
+    "cbt.spans.dropped": 21,
+    "cbt.spans.unsampled": 22,
+    "cbt.spans.lost": 23,
+    "cbt.harvester.lag": 0.0015,
+    "cbt.harvester.max_lag": 0.25,
+    "cbt.harvester.wakeups": 31,
+    "cbt.exporter.queue.size": 7,
+    "cbt.exporter.queue.capacity": 32768,
+    "cbt.exporter.spans.exported": 1900,
+    "cbt.exporter.spans.dropped": 41,
+    "cbt.exporter.retries": 42,
+    "cbt.exporter.failures": {"transport": 51, "3xx": 53, "4xx": 54, "5xx": 55},
+}
+# the known workload (test_otlp_metrics.c, run_workload): what its last
+# metrics request carries; None: present, its value up to timing
+WORKLOAD = {
+    "cbt.events.published": 16,
+    "cbt.events.dropped": {"queue_full": 0, "rejected": 2, "session_too_long": 1,
+                           "stream_mark_lost": 0},
+    "cbt.events.truncated_values": 1,
+    "cbt.spans.started": 8,
+    "cbt.spans.ended": 8,
+    "cbt.spans.dropped": 0,
+    "cbt.spans.unsampled": 0,
+    "cbt.spans.lost": 0,
+    "cbt.harvester.lag": None,
+    "cbt.harvester.max_lag": None,
+    "cbt.harvester.wakeups": None,
+    "cbt.exporter.queue.size": 0,
+    "cbt.exporter.queue.capacity": 1000,
+    "cbt.exporter.spans.exported": 8,
+    "cbt.exporter.spans.dropped": 0,
+    "cbt.exporter.retries": 1,
+    "cbt.exporter.failures": {"transport": 0, "3xx": 0, "4xx": 1, "5xx": 0},
+}
+
+
+def check_self_metrics(metrics, values, start, time, where):
+    """The cbt.* instruments `metrics` (a list of Metric) against SELF and
+    `values`; `start` / `time` the Sums' start and every point's time (None:
+    read from the first point, and only checked to be equal everywhere)."""
+    cumulative = metrics_pb2.AggregationTemporality.AGGREGATION_TEMPORALITY_CUMULATIVE
+    check_eq([m.name for m in metrics], [n for n, _, _, _ in SELF], f"{where}: cbt.* names, in order")
+    first = metrics[0].sum.data_points[0] if metrics and metrics[0].HasField("sum") else None
+    if start is None and first is not None:
+        start, time = first.start_time_unix_nano, first.time_unix_nano
+        check(start > T0 and time > start, f"{where}: start {start} / time {time} are not now")
+    for m, (name, unit, kind, key) in zip(metrics, SELF):
+        w = f"{where} {name}"
+        check_eq(m.unit, unit, f"{w} unit")
+        check(len(m.description) > 10, f"{w} has no description")
+        data = "sum" if kind == "sum" else "gauge"
+        check_eq(m.WhichOneof("data"), data, f"{w} data")
+        if kind == "sum":
+            check_eq(m.sum.aggregation_temporality, cumulative, f"{w} temporality")
+            check_eq(m.sum.is_monotonic, True, f"{w} is_monotonic")
+        points = getattr(m, data).data_points
+        want = values[name]
+        got = {}
+        for p in points:
+            check_eq(p.WhichOneof("value"), "as_double" if kind == "gauge_s" else "as_int",
+                     f"{w} value type")
+            check_eq(p.start_time_unix_nano, start if kind == "sum" else 0, f"{w} start")
+            check_eq(p.time_unix_nano, time, f"{w} time")
+            check_eq(len(p.exemplars) + p.flags, 0, f"{w} extras")
+            v = p.as_double if kind == "gauge_s" else p.as_int
+            if key is None:
+                check_eq(len(p.attributes), 0, f"{w} attributes")
+                got = v
+            else:
+                check_eq([(a.key, a.value.WhichOneof("value")) for a in p.attributes],
+                         [(key, S)], f"{w} attribute")
+                if p.attributes:
+                    got[p.attributes[0].value.string_value] = v
+        if key is None:
+            check_eq(len(points), 1, f"{w} data points")
+        if want is None:
+            check(isinstance(got, (int, float)) and got >= 0, f"{w}: {got!r} is not >= 0")
+        elif isinstance(want, dict):
+            check_eq(list(got.items()), list(want.items()), f"{w} points")
+        else:
+            check_eq(got, want, f"{w} value")
+    return start, time
 
 
 def metrics_ids_to_base64(doc):
@@ -407,17 +534,7 @@ def main_metrics(binary):
           "protobuf bytes differ from the official serializer's for the same message")
 
     doc = json.loads(js_text)
-    for m in doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]:
-        pts = m.get("sum", m.get("histogram", {})).get("dataPoints", [])
-        for p in pts:
-            for key in ("startTimeUnixNano", "timeUnixNano", "asInt", "count"):
-                if key in p:
-                    check(isinstance(p[key], str) and re.fullmatch(r"-?[0-9]+", p[key]),
-                          f"JSON {m['name']} {key} {p[key]!r} is not a decimal string")
-            for b in p.get("bucketCounts", []):
-                check(isinstance(b, str), f"JSON {m['name']} bucketCounts {b!r} is not a string")
-        t = m.get("sum", m.get("histogram", {})).get("aggregationTemporality")
-        check(t == 2, f"JSON {m['name']} aggregationTemporality {t!r} is not the integer 2")
+    check_json_types(doc)
     metrics_ids_to_base64(doc)
     from_json = metrics_service_pb2.ExportMetricsServiceRequest()
     try:
@@ -428,6 +545,8 @@ def main_metrics(binary):
     if not check(from_json == req, "the JSON and the protobuf decode to different messages"):
         print("--- from protobuf:\n" + str(req) + "--- from JSON:\n" + str(from_json))
 
+    n_workload = check_workload(binary)
+
     if errors:
         for e in errors:
             print("FAIL:", e)
@@ -435,9 +554,69 @@ def main_metrics(binary):
     import google.protobuf
     import opentelemetry.proto.version as v
     print(f"PASS: {len(req.resource_metrics[0].scope_metrics[0].metrics)} metrics, "
-          f"{len(data)} protobuf bytes and {len(js_text)} JSON bytes match "
+          f"{len(data)} protobuf bytes and {len(js_text)} JSON bytes match; the workload's "
+          f"{n_workload} cbt.* instruments carry its counts "
           f"(opentelemetry-proto {v.__version__}, protobuf {google.protobuf.__version__})")
     return 0
+
+
+def check_json_types(doc):
+    """OTLP/JSON's own rules: 64-bit integers as decimal strings, the
+    temporality enum as an integer."""
+    for m in doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]:
+        data = m.get("sum", m.get("histogram", m.get("gauge", {})))
+        pts = data.get("dataPoints", [])
+        for p in pts:
+            for key in ("startTimeUnixNano", "timeUnixNano", "asInt", "count"):
+                if key in p:
+                    check(isinstance(p[key], str) and re.fullmatch(r"-?[0-9]+", p[key]),
+                          f"JSON {m['name']} {key} {p[key]!r} is not a decimal string")
+            for b in p.get("bucketCounts", []):
+                check(isinstance(b, str), f"JSON {m['name']} bucketCounts {b!r} is not a string")
+        if "gauge" in m:
+            check("aggregationTemporality" not in m["gauge"], f"JSON {m['name']} gauge has a "
+                  "temporality")
+            continue
+        t = data.get("aggregationTemporality")
+        check(t == 2, f"JSON {m['name']} aggregationTemporality {t!r} is not the integer 2")
+
+
+def check_workload(binary):
+    """The known workload's last metrics request (protobuf, then OTLP/JSON
+    through json_format) against WORKLOAD. Returns the instruments seen."""
+    with tempfile.TemporaryDirectory(prefix="cbt-otlp-") as d:
+        pb_path, js_path = os.path.join(d, "workload.pb"), os.path.join(d, "workload.json")
+        r = subprocess.run([binary, "--emit-workload", pb_path, js_path], capture_output=True,
+                           text=True, timeout=120)
+        if r.returncode != 0:
+            errors.append(f"{binary} --emit-workload exited {r.returncode}: {r.stderr.strip()}")
+            return 0
+        with open(pb_path, "rb") as f:
+            data = f.read()
+        with open(js_path, "rb") as f:
+            doc = json.loads(f.read().decode("utf-8"))
+    req = metrics_service_pb2.ExportMetricsServiceRequest()
+    try:
+        req.ParseFromString(data)
+    except Exception as e:
+        errors.append(f"the official decoder refused the workload's protobuf: {e!r}")
+        return 0
+    check(req.SerializeToString(deterministic=True) == data,
+          "workload: protobuf bytes differ from the official serializer's")
+    check_eq(len(req.resource_metrics), 1, "workload resource_metrics")
+    sm = req.resource_metrics[0].scope_metrics[0]
+    check_eq(sm.scope.name, "cbt", "workload scope")
+    check_self_metrics(sm.metrics, WORKLOAD, None, None, "workload (protobuf)")
+    check_json_types(doc)
+    from_json = metrics_service_pb2.ExportMetricsServiceRequest()
+    try:
+        json_format.Parse(json.dumps(doc), from_json)
+    except Exception as e:
+        errors.append(f"json_format.Parse refused the workload's OTLP/JSON: {e!r}")
+        return 0
+    check_self_metrics(from_json.resource_metrics[0].scope_metrics[0].metrics, WORKLOAD, None,
+                       None, "workload (JSON)")
+    return len(sm.metrics)
 
 
 def main():

@@ -485,6 +485,35 @@ static void otlp_config_v1_without_final_stats(void **state)
     assert_int_equal(fs.s.spans_dropped, 0);
     assert_true(poisoned(fs.raw + ns, sizeof fs.raw - ns));
 }
+
+/* A version-2 cbt_otlp_config (sizeof before self_metrics was appended) is
+ * accepted: the poison past its size, which as self_metrics would be
+ * refused (not AUTO, ON or OFF), is never read; the field takes its
+ * default. */
+static void otlp_config_v2_without_self_metrics(void **state)
+{
+    (void)state;
+    static union {
+        cbt_otlp_config c;
+        unsigned char raw[sizeof(cbt_otlp_config) + 16];
+    } u;
+    memset(&u, POISON, sizeof u);
+    cbt_otlp_config_default(&u.c);
+    size_t v2 = offsetof(cbt_otlp_config, final_stats) + sizeof u.c.final_stats;
+    u.c.version = 2;
+    u.c.size = (uint32_t)v2;
+    memset(u.raw + v2, POISON, sizeof u.raw - v2);
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&u.c, &e, &sink), CBT_OK);
+    assert_non_null(e);
+    sink.destroy(sink.ctx);
+    /* the full struct with that value is refused: the poison would count */
+    cbt_otlp_config c;
+    cbt_otlp_config_default(&c);
+    memset(&c.self_metrics, POISON, sizeof c.self_metrics);
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+}
 #endif
 
 /* ---- the entry points of the inline producers (cbt.h, "versioned structs") ---- */
@@ -689,6 +718,7 @@ int main(void)
 #ifdef CBT_WITH_OTLP
         cmocka_unit_test(otlp_config_both_directions),
         cmocka_unit_test_teardown(otlp_config_v1_without_final_stats, tu_teardown),
+        cmocka_unit_test(otlp_config_v2_without_self_metrics),
 #endif
         cmocka_unit_test(defaults_into_bounded),
         cmocka_unit_test_teardown(constructors_into_bounded, tu_teardown),

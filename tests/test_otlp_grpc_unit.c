@@ -795,7 +795,7 @@ static void config_defaults(void **state)
     cbt_otlp_config c;
     cbt_otlp_config_default(&c);
     assert_int_equal(c.version, CBT_OTLP_CONFIG_VERSION);
-    assert_int_equal(CBT_OTLP_CONFIG_VERSION, 3);
+    assert_int_equal(CBT_OTLP_CONFIG_VERSION, 4); /* v3 gRPC and TLS, v4 self_metrics */
     assert_int_equal(c.max_message_bytes, 4194304 - 65536);
     assert_int_equal(c.insecure, 0);
     assert_string_equal(c.certificate, "");

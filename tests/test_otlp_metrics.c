@@ -20,13 +20,24 @@
  * OTEL_SDK_DISABLED, and the environment table of the new variables.
  * The exporter is freed by cbt_shutdown, so its stats are read before it.
  *
- * Also a fixture generator for tests/otlp_decode.py --metrics (the official
+ * cbt's own health (the cbt.* instruments, otlp_private.h's self snapshot):
+ * fixed figures encoded with and without the blend set, over HTTP and gRPC
+ * failure codes, in protobuf and JSON; then a known workload through the
+ * real tracer and exporter (self_metrics ON, no blend set, a 503 and a 400
+ * from the collector) whose last metrics request must carry exactly the
+ * counts the workload implies; OFF and AUTO; CBT_OTLP_SELF_METRICS.
+ *
+ * Also fixture generators for tests/otlp_decode.py --metrics (the official
  * opentelemetry-proto package decodes our bytes):
  *
  *   test_otlp_metrics --emit <file.pb> <file.json>
+ *   test_otlp_metrics --emit-workload <file.pb> <file.json>
  *
- * writes the fixed snapshot below (emit_set) and exits 0; otlp_decode.py
- * holds the same values, written out independently: change both together.
+ * --emit writes the fixed snapshot below (emit_set, then emit_self's health
+ * figures) and exits 0; --emit-workload runs the known workload (run_workload)
+ * twice, protobuf then JSON, and writes the last metrics request of each.
+ * otlp_decode.py holds the same values, written out independently: change
+ * both together.
  */
 #include <math.h>
 #include <stdio.h>
@@ -42,6 +53,7 @@
 #include "opentelemetry/proto/collector/metrics/v1/metrics_service.pb-c.h"
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
 #include "cbt/otlp.h"
+#include "exporter/otlp_private.h" /* cbt_otlp_self_snapshot, cbt_otlp_encode_metrics_ */
 
 typedef Opentelemetry__Proto__Collector__Metrics__V1__ExportMetricsServiceRequest pb_mreq;
 typedef Opentelemetry__Proto__Metrics__V1__Metric pb_metric;
@@ -53,6 +65,8 @@ typedef Opentelemetry__Proto__Common__V1__KeyValue pb_kv;
 #define CUMULATIVE OPENTELEMETRY__PROTO__METRICS__V1__AGGREGATION_TEMPORALITY__AGGREGATION_TEMPORALITY_CUMULATIVE
 #define DATA_SUM OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_SUM
 #define DATA_HIST OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_HISTOGRAM
+#define DATA_GAUGE OPENTELEMETRY__PROTO__METRICS__V1__METRIC__DATA_GAUGE
+#define AS_DOUBLE OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_DOUBLE
 #define AS_INT OPENTELEMETRY__PROTO__METRICS__V1__NUMBER_DATA_POINT__VALUE_AS_INT
 #define EX_AS_DOUBLE OPENTELEMETRY__PROTO__METRICS__V1__EXEMPLAR__VALUE_AS_DOUBLE
 #define HAS_SUM OPENTELEMETRY__PROTO__METRICS__V1__HISTOGRAM_DATA_POINT___SUM_SUM
@@ -169,17 +183,22 @@ static int write_file(const char *path, const cbt_buf *b)
     return (w == b->len && rc == 0) ? 0 : -1;
 }
 
-/* Outside cmocka: an assert that fails in emit_set aborts the process. */
+static void emit_self(cbt_otlp_self_snapshot *s); /* the fixed health figures, below */
+
+/* Outside cmocka: an assert that fails in emit_set aborts the process. The
+ * request holds the fixed blend set and the fixed health figures. */
 static int emit(const char *pb_path, const char *json_path)
 {
     cbt_otlp_resource r;
     emit_resource(&r);
     static cbt_blend_snapshot s;
     emit_set(&s);
+    static cbt_otlp_self_snapshot h;
+    emit_self(&h);
     cbt_buf pb = {0}, js = {0};
     int rc = 1;
-    if (cbt_otlp_encode_metrics_proto(&r, &s, &pb) != CBT_OK ||
-        cbt_otlp_encode_metrics_json(&r, &s, &js) != CBT_OK)
+    if (cbt_otlp_encode_metrics_(&r, &s, &h, 0, &pb) != CBT_OK ||
+        cbt_otlp_encode_metrics_(&r, &s, &h, 1, &js) != CBT_OK)
         fprintf(stderr, "test_otlp_metrics --emit: encoding failed\n");
     else if (write_file(pb_path, &pb) || write_file(json_path, &js))
         fprintf(stderr, "test_otlp_metrics --emit: cannot write %s / %s\n", pb_path, json_path);
@@ -207,9 +226,9 @@ static void free_req(pb_mreq *q)
                                                                                                  NULL);
 }
 
-/* The one ResourceMetrics / ScopeMetrics, scope "cbt" at CBT_VERSION_STRING,
- * N_METRICS metrics; returns the metric list. */
-static pb_metric **check_shape(const pb_mreq *q)
+/* The one ResourceMetrics / ScopeMetrics, scope "cbt" at CBT_VERSION_STRING;
+ * returns the metric list and its length. */
+static pb_metric **shape_n(const pb_mreq *q, size_t *n)
 {
     assert_int_equal(q->n_resource_metrics, 1);
     const Opentelemetry__Proto__Metrics__V1__ResourceMetrics *rm = q->resource_metrics[0];
@@ -220,14 +239,24 @@ static pb_metric **check_shape(const pb_mreq *q)
     assert_non_null(sm->scope);
     assert_string_equal(sm->scope->name, "cbt");
     assert_string_equal(sm->scope->version, CBT_VERSION_STRING);
-    assert_int_equal(sm->n_metrics, N_METRICS);
+    *n = sm->n_metrics;
     return sm->metrics;
+}
+
+/* ... with N_METRICS metrics, the blend set alone (the public encoders) */
+static pb_metric **check_shape(const pb_mreq *q)
+{
+    size_t n;
+    pb_metric **ms = shape_n(q, &n);
+    assert_int_equal(n, N_METRICS);
+    return ms;
 }
 
 static const pb_metric *find_metric(const pb_mreq *q, const char *name)
 {
-    pb_metric **ms = check_shape(q);
-    for (size_t i = 0; i < N_METRICS; i++)
+    size_t n;
+    pb_metric **ms = shape_n(q, &n);
+    for (size_t i = 0; i < n; i++)
         if (strcmp(ms[i]->name, name) == 0)
             return ms[i];
     fail_msg("metric %s missing", name);
@@ -269,10 +298,13 @@ static uint64_t counter_value(const pb_mreq *q, cbt_blend_counter c)
     return (uint64_t)counter_point(find_metric(q, cbt_blend_counter_name(c)))->as_int;
 }
 
-/* The whole decoded request against the snapshot it came from. */
-static void check_against(const pb_mreq *q, const cbt_blend_snapshot *s)
+/* The whole decoded request against the snapshot it came from (the blend
+ * set first; `extra` cbt.* instruments may follow it). */
+static void check_against_plus(const pb_mreq *q, const cbt_blend_snapshot *s, size_t extra)
 {
-    pb_metric **ms = check_shape(q);
+    size_t n;
+    pb_metric **ms = shape_n(q, &n);
+    assert_int_equal(n, N_METRICS + extra);
     for (unsigned c = 0; c < CBT_BC_COUNT_; c++) {
         const pb_metric *m = ms[c];
         cbt_blend_counter k = (cbt_blend_counter)c;
@@ -332,6 +364,233 @@ static void check_against(const pb_mreq *q, const cbt_blend_snapshot *s)
         }
         assert_int_equal(p->n_exemplars, k);
     }
+}
+
+static void check_against(const pb_mreq *q, const cbt_blend_snapshot *s)
+{
+    check_against_plus(q, s, 0);
+}
+
+/* ---- cbt's own health: the cbt.* instruments ------------------------------------------------
+ *
+ * What docs/exporters.md promises, written out here (not read from the
+ * encoder): each instrument's name, unit, kind and attribute key, in the
+ * order they are sent, the tracer's first (present with a tracer), then the
+ * exporter's. */
+typedef struct self_want {
+    const char *name, *unit;
+    int gauge;       /* a Gauge, else a cumulative monotonic Sum */
+    int dbl;         /* as_double (seconds), else as_int */
+    const char *key; /* the points' attribute, NULL: one point, no attributes */
+} self_want;
+
+static const self_want k_self_tracer[] = {
+    {"cbt.events.published", "{event}", 0, 0, NULL},
+    {"cbt.events.dropped", "{event}", 0, 0, "cbt.drop.reason"},
+    {"cbt.events.truncated_values", "{value}", 0, 0, NULL},
+    {"cbt.spans.started", "{span}", 0, 0, NULL},
+    {"cbt.spans.ended", "{span}", 0, 0, NULL},
+    {"cbt.spans.dropped", "{span}", 0, 0, NULL},
+    {"cbt.spans.unsampled", "{span}", 0, 0, NULL},
+    {"cbt.spans.lost", "{span}", 0, 0, NULL},
+    {"cbt.harvester.lag", "s", 1, 1, NULL},
+    {"cbt.harvester.max_lag", "s", 1, 1, NULL},
+    {"cbt.harvester.wakeups", "{wakeup}", 0, 0, NULL},
+};
+static const self_want k_self_exporter[] = {
+    {"cbt.exporter.queue.size", "{span}", 1, 0, NULL},
+    {"cbt.exporter.queue.capacity", "{span}", 1, 0, NULL},
+    {"cbt.exporter.spans.exported", "{span}", 0, 0, NULL},
+    {"cbt.exporter.spans.dropped", "{span}", 0, 0, NULL},
+    {"cbt.exporter.retries", "{retry}", 0, 0, NULL},
+    {"cbt.exporter.failures", "{export}", 0, 0, "error.type"},
+};
+#define N_SELF_TRACER (sizeof k_self_tracer / sizeof k_self_tracer[0])
+#define N_SELF_EXPORTER (sizeof k_self_exporter / sizeof k_self_exporter[0])
+#define N_SELF (N_SELF_TRACER + N_SELF_EXPORTER)
+
+/* The fixed health figures (--emit; mirrored in tests/otlp_decode.py as
+ * SELF_*): every field its own value, so a swapped field shows. Times: the
+ * blend set's, T0 and T_SNAP. */
+static void emit_self(cbt_otlp_self_snapshot *s)
+{
+    memset(s, 0, sizeof *s);
+    s->start_ns = T0;
+    s->time_ns = T_SNAP;
+    s->have_tracer = 1;
+    cbt_metrics *t = &s->tracer;
+    t->published = 1001;
+    t->dropped_full = 11;
+    t->rejected = 12;
+    t->session_too_long = 13;
+    t->stream_marks_dropped = 14;
+    t->meta_truncated = 15;
+    t->spans_started = 2001;
+    t->spans_ended = 1990;
+    t->spans_dropped = 21;
+    t->spans_unsampled = 22;
+    t->sink_spans_lost = 23;
+    t->lag_last_ns = 1500000;   /* 0.0015 s */
+    t->lag_max_ns = 250000000;  /* 0.25 s */
+    t->harvester_wakeups = 31;
+    t->dispatched = 999999;     /* not an instrument: must not show up */
+    cbt_otlp_stats *e = &s->exporter;
+    e->queue_size = 7;
+    e->queue_capacity = 32768;
+    e->spans_exported = 1900;
+    e->spans_dropped = 41;
+    e->retries = 42;
+    e->failures_by_http_class[0] = 51;
+    e->failures_by_http_class[3] = 53;
+    e->failures_by_http_class[4] = 54;
+    e->failures_by_http_class[5] = 55;
+}
+
+/* The cbt.* instrument `name` in q, its kind checked against `w`. */
+static const pb_metric *self_metric(const pb_mreq *q, const self_want *w)
+{
+    const pb_metric *m = find_metric(q, w->name);
+    assert_string_equal(m->unit, w->unit);
+    assert_true(m->description && strlen(m->description) > 10);
+    if (w->gauge) {
+        assert_int_equal(m->data_case, DATA_GAUGE);
+        assert_true(m->gauge->n_data_points >= 1);
+    } else {
+        assert_int_equal(m->data_case, DATA_SUM);
+        assert_int_equal(m->sum->aggregation_temporality, CUMULATIVE);
+        assert_true(m->sum->is_monotonic);
+        assert_true(m->sum->n_data_points >= 1);
+    }
+    return m;
+}
+
+static const self_want *want_of(const char *name)
+{
+    for (size_t i = 0; i < N_SELF_TRACER; i++)
+        if (!strcmp(k_self_tracer[i].name, name))
+            return &k_self_tracer[i];
+    for (size_t i = 0; i < N_SELF_EXPORTER; i++)
+        if (!strcmp(k_self_exporter[i].name, name))
+            return &k_self_exporter[i];
+    fail_msg("no instrument %s in the test's list", name);
+    return NULL;
+}
+
+/* The point of instrument `name` whose attribute is `val` (NULL: the one
+ * point without attributes); its value type and attribute key checked. */
+static const pb_num *self_point(const pb_mreq *q, const char *name, const char *val)
+{
+    const self_want *w = want_of(name);
+    const pb_metric *m = self_metric(q, w);
+    size_t n = w->gauge ? m->gauge->n_data_points : m->sum->n_data_points;
+    pb_num **pts = w->gauge ? m->gauge->data_points : m->sum->data_points;
+    const pb_num *hit = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const pb_num *p = pts[i];
+        assert_int_equal(p->value_case, w->dbl ? AS_DOUBLE : AS_INT);
+        assert_int_equal(p->n_exemplars, 0);
+        assert_int_equal(p->flags, 0);
+        if (!w->key) {
+            assert_int_equal(n, 1);
+            assert_int_equal(p->n_attributes, 0);
+            hit = p;
+            continue;
+        }
+        assert_int_equal(p->n_attributes, 1);
+        assert_string_equal(p->attributes[0]->key, w->key);
+        assert_int_equal(p->attributes[0]->value->value_case, AV_STR);
+        if (val && !strcmp(p->attributes[0]->value->string_value, val)) {
+            assert_null(hit); /* each value once */
+            hit = p;
+        }
+    }
+    if (!hit)
+        fail_msg("%s has no point %s", name, val ? val : "(without attributes)");
+    return hit;
+}
+
+static uint64_t self_int(const pb_mreq *q, const char *name, const char *val)
+{
+    return (uint64_t)self_point(q, name, val)->as_int;
+}
+
+static double self_double(const pb_mreq *q, const char *name)
+{
+    return self_point(q, name, NULL)->as_double;
+}
+
+/* The cbt.* instruments of q: present in the documented order after
+ * `first` metrics (the blend set's, or none), each point's times (a Sum's
+ * start_ns, a Gauge's none) and attribute values as documented; the
+ * tracer's only `with_tracer`. Values are the caller's to check. */
+static void check_self_shape(const pb_mreq *q, size_t first, int with_tracer, int grpc,
+                             uint64_t start_ns, uint64_t time_ns)
+{
+    size_t n;
+    pb_metric **ms = shape_n(q, &n);
+    size_t want_n = first + (with_tracer ? N_SELF_TRACER : 0) + N_SELF_EXPORTER;
+    assert_int_equal(n, want_n);
+    size_t k = first;
+    for (size_t i = 0; with_tracer && i < N_SELF_TRACER; i++)
+        assert_string_equal(ms[k++]->name, k_self_tracer[i].name);
+    for (size_t i = 0; i < N_SELF_EXPORTER; i++)
+        assert_string_equal(ms[k++]->name, k_self_exporter[i].name);
+    for (k = first; k < n; k++) {
+        const self_want *w = want_of(ms[k]->name);
+        const pb_metric *m = self_metric(q, w);
+        size_t np = w->gauge ? m->gauge->n_data_points : m->sum->n_data_points;
+        pb_num **pts = w->gauge ? m->gauge->data_points : m->sum->data_points;
+        for (size_t i = 0; i < np; i++) {
+            assert_int_equal(pts[i]->start_time_unix_nano, w->gauge ? 0 : start_ns);
+            assert_int_equal(pts[i]->time_unix_nano, time_ns);
+        }
+    }
+    if (with_tracer) {
+        static const char *const reasons[] = {"queue_full", "rejected", "session_too_long",
+                                              "stream_mark_lost"};
+        assert_int_equal(find_metric(q, "cbt.events.dropped")->sum->n_data_points, 4);
+        for (size_t i = 0; i < 4; i++)
+            (void)self_point(q, "cbt.events.dropped", reasons[i]);
+    }
+    static const char *const http[] = {"transport", "3xx", "4xx", "5xx"};
+    static const char *const codes[] = {
+        "transport", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED",
+        "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL",
+        "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+    const pb_metric *f = find_metric(q, "cbt.exporter.failures");
+    size_t nf = grpc ? sizeof codes / sizeof codes[0] : sizeof http / sizeof http[0];
+    assert_int_equal(f->sum->n_data_points, nf);
+    for (size_t i = 0; i < nf; i++)
+        (void)self_point(q, "cbt.exporter.failures", grpc ? codes[i] : http[i]);
+}
+
+/* Every value of the fixed health figures (emit_self), written out. */
+static void check_self_fixed(const pb_mreq *q)
+{
+    assert_int_equal(self_int(q, "cbt.events.published", NULL), 1001);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "queue_full"), 11);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "rejected"), 12);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "session_too_long"), 13);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "stream_mark_lost"), 14);
+    assert_int_equal(self_int(q, "cbt.events.truncated_values", NULL), 15);
+    assert_int_equal(self_int(q, "cbt.spans.started", NULL), 2001);
+    assert_int_equal(self_int(q, "cbt.spans.ended", NULL), 1990);
+    assert_int_equal(self_int(q, "cbt.spans.dropped", NULL), 21);
+    assert_int_equal(self_int(q, "cbt.spans.unsampled", NULL), 22);
+    assert_int_equal(self_int(q, "cbt.spans.lost", NULL), 23);
+    assert_true(self_double(q, "cbt.harvester.lag") == 0.0015);
+    assert_true(self_double(q, "cbt.harvester.max_lag") == 0.25);
+    assert_int_equal(self_int(q, "cbt.harvester.wakeups", NULL), 31);
+    assert_int_equal(self_int(q, "cbt.exporter.queue.size", NULL), 7);
+    assert_int_equal(self_int(q, "cbt.exporter.queue.capacity", NULL), 32768);
+    assert_int_equal(self_int(q, "cbt.exporter.spans.exported", NULL), 1900);
+    assert_int_equal(self_int(q, "cbt.exporter.spans.dropped", NULL), 41);
+    assert_int_equal(self_int(q, "cbt.exporter.retries", NULL), 42);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "transport"), 51);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "3xx"), 53);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "4xx"), 54);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "5xx"), 55);
 }
 
 /* ---- (a) encoding, decoded by protoc-c ------------------------------------------------------ */
@@ -631,6 +890,101 @@ static void json_mapping(void **state)
     cbt_buf_free(&b);
 }
 
+/* ---- (c) cbt's own health, encoded ------------------------------------------------------- */
+
+/* The blend set and cbt's health in one request: the blend part exactly as
+ * alone, then every cbt.* instrument in order with its fixed value. */
+static void self_fixed_every_field(void **state)
+{
+    (void)state;
+    cbt_otlp_resource r;
+    emit_resource(&r);
+    static cbt_blend_snapshot s;
+    emit_set(&s);
+    static cbt_otlp_self_snapshot h;
+    emit_self(&h);
+    cbt_buf b = {0};
+    assert_int_equal(cbt_otlp_encode_metrics_(&r, &s, &h, 0, &b), CBT_OK);
+    pb_mreq *q = decode(b.data, b.len);
+    check_against_plus(q, &s, N_SELF);
+    check_self_shape(q, N_METRICS, 1, 0, T0, T_SNAP);
+    check_self_fixed(q);
+    free_req(q);
+
+    /* without self, the public encoder's bytes */
+    cbt_buf pub = {0}, mine = {0};
+    assert_int_equal(cbt_otlp_encode_metrics_proto(&r, &s, &pub), CBT_OK);
+    assert_int_equal(cbt_otlp_encode_metrics_(&r, &s, NULL, 0, &mine), CBT_OK);
+    assert_int_equal(pub.len, mine.len);
+    assert_memory_equal(pub.data, mine.data, pub.len);
+    cbt_buf_free(&pub);
+    cbt_buf_free(&mine);
+    cbt_buf_free(&b);
+}
+
+/* No blend set, no tracer: the exporter's six alone. Over gRPC the
+ * failures go by status code, every code named (0, OK, stands for "no
+ * status": transport). */
+static void self_alone_grpc_codes(void **state)
+{
+    (void)state;
+    cbt_otlp_resource r;
+    emit_resource(&r);
+    static cbt_otlp_self_snapshot h;
+    emit_self(&h);
+    h.have_tracer = 0;
+    h.grpc = 1;
+    for (unsigned c = 0; c < CBT_OTLP_GRPC_CODES; c++)
+        h.failures_by_grpc_code[c] = 100 + c;
+    cbt_buf b = {0};
+    assert_int_equal(cbt_otlp_encode_metrics_(&r, NULL, &h, 0, &b), CBT_OK);
+    pb_mreq *q = decode(b.data, b.len);
+    check_self_shape(q, 0, 0, 1, T0, T_SNAP);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "transport"), 100);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "DEADLINE_EXCEEDED"), 104);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "UNAVAILABLE"), 114);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "UNAUTHENTICATED"), 116);
+    assert_int_equal(self_int(q, "cbt.exporter.retries", NULL), 42);
+    free_req(q);
+    cbt_buf_free(&b);
+
+    /* nothing to encode, or no resource: refused, nothing appended */
+    assert_int_equal(cbt_otlp_encode_metrics_(&r, NULL, NULL, 0, &b), CBT_ERR_INVAL);
+    assert_int_equal(cbt_otlp_encode_metrics_(NULL, NULL, &h, 1, &b), CBT_ERR_INVAL);
+    assert_int_equal(b.len, 0);
+}
+
+/* OTLP/JSON of both sets: Gauges, doubles in seconds, attributes. The
+ * official parser's view is tests/otlp_decode.py --metrics. */
+static void self_json_mapping(void **state)
+{
+    (void)state;
+    cbt_otlp_resource r;
+    emit_resource(&r);
+    static cbt_blend_snapshot s;
+    emit_set(&s);
+    static cbt_otlp_self_snapshot h;
+    emit_self(&h);
+    cbt_buf b = {0};
+    assert_int_equal(cbt_otlp_encode_metrics_(&r, &s, &h, 1, &b), CBT_OK);
+    char *js = strndup((const char *)b.data, b.len);
+    assert_non_null(js);
+    assert_int_equal(count_of(js, "\"gauge\":{\"dataPoints\":[{\"timeUnixNano\":"), 4);
+    assert_non_null(strstr(js, "\"name\":\"cbt.harvester.lag\""));
+    assert_non_null(strstr(js, "\"asDouble\":0.0015}"));
+    assert_non_null(strstr(js, "\"asDouble\":0.25}"));
+    assert_non_null(strstr(js, "\"asInt\":\"1001\""));
+    assert_non_null(
+        strstr(js, "\"asInt\":\"12\",\"attributes\":[{\"key\":\"cbt.drop.reason\","
+                   "\"value\":{\"stringValue\":\"rejected\"}}]"));
+    assert_non_null(
+        strstr(js, "{\"key\":\"error.type\",\"value\":{\"stringValue\":\"4xx\"}}"));
+    /* the blend Sums and the cbt.* Sums, each cumulative and monotonic */
+    assert_int_equal(count_of(js, "\"isMonotonic\":true"), CBT_BC_COUNT_ + N_SELF - 4);
+    free(js);
+    cbt_buf_free(&b);
+}
+
 /* ---- (d) sending -------------------------------------------------------------------------- */
 
 static double mono_s(void)
@@ -837,6 +1191,16 @@ static void flush_and_shutdown_export(void **state)
     assert_int_equal(m.n, 2);
     assert_int_equal(counter_value(m.q[0], CBT_BC_RETRIEVE_REQUESTS), 3);
     assert_int_equal(counter_value(m.q[1], CBT_BC_RETRIEVE_REQUESTS), 7);
+    /* self_metrics AUTO: cbt's health follows the blend set in both, the
+     * tracer's figures too in the one sent after the tracer was gone (read
+     * at the final flush), with one start time */
+    for (size_t i = 0; i < m.n; i++) {
+        const pb_num *p = self_point(m.q[i], "cbt.spans.started", NULL);
+        const pb_num *p0 = self_point(m.q[0], "cbt.spans.started", NULL);
+        check_self_shape(m.q[i], N_METRICS, 1, 0, p0->start_time_unix_nano, p->time_unix_nano);
+        assert_int_equal(self_int(m.q[i], "cbt.exporter.queue.capacity", NULL), 32768);
+    }
+    assert_int_equal(self_int(m.q[1], "cbt.events.published", NULL), 0);
     mreqs_free(&m);
 }
 
@@ -1112,6 +1476,227 @@ static void stalled_metrics_never_hold_spans(void **state)
     hl_stop(stall);
 }
 
+/* ---- (e) cbt's own health after a known workload ------------------------------------------
+ *
+ * The real tracer and exporter, self_metrics ON and no blend set (so the
+ * metrics export is the cbt.* instruments alone), max_queue 1000, batches
+ * only on a flush. The loopback collector answers the first POST (the first
+ * span batch) 503 with Retry-After 0, its retry 200, the flush's metrics
+ * export 400, everything after 200. The events:
+ *   5 MP requests (START, END: 5 request spans), a flush;
+ *   2 events of an unknown type (refused: rejected);
+ *   1 session of 64 characters (refused by cbt_event_init: session_too_long);
+ *   3 more MP requests, the first with a 5000-byte string value on its
+ *   START (1 value truncated); cbt_shutdown.
+ * The last metrics request (the export at shutdown) then carries, written
+ * out here: events.published 16; events.dropped queue_full 0, rejected 2,
+ * session_too_long 1, stream_mark_lost 0; events.truncated_values 1;
+ * spans.started 8, ended 8, dropped 0, unsampled 0, lost 0;
+ * exporter.queue.size 0, queue.capacity 1000, spans.exported 8,
+ * spans.dropped 0, retries 1; failures transport 0, 3xx 0, 4xx 1, 5xx 0
+ * (tests/otlp_decode.py --metrics checks the same, WORKLOAD). */
+#define WL_CAPACITY 1000
+
+static void wl_requests(int from, int n, const char *long_value)
+{
+    for (int i = from; i < from + n; i++) {
+        char sid[32];
+        snprintf(sid, sizeof sid, "wl-%d", i);
+        cbt_event e;
+        assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, sid), CBT_OK);
+        if (long_value && i == from) {
+            cbt_name note;
+            assert_int_equal(cbt_intern("note", &note), CBT_OK);
+            assert_int_equal(cbt_event_str(&e, note, long_value), CBT_OK);
+        }
+        assert_int_equal(cbt_publish(&e), CBT_OK);
+        tu_pub(CBT_EV_MP_REQUEST_END, sid);
+    }
+}
+
+/* Run the workload against `srv`; returns the last metrics request's body
+ * (malloc'd, *len) and leaves the tracer stopped. */
+static uint8_t *run_workload(hl_server *srv, int json, size_t *len)
+{
+    hl_step steps[3];
+    memset(steps, 0, sizeof steps);
+    steps[0].status = 503;
+    snprintf(steps[0].retry_after, sizeof steps[0].retry_after, "0");
+    steps[1].status = 200;
+    steps[2].status = 400;
+    hl_script(srv, steps, 3);
+    cbt_otlp_config c;
+    cbt_otlp_config_default(&c);
+    hl_url(srv, "/v1/traces", c.endpoint, sizeof c.endpoint);
+    hl_url(srv, "/v1/metrics", c.metrics_endpoint, sizeof c.metrics_endpoint);
+    c.protocol = json ? CBT_OTLP_HTTP_JSON : CBT_OTLP_HTTP_PROTOBUF;
+    c.self_metrics = CBT_OTLP_SELF_METRICS_ON;
+    c.blend = NULL;
+    c.metrics_interval_ms = 600000; /* never periodic: a flush and shutdown only */
+    c.schedule_delay_ms = 600000;   /* span batches only on a flush */
+    c.max_queue = WL_CAPACITY;
+    c.timeout_ms = 3000;
+    c.retry_budget_ms = 5000;
+    c.shutdown_timeout_ms = 3000;
+    tu_start(NULL);
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_OK);
+    assert_int_equal(cbt_add_sink(&sink), CBT_OK);
+
+    wl_requests(0, 5, NULL);
+    tu_flush(); /* the batch: 503, then 200; then the metrics export: 400 */
+    cbt_otlp_stats st = stats_of(e);
+    for (int i = 0; i < 500 && st.metrics_failures < 1; i++) {
+        sleep_ms(10);
+        st = stats_of(e);
+    }
+    assert_int_equal(st.metrics_failures, 1);
+    assert_int_equal(st.spans_exported, 5);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.failures_by_http_class[4], 1);
+    assert_int_equal(st.queue_capacity, WL_CAPACITY);
+
+    cbt_event bad;
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(cbt_event_init(&bad, (cbt_event_type)9999, "wl-bad"), CBT_OK);
+        assert_int_equal(cbt_publish(&bad), CBT_ERR_UNKNOWN_EVENT);
+    }
+    char sid64[65];
+    memset(sid64, 's', 64);
+    sid64[64] = '\0';
+    assert_int_equal(cbt_event_init(&bad, CBT_EV_MP_REQUEST_START, sid64),
+                     CBT_ERR_SESSION_TOO_LONG);
+    static char big[5001];
+    memset(big, 'v', 5000);
+    big[5000] = '\0';
+    wl_requests(5, 3, big);
+    cbt_metrics fin;
+    tu_stop_final(&fin); /* the final flush, the final metrics export */
+    /* the tracer agrees with what this test wrote down */
+    assert_int_equal(fin.published, 16);
+    assert_int_equal(fin.rejected, 2);
+    assert_int_equal(fin.session_too_long, 1);
+    assert_int_equal(fin.meta_truncated, 1);
+    assert_int_equal(fin.spans_started, 8);
+
+    uint8_t *body = NULL;
+    uint32_t n = hl_request_count(srv);
+    for (uint32_t i = 0; i < n; i++) {
+        hl_request r;
+        assert_true(hl_request_get(srv, i, &r));
+        if (!strcmp(r.path, "/v1/metrics")) {
+            free(body);
+            body = malloc(r.body_len + 1);
+            assert_non_null(body);
+            memcpy(body, r.body, r.body_len);
+            body[r.body_len] = 0;
+            *len = r.body_len;
+        }
+        hl_request_free(&r);
+    }
+    assert_non_null(body);
+    return body;
+}
+
+/* The workload's figures, as the decoded last request carries them. */
+static void check_workload(const pb_mreq *q)
+{
+    size_t n;
+    (void)shape_n(q, &n);
+    assert_int_equal(n, N_SELF); /* no blend set: the cbt.* instruments alone */
+    const pb_num *p = self_point(q, "cbt.events.published", NULL);
+    check_self_shape(q, 0, 1, 0, p->start_time_unix_nano, p->time_unix_nano);
+    assert_true(p->start_time_unix_nano > T0 && p->time_unix_nano > p->start_time_unix_nano);
+    assert_int_equal(self_int(q, "cbt.events.published", NULL), 16);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "queue_full"), 0);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "rejected"), 2);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "session_too_long"), 1);
+    assert_int_equal(self_int(q, "cbt.events.dropped", "stream_mark_lost"), 0);
+    assert_int_equal(self_int(q, "cbt.events.truncated_values", NULL), 1);
+    assert_int_equal(self_int(q, "cbt.spans.started", NULL), 8);
+    assert_int_equal(self_int(q, "cbt.spans.ended", NULL), 8);
+    assert_int_equal(self_int(q, "cbt.spans.dropped", NULL), 0);
+    assert_int_equal(self_int(q, "cbt.spans.unsampled", NULL), 0);
+    assert_int_equal(self_int(q, "cbt.spans.lost", NULL), 0);
+    double lag = self_double(q, "cbt.harvester.lag"), max = self_double(q, "cbt.harvester.max_lag");
+    assert_true(lag >= 0 && max >= lag && max < 10.0);
+    (void)self_int(q, "cbt.harvester.wakeups", NULL); /* timing decides how many */
+    assert_int_equal(self_int(q, "cbt.exporter.queue.size", NULL), 0);
+    assert_int_equal(self_int(q, "cbt.exporter.queue.capacity", NULL), WL_CAPACITY);
+    assert_int_equal(self_int(q, "cbt.exporter.spans.exported", NULL), 8);
+    assert_int_equal(self_int(q, "cbt.exporter.spans.dropped", NULL), 0);
+    assert_int_equal(self_int(q, "cbt.exporter.retries", NULL), 1);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "transport"), 0);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "3xx"), 0);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "4xx"), 1);
+    assert_int_equal(self_int(q, "cbt.exporter.failures", "5xx"), 0);
+}
+
+static void self_metrics_after_workload(void **state)
+{
+    (void)state;
+    size_t len = 0;
+    uint8_t *body = run_workload(g_srv, 0, &len);
+    pb_mreq *q = decode(body, len);
+    check_workload(q);
+    free_req(q);
+    free(body);
+}
+
+/* The same over OTLP/JSON: the figures in the text (the official parser's
+ * view: tests/otlp_decode.py --metrics). */
+static void self_metrics_after_workload_json(void **state)
+{
+    (void)state;
+    size_t len = 0;
+    char *js = (char *)run_workload(g_srv, 1, &len);
+    assert_non_null(strstr(js, "\"name\":\"cbt.events.published\""));
+    assert_non_null(strstr(js, "\"asInt\":\"16\""));
+    assert_non_null(strstr(js, "\"asInt\":\"2\",\"attributes\":[{\"key\":\"cbt.drop.reason\","
+                               "\"value\":{\"stringValue\":\"rejected\"}}]"));
+    assert_non_null(strstr(js, "\"asInt\":\"1\",\"attributes\":[{\"key\":\"error.type\","
+                               "\"value\":{\"stringValue\":\"4xx\"}}]"));
+    assert_null(strstr(js, "lmcache_blend"));
+    free(js);
+}
+
+/* self_metrics OFF: the blend set alone; AUTO without a blend set: no
+ * metrics export at all (as before self-metrics existed). */
+static void self_metrics_off_and_auto(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c, 600000);
+    c.self_metrics = CBT_OTLP_SELF_METRICS_OFF;
+    (void)start(&c);
+    tu_flush();
+    assert_true(hl_wait_requests(g_srv, 1, 5000));
+    tu_stop();
+    mreqs m;
+    mreqs_get(&m, 0);
+    assert_int_equal(m.n, 2); /* the flush's and the final one */
+    for (size_t i = 0; i < m.n; i++)
+        (void)check_shape(m.q[i]); /* N_METRICS: no cbt.* */
+    mreqs_free(&m);
+
+    hl_stop(g_srv);
+    g_srv = hl_start();
+    assert_non_null(g_srv);
+    test_config(&c, 50);
+    c.blend = NULL; /* AUTO: self-metrics ride with the blend set, and there is none */
+    (void)start(&c);
+    tu_flush();
+    sleep_ms(200);
+    tu_stop();
+    assert_int_equal(hl_request_count(g_srv), 0);
+
+    c.self_metrics = 7; /* not a value */
+    cbt_otlp_exporter *e = NULL;
+    cbt_sink sink;
+    assert_int_equal(cbt_otlp_exporter_create(&c, &e, &sink), CBT_ERR_INVAL);
+}
+
 /* ---- the environment ------------------------------------------------------------------------- */
 
 
@@ -1199,6 +1784,23 @@ static void env_table(void **state)
     assert_int_equal(c.metrics_disabled, 0);
     free(log);
 
+    /* cbt's own switch for the cbt.* instruments */
+    run_env(&ENV(.want = CBT_OK, .log_empty = 1), &c, &log);
+    assert_int_equal(c.self_metrics, CBT_OTLP_SELF_METRICS_AUTO);
+    free(log);
+    run_env(&ENV(.set = {{"CBT_OTLP_SELF_METRICS", "1"}}, .want = CBT_OK, .log_empty = 1), &c,
+            &log);
+    assert_int_equal(c.self_metrics, CBT_OTLP_SELF_METRICS_ON);
+    free(log);
+    run_env(&ENV(.set = {{"CBT_OTLP_SELF_METRICS", "0"}}, .want = CBT_OK, .log_empty = 1), &c,
+            &log);
+    assert_int_equal(c.self_metrics, CBT_OTLP_SELF_METRICS_OFF);
+    free(log);
+    run_env(&ENV(.set = {{"CBT_OTLP_SELF_METRICS", "yes"}}, .want = CBT_OK,
+                 .log_has = {"CBT_OTLP_SELF_METRICS", "\"yes\"", "default"}), &c, &log);
+    assert_int_equal(c.self_metrics, CBT_OTLP_SELF_METRICS_AUTO);
+    free(log);
+
     /* the per-signal request settings: reported as not read, values never shown */
     run_env(&ENV(.set = {{"OTEL_EXPORTER_OTLP_METRICS_HEADERS", "api-key=topsecret"},
                          {"OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "77"}},
@@ -1281,16 +1883,9 @@ static void bad_configs_refused(void **state)
     assert_int_equal(hl_request_count(g_srv), 0);
 }
 
-int main(int argc, char **argv)
+/* loopback only: no proxy from the environment */
+static void no_proxy(void)
 {
-    if (argc > 1 && strcmp(argv[1], "--emit") == 0) {
-        if (argc != 4) {
-            fprintf(stderr, "usage: %s --emit <file.pb> <file.json>\n", argv[0]);
-            return 2;
-        }
-        return emit(argv[2], argv[3]);
-    }
-    /* loopback only: no proxy from the environment */
     unsetenv("http_proxy");
     unsetenv("HTTP_PROXY");
     unsetenv("https_proxy");
@@ -1298,6 +1893,44 @@ int main(int argc, char **argv)
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
     setenv("no_proxy", "127.0.0.1,localhost", 1);
+}
+
+/* The known workload's last metrics request, protobuf and OTLP/JSON (two
+ * runs), for tests/otlp_decode.py --metrics. Outside cmocka: a failed
+ * assert aborts the process. */
+static int emit_workload(const char *pb_path, const char *json_path)
+{
+    no_proxy();
+    int rc = 0;
+    for (int json = 0; json < 2 && rc == 0; json++) {
+        hl_server *srv = hl_start();
+        if (!srv)
+            return 1;
+        size_t len = 0;
+        uint8_t *body = run_workload(srv, json, &len);
+        cbt_buf b = {body, len, len};
+        if (write_file(json ? json_path : pb_path, &b)) {
+            fprintf(stderr, "test_otlp_metrics --emit-workload: cannot write %s\n",
+                    json ? json_path : pb_path);
+            rc = 1;
+        }
+        free(body);
+        hl_stop(srv);
+    }
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && (!strcmp(argv[1], "--emit") || !strcmp(argv[1], "--emit-workload"))) {
+        if (argc != 4) {
+            fprintf(stderr, "usage: %s --emit|--emit-workload <file.pb> <file.json>\n", argv[0]);
+            return 2;
+        }
+        return !strcmp(argv[1], "--emit") ? emit(argv[2], argv[3])
+                                          : emit_workload(argv[2], argv[3]);
+    }
+    no_proxy();
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fixed_set_every_field),
@@ -1307,6 +1940,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(appends_and_repairs),
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(json_mapping),
+        cmocka_unit_test(self_fixed_every_field),
+        cmocka_unit_test(self_alone_grpc_codes),
+        cmocka_unit_test(self_json_mapping),
         T(periodic_cumulative),
         T(flush_and_shutdown_export),
         T(spans_and_metrics_together),
@@ -1317,6 +1953,9 @@ int main(int argc, char **argv)
         T(sdk_disabled_sends_nothing),
         T(collector_down),
         T(stalled_metrics_never_hold_spans),
+        T(self_metrics_after_workload),
+        T(self_metrics_after_workload_json),
+        T(self_metrics_off_and_auto),
         cmocka_unit_test(env_table),
         T(env_none_sends_nothing),
         T(bad_configs_refused),

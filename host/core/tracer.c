@@ -344,6 +344,25 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* The tracer shutdown_tracer is stopping, and its thread, from the
+ * harvester's stop to the sinks' stop: what a sink's last flush may read
+ * (cbt_metrics_closing_). Only that thread reads it, and it clears it before
+ * tracer_free. */
+static cbt_tracer *g_closing;
+static pthread_t g_closing_thread;
+/* release after g_closing_thread is written; pairs with the acquire in
+ * cbt_metrics_closing_, so a thread that sees 1 reads the thread id written */
+static _Atomic int g_closing_set;
+
+cbt_status cbt_metrics_closing_(cbt_metrics *out)
+{
+    if (!out || !atomic_load_explicit(&g_closing_set, memory_order_acquire) ||
+        !pthread_equal(g_closing_thread, pthread_self()))
+        return CBT_ERR_NOT_INITIALIZED;
+    metrics_fill(g_closing, out);
+    return CBT_OK;
+}
+
 /* cbt_shutdown and cbt_shutdown_final: with `final` set, the metrics once
  * the harvester has stopped (its stop path ended the open spans and flushed
  * every sink for the last time) and before tracer_free destroys the sinks,
@@ -383,10 +402,17 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
         atomic_store_explicit(&g_replay, NULL, memory_order_release);
     }
     /* the sinks' last flush and stop, within shutdown_timeout_ms together;
-     * a sink thread still busy then is abandoned (internal/sinks.h) */
+     * a sink thread still busy then is abandoned (internal/sinks.h). A
+     * sink's last flush may read this tracer's metrics on this thread
+     * (cbt_metrics_closing_, internal/publish_hook.h). */
+    g_closing = t;
+    g_closing_thread = pthread_self();
+    atomic_store_explicit(&g_closing_set, 1, memory_order_release);
     uint64_t sinks_deadline = mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
     (void)cbt_sinks_flush_(&t->sinks, sinks_deadline);
     cbt_sinks_stop_(&t->sinks, sinks_deadline);
+    atomic_store_explicit(&g_closing_set, 0, memory_order_relaxed);
+    g_closing = NULL;
     cbt_recorder_close_(t->rec); /* everything the harvester recorded, written */
     t->rec = NULL;
     if (final)

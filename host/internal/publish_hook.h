@@ -1,5 +1,7 @@
-/* host/internal/publish_hook.h — the one tracer internal an exporter may use:
- * a hook on the publishing path (exporter/nvtx.c installs it).
+/* host/internal/publish_hook.h — the tracer internals an exporter may use: a
+ * hook on the publishing path (exporter/nvtx.c installs it), the tracer's
+ * generation, and the closing tracer's metrics for a sink's last flush
+ * (exporter/otlp_http.c). The file keeps the name of its first resident.
  *
  * The hook is called with a copy of each event, on the publishing thread, at
  * the moment of cbt_publish / cbt_publish_on_stream, before the event is
@@ -25,5 +27,13 @@ cbt_status cbt_publish_hook_install_(cbt_tracer *t, cbt_publish_hook fn, void *c
 /* The generation of tracer `t`: process-unique, never reused, so state kept
  * for one tracer can tell a later tracer from it. */
 uint64_t cbt_tracer_generation_(const cbt_tracer *t);
+
+/* For a sink's last flush, the one cbt_shutdown makes on its own thread
+ * (cbt_tracer_get() is NULL by then): the self-metrics of the tracer being
+ * shut down, as cbt_metrics_get gave them while it ran, in full (not the
+ * out-struct rule). Its harvester has stopped and its open spans were ended,
+ * so they are final but for the losses of the sinks' stop. On any other
+ * thread, or outside that window, CBT_ERR_NOT_INITIALIZED (tracer.c). */
+cbt_status cbt_metrics_closing_(cbt_metrics *out);
 
 #endif /* CBT_HOST_INTERNAL_PUBLISH_HOOK_H */

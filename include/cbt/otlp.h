@@ -18,7 +18,9 @@
  * cbt_blend_snapshot (cbt/blend_metrics.h), same resource and scope: every
  * counter a cumulative monotonic Sum with one int point, every duration a
  * cumulative explicit-bucket Histogram (ms) with one point and its exemplars.
- * docs/exporters.md lists the instruments.
+ * The exporter's requests then carry cbt's own health too, the cbt.*
+ * instruments (cbt_metrics and cbt_otlp_stats as Sums and Gauges; config
+ * field self_metrics). docs/exporters.md lists the instruments.
  *
  * The exporter (exporter/otlp_http.c) is a cbt_sink: on_span copies the used
  * part of the span into a bounded queue (a full queue drops and counts: the harvester never
@@ -50,8 +52,10 @@
  * flush waits for the final export (at most shutdown_timeout_ms, and a
  * short grace for a transfer it aborts); destroy then fills final_stats. When
  * the config names a metric set (`blend`), the same thread also POSTs a
- * snapshot of it to metrics_endpoint every metrics_interval_ms, after each
- * cbt_flush, and once at shutdown.
+ * snapshot of it, with cbt's own cbt.* health instruments, to
+ * metrics_endpoint every metrics_interval_ms, after each cbt_flush, and once
+ * at shutdown; self_metrics = CBT_OTLP_SELF_METRICS_ON sends the cbt.*
+ * instruments that way without a `blend` set.
  *
  * CBT_DISABLE (defined before the first cbt include): the types and
  * constants stay defined and every call is a static inline no-op
@@ -159,7 +163,8 @@ typedef struct cbt_otlp_config {
                                         on cbt_flush and at shutdown */
     cbt_blend_metrics *blend;        /* the set to export, normally
                                         cbt_blend_metrics_current(); NULL (the
-                                        default): no metrics export. Must stay
+                                        default): no metrics export (unless
+                                        self_metrics is ON). Must stay
                                         valid until the sink is destroyed. */
     int metrics_disabled;            /* OTEL_METRICS_EXPORTER=none: no metrics
                                         export even when blend is set */
@@ -198,9 +203,27 @@ typedef struct cbt_otlp_config {
                                                    client_certificate */
     char client_certificate[CBT_OTLP_PATH_MAX]; /* mTLS: the client's
                                                    certificate chain (PEM) */
+    /* ---- version 4 ---- */
+    uint32_t self_metrics;           /* cbt_otlp_self_metrics (below): whether
+                                        cbt's own health, the cbt.* instruments,
+                                        goes with the metrics export; default
+                                        AUTO; CBT_OTLP_SELF_METRICS=1 / 0 */
+    uint32_t reserved3;              /* must be zero */
 } cbt_otlp_config;
-#define CBT_OTLP_CONFIG_VERSION 3u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, client_certificate);
+#define CBT_OTLP_CONFIG_VERSION 4u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_config, reserved3);
+
+/* cbt_otlp_config.self_metrics. The cbt.* instruments (docs/exporters.md,
+ * "cbt's own health") are cbt_metrics_get's and cbt_otlp_exporter_stats'
+ * counters, read on the exporter thread at each metrics export (a few
+ * hundred ns, no lock the harvester holds). */
+typedef enum cbt_otlp_self_metrics {
+    CBT_OTLP_SELF_METRICS_AUTO = 0, /* with every metrics export, so whenever
+                                       `blend` is set (and metrics_disabled is not) */
+    CBT_OTLP_SELF_METRICS_ON = 1,   /* exported even without `blend`: a metrics
+                                       export of the cbt.* instruments alone */
+    CBT_OTLP_SELF_METRICS_OFF = 2,  /* never: the blend metrics alone */
+} cbt_otlp_self_metrics;
 
 typedef struct cbt_otlp_stats {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_otlp_stats): what the caller knows (cbt.h) */
@@ -225,10 +248,17 @@ typedef struct cbt_otlp_stats {
                                    as gRPC says); [0] stays 0. Batches that got no
                                    answer (connection, timeout, shutdown) are in
                                    batches_failed only. */
+    uint64_t failures_by_http_class[6]; /* batches_failed + metrics_failures by the
+                                   HTTP status of the export's last try: [k] for
+                                   k00-k99; [0] no status (the connection, a
+                                   timeout, TLS, shutdown's deadline, or nothing
+                                   sent: the encoding or gzip failed) */
+    uint64_t queue_size;        /* spans queued now, not yet exported or dropped */
+    uint64_t queue_capacity;    /* max_queue */
 } cbt_otlp_stats;
 #define CBT_OTLP_STATS_VERSION 2u
 #define cbt_otlp_stats_version_ CBT_OTLP_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, failures_by_grpc_code);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_otlp_stats, queue_capacity);
 
 typedef struct cbt_otlp_exporter cbt_otlp_exporter;
 
@@ -247,7 +277,8 @@ static inline void cbt_otlp_resource_defaults_(cbt_otlp_resource *r)
  * and so does its CBT_DISABLE stub, which then sets disabled and
  * metrics_disabled. Not a call to make: use cbt_otlp_config_default().
  * Every field not named is zero: enabled, no gzip, no headers, no metrics
- * set (blend NULL: no metrics export), no final_stats, the reserved field,
+ * set (blend NULL: no metrics export), no final_stats, self_metrics AUTO,
+ * the reserved fields,
  * TLS from the system trust store (no certificate, no client key or
  * certificate), insecure off. The endpoints are OTLP/HTTP's: with protocol
  * CBT_OTLP_GRPC, an endpoint still equal to this default means
@@ -380,7 +411,8 @@ CBT_API cbt_status cbt_otlp_config_default_into(cbt_otlp_config *c);
  * the _TRACES_ form winning, and used for metrics requests too (the
  * _METRICS_ forms of those are reported and not read;
  * OTEL_EXPORTER_OTLP_METRICS_PROTOCOL is checked, and reported when it
- * differs), OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER). The
+ * differs), OTEL_METRIC_EXPORT_INTERVAL, OTEL_METRICS_EXPORTER; and cbt's
+ * own CBT_OTLP_SELF_METRICS, 1 or 0: self_metrics ON or OFF). The
  * protocol is grpc, http/protobuf or http/json; for grpc the endpoint is
  * the collector's base (nothing appended; host:port takes its scheme from
  * insecure) and defaults to http://localhost:4317. A malformed value is reported on `log` by the

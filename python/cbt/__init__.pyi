@@ -1,6 +1,6 @@
 # Type stubs for the `cbt` package (python/cbt/__init__.py and the C
 # extension python/cbt/_cbt.c); docs/python.md is the reference.
-from typing import Any, Callable, Optional, Protocol, Union
+from typing import Any, Callable, Literal, Optional, Protocol, Union
 
 __version__: str
 
@@ -66,6 +66,7 @@ def init(
     spans_path: Optional[Union[str, bytes]] = ...,
     trace_path: Optional[Union[str, bytes]] = ...,
     otlp_endpoint: Optional[str] = ...,
+    otlp_protocol: Optional[Literal["grpc", "http/protobuf", "http/json"]] = ...,
     service_name: Optional[str] = ...,
     mp_root_end: Optional[str] = ...,
     trace_level: Optional[str] = ...,

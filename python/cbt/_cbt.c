@@ -1032,17 +1032,90 @@ static PyObject *metrics_dict(const cbt_metrics *m)
     return d;
 }
 
+/* cbt.init's otlp_protocol: the OTEL_EXPORTER_OTLP_PROTOCOL spellings.
+ * None (Py_None) = the environment decides (*out -1); else 0 and *out, or
+ * -1 with ValueError / TypeError naming the value. Checked in every build,
+ * exporter or not: a bad value is the caller's mistake either way. */
+static int otlp_protocol_of(const char *fn, PyObject *o, int *out)
+{
+    *out = -1;
+    if (o == Py_None)
+        return 0;
+    if (!PyUnicode_Check(o)) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s: otlp_protocol is 'grpc', 'http/protobuf', 'http/json' or None, not "
+                     "%.100s", fn, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    const char *v = PyUnicode_AsUTF8(o);
+    if (!v)
+        return -1;
+    if (!strcmp(v, "grpc"))
+        *out = CBT_OTLP_GRPC;
+    else if (!strcmp(v, "http/protobuf"))
+        *out = CBT_OTLP_HTTP_PROTOBUF;
+    else if (!strcmp(v, "http/json"))
+        *out = CBT_OTLP_HTTP_JSON;
+    else {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: otlp_protocol %R is not one of 'grpc', 'http/protobuf', 'http/json' "
+                     "(the OTEL_EXPORTER_OTLP_PROTOCOL values)", fn, o);
+        return -1;
+    }
+    return 0;
+}
+
 #ifdef CBT_WITH_OTLP
+static const char *nonempty_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
+/* The endpoints for `grpc` (or OTLP/HTTP) from the OTEL_EXPORTER_OTLP_*
+ * endpoint variables, as the OpenTelemetry SDKs read them: for gRPC every
+ * variable is the collector's base URL, used as is; for HTTP the signal's own
+ * variable is used as is and the general one gets /v1/traces, /v1/metrics.
+ * For an otlp_protocol given to init that is not the transport the
+ * environment's protocol made the endpoints for. 0, or -1 (ValueError). */
+static int otlp_env_endpoints(const char *fn, int grpc, cbt_otlp_config *c)
+{
+    const char *base = nonempty_env("OTEL_EXPORTER_OTLP_ENDPOINT");
+    const char *tr = nonempty_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    const char *me = nonempty_env("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+    size_t bl = base ? strlen(base) : 0;
+    const char *slash = bl && base[bl - 1] == '/' ? "" : "/";
+    int n1 = tr ? snprintf(c->endpoint, sizeof c->endpoint, "%s", tr)
+             : !base ? 0
+             : grpc ? snprintf(c->endpoint, sizeof c->endpoint, "%s", base)
+                    : snprintf(c->endpoint, sizeof c->endpoint, "%s%sv1/traces", base, slash);
+    int n2 = me ? snprintf(c->metrics_endpoint, sizeof c->metrics_endpoint, "%s", me)
+             : !base ? 0
+             : grpc ? snprintf(c->metrics_endpoint, sizeof c->metrics_endpoint, "%s", base)
+                    : snprintf(c->metrics_endpoint, sizeof c->metrics_endpoint, "%s%sv1/metrics",
+                               base, slash);
+    if (n1 < 0 || (size_t)n1 >= sizeof c->endpoint || n2 < 0 ||
+        (size_t)n2 >= sizeof c->metrics_endpoint) {
+        PyErr_Format(PyExc_ValueError, "%s: an OTEL_EXPORTER_OTLP_*ENDPOINT is too long", fn);
+        return -1;
+    }
+    return 0;
+}
+
 /* The OTLP exporter for init (and replay; `fn` names the call in errors), in
  * three steps, so that init makes the cbt calls with the GIL released:
  * otlp_config fills *c (1: an exporter is wanted, 0: none, -1: a Python
  * error), otlp_start creates it and adds its sink (cbt calls only: no GIL
  * needed), otlp_started raises what otlp_start returned or notes the
  * exporter. `endpoint` NULL = the environment decides (an
- * OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT set); "" = none; else a collector
- * base URL (/v1/traces appended) or the full traces URL. */
-static int otlp_config(const char *fn, const char *endpoint, const char *service_name,
-                       cbt_otlp_config *out)
+ * OTEL_EXPORTER_OTLP[_TRACES]_ENDPOINT set); "" = none; else, for OTLP/HTTP,
+ * a collector base URL (/v1/traces and /v1/metrics appended) or the full
+ * traces URL, and for gRPC the collector's base URL (http://host:4317),
+ * used as is for both signals. `protocol` -1 = the environment's
+ * (OTEL_EXPORTER_OTLP[_TRACES]_PROTOCOL, else http/protobuf); else a
+ * cbt_otlp_protocol that wins over it. */
+static int otlp_config(const char *fn, const char *endpoint, int protocol,
+                       const char *service_name, cbt_otlp_config *out)
 {
     if (endpoint && !*endpoint)
         return 0;
@@ -1060,22 +1133,47 @@ static int otlp_config(const char *fn, const char *endpoint, const char *service
     }
     if (c.disabled)
         return 0; /* OTEL_SDK_DISABLED=true */
+    int env_grpc = c.protocol == CBT_OTLP_GRPC;
+    if (protocol >= 0)
+        c.protocol = (cbt_otlp_protocol)protocol;
+    int grpc = c.protocol == CBT_OTLP_GRPC;
+    if (!endpoint && grpc != env_grpc && otlp_env_endpoints(fn, grpc, &c) < 0)
+        return -1;
     if (endpoint) {
         size_t l = strlen(endpoint);
         int traces_url = l >= 10 && strcmp(endpoint + l - 10, "/v1/traces") == 0;
-        const char *suffix = traces_url ? "" : (endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
-        int base_len = traces_url ? (int)(l - 10) : (int)l;
-        const char *msuffix = !traces_url && endpoint[l - 1] == '/' ? "v1/metrics" : "/v1/metrics";
         if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8)) {
             PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint '%s' is not an http(s) URL "
-                                           "(cbt speaks OTLP/HTTP: the collector's port 4318)",
+                                           "(OTLP/HTTP: the collector's port 4318, e.g. "
+                                           "http://host:4318; gRPC: http://host:4317)",
                          fn, endpoint);
             return -1;
         }
-        if ((size_t)snprintf(c.endpoint, sizeof c.endpoint, "%s%s", endpoint, suffix) >=
-                sizeof c.endpoint ||
-            (size_t)snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
-                             endpoint, msuffix) >= sizeof c.metrics_endpoint) {
+        int n1, n2;
+        if (grpc) {
+            if (traces_url) {
+                PyErr_Format(PyExc_ValueError,
+                             "%s: otlp_endpoint '%s' is an OTLP/HTTP traces URL, but "
+                             "otlp_protocol is grpc: give the collector's base URL "
+                             "(http://host:4317)", fn, endpoint);
+                return -1;
+            }
+            int base_len = endpoint[l - 1] == '/' ? (int)l - 1 : (int)l;
+            n1 = snprintf(c.endpoint, sizeof c.endpoint, "%.*s", base_len, endpoint);
+            n2 = snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s", base_len,
+                          endpoint);
+        } else {
+            const char *suffix =
+                traces_url ? "" : (endpoint[l - 1] == '/' ? "v1/traces" : "/v1/traces");
+            int base_len = traces_url ? (int)(l - 10) : (int)l;
+            const char *msuffix =
+                !traces_url && endpoint[l - 1] == '/' ? "v1/metrics" : "/v1/metrics";
+            n1 = snprintf(c.endpoint, sizeof c.endpoint, "%s%s", endpoint, suffix);
+            n2 = snprintf(c.metrics_endpoint, sizeof c.metrics_endpoint, "%.*s%s", base_len,
+                          endpoint, msuffix);
+        }
+        if (n1 < 0 || (size_t)n1 >= sizeof c.endpoint || n2 < 0 ||
+            (size_t)n2 >= sizeof c.metrics_endpoint) {
             PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint is too long", fn);
             return -1;
         }
@@ -1117,7 +1215,7 @@ static int otlp_started(const char *fn, cbt_status st, const cbt_otlp_config *c)
 static int add_otlp(const char *fn, const char *endpoint, const char *service_name)
 {
     cbt_otlp_config c;
-    int want = otlp_config(fn, endpoint, service_name, &c);
+    int want = otlp_config(fn, endpoint, -1, service_name, &c);
     if (want <= 0)
         return want;
     return otlp_started(fn, otlp_start(&c), &c);
@@ -1154,20 +1252,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "ring_capacity", "cuda_ring_capacity", "session_idle_ms",
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
-                             "trace_output", "trace_buffer_kib", NULL};
+                             "trace_output", "trace_buffer_kib", "otlp_protocol", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
-             *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL;
+             *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
+             *proto = Py_None;
     if (PyTuple_GET_SIZE(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&O:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OO:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib))
+                                     &tkib, &proto))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -1242,6 +1341,9 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         }
     }
     const char *ep = NULL, *svc = NULL;
+    int protocol; /* -1: the environment's */
+    if (otlp_protocol_of("cbt.init", proto, &protocol) < 0)
+        goto out;
     if (endpoint != Py_None) {
         if (!PyUnicode_Check(endpoint)) {
             PyErr_SetString(PyExc_TypeError, "cbt.init: otlp_endpoint is a str or None");
@@ -1265,13 +1367,13 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                      "libcurl was missing when the package was built)");
         goto out;
     }
-    (void)svc;
+    (void)svc, (void)protocol;
 #endif
     c.jsonl_path = spans ? PyBytes_AS_STRING(spans) : NULL;
     const char *trace_p = trace ? PyBytes_AS_STRING(trace) : NULL;
 #ifdef CBT_WITH_OTLP
     cbt_otlp_config oc;
-    int want_otlp = otlp_config("cbt.init", ep, svc, &oc);
+    int want_otlp = otlp_config("cbt.init", ep, protocol, svc, &oc);
     if (want_otlp < 0)
         goto out;
 #endif
@@ -2440,6 +2542,43 @@ static PyObject *py_context_begin(PyObject *self, PyObject *const *args, Py_ssiz
 
 /* ---- the module ------------------------------------------------------------------------- */
 
+#ifdef CBT_WITH_OTLP
+/* _cbt._otlp_config(otlp_endpoint=None, otlp_protocol=None, service_name=None)
+ * -> dict | None: the exporter config cbt.init would start with these
+ * arguments and this environment (endpoint, metrics_endpoint, protocol,
+ * self_metrics), None when it would start none. Starts nothing: for the
+ * tests of the arguments' path (the bridge's choice of protocol included),
+ * whatever the exporter then does with them. */
+static PyObject *py_otlp_config(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    static char *kwlist[] = {"otlp_endpoint", "otlp_protocol", "service_name", NULL};
+    PyObject *endpoint = Py_None, *proto = Py_None, *service = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOO:_otlp_config", kwlist, &endpoint, &proto,
+                                     &service))
+        return NULL;
+    int protocol;
+    if (otlp_protocol_of("cbt.init", proto, &protocol) < 0)
+        return NULL;
+    const char *ep = NULL, *svc = NULL;
+    if (endpoint != Py_None && !(ep = utf8_of(endpoint, NULL, "cbt.init: otlp_endpoint")))
+        return NULL;
+    if (service != Py_None && !(svc = utf8_of(service, NULL, "cbt.init: service_name")))
+        return NULL;
+    cbt_otlp_config c;
+    int want = otlp_config("cbt.init", ep, protocol, svc, &c);
+    if (want < 0)
+        return NULL;
+    if (!want)
+        Py_RETURN_NONE;
+    static const char *const names[] = {"http/protobuf", "http/json", "grpc"};
+    const char *pn = (unsigned)c.protocol < 3 ? names[c.protocol] : "?";
+    return Py_BuildValue("{s:s,s:s,s:s,s:I,s:s}", "endpoint", c.endpoint, "metrics_endpoint",
+                         c.metrics_endpoint, "protocol", pn, "self_metrics",
+                         (unsigned)c.self_metrics, "service_name", c.resource.service_name);
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"init", (PyCFunction)(void (*)(void))py_init, METH_VARARGS | METH_KEYWORDS,
      "init(**config): start the process's tracer (docs/python.md)."},
@@ -2458,6 +2597,11 @@ static PyMethodDef methods[] = {
      "replay(path, *, spans_path, trace_path, otlp_endpoint, on_span, force, speed) -> dict: "
      "a recorded LMCT file through a replay tracer (cbt.replay wraps it)."},
     {"strerror", py_strerror, METH_O, "strerror(status) -> str"},
+#ifdef CBT_WITH_OTLP
+    {"_otlp_config", (PyCFunction)(void (*)(void))py_otlp_config, METH_VARARGS | METH_KEYWORDS,
+     "_otlp_config(*, otlp_endpoint, otlp_protocol, service_name) -> dict | None: the "
+     "exporter config cbt.init would start (internal: for the tests)."},
+#endif
     {"register_event_type", py_register_event_type, METH_O,
      "register_event_type(name) -> int: a program-defined event type."},
     {"event_type_name", py_event_type_name, METH_O,

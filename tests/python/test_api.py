@@ -828,3 +828,135 @@ print("ok")
 """
     r = run_py(code, timeout=30)
     assert r.returncode == 0 and "ok" in r.stdout, (r.returncode, r.stdout, r.stderr[-2000:])
+
+
+# ---- the OTLP exporter's protocol (cbt.init(otlp_protocol=...)) ------------------------------
+
+_OTEL_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+              "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+              "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_SDK_DISABLED",
+              "OTEL_METRICS_EXPORTER", "CBT_OTLP_SELF_METRICS", "OTEL_METRIC_EXPORT_INTERVAL")
+
+
+@pytest.fixture
+def otel_env(monkeypatch):
+    for v in _OTEL_VARS:
+        monkeypatch.delenv(v, raising=False)
+    return monkeypatch
+
+
+def _otlp_config(**kw):
+    if not hasattr(cbt._cbt, "_otlp_config"):
+        pytest.skip("this build has no OTLP exporter")
+    return cbt._cbt._otlp_config(**kw)
+
+
+@pytest.mark.parametrize("bad", ["http", "grpc ", "HTTP/PROTOBUF", "http/proto", ""])
+def test_otlp_protocol_bad_value_named(bad, otel_env):
+    with pytest.raises(ValueError, match=re.escape(repr(bad))):
+        cbt.init(otlp_endpoint="", otlp_protocol=bad)
+    assert not cbt.enabled()
+    with pytest.raises(TypeError, match="otlp_protocol"):
+        cbt.init(otlp_endpoint="", otlp_protocol=2)
+    assert not cbt.enabled()
+
+
+def test_otlp_protocol_reaches_the_config(otel_env):
+    """Each value lands in cbt_otlp_config.protocol, the endpoints shaped for
+    its transport: OTLP/HTTP gets /v1/traces and /v1/metrics on the base,
+    gRPC the base URL for both."""
+    base = "http://collector:4318"
+    for proto in ("http/protobuf", "http/json"):
+        c = _otlp_config(otlp_endpoint=base, otlp_protocol=proto)
+        assert c["protocol"] == proto
+        assert c["endpoint"] == base + "/v1/traces"
+        assert c["metrics_endpoint"] == base + "/v1/metrics"
+    c = _otlp_config(otlp_endpoint="http://collector:4317/", otlp_protocol="grpc")
+    assert (c["protocol"], c["endpoint"], c["metrics_endpoint"]) == \
+        ("grpc", "http://collector:4317", "http://collector:4317")
+    with pytest.raises(ValueError, match="base URL"):
+        _otlp_config(otlp_endpoint=base + "/v1/traces", otlp_protocol="grpc")
+    # None: the environment's protocol; a value given wins over it
+    assert _otlp_config(otlp_endpoint=base)["protocol"] == "http/protobuf"
+    otel_env.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    assert _otlp_config(otlp_endpoint=base)["protocol"] == "http/json"
+    assert _otlp_config(otlp_endpoint=base, otlp_protocol="http/protobuf")["protocol"] == \
+        "http/protobuf"
+    # the endpoint from the environment, shaped for the protocol given
+    otel_env.delenv("OTEL_EXPORTER_OTLP_PROTOCOL")
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://envcol:4317")
+    c = _otlp_config(otlp_protocol="grpc")
+    assert (c["endpoint"], c["metrics_endpoint"]) == ("http://envcol:4317", "http://envcol:4317")
+    assert _otlp_config()["endpoint"] == "http://envcol:4317/v1/traces"
+    # no exporter: "" whatever the protocol, and OTEL_SDK_DISABLED
+    assert _otlp_config(otlp_endpoint="", otlp_protocol="grpc") is None
+    otel_env.setenv("OTEL_SDK_DISABLED", "true")
+    assert _otlp_config(otlp_protocol="grpc") is None
+    otel_env.delenv("OTEL_SDK_DISABLED")
+    # cbt's own health switch travels with the rest of the environment
+    otel_env.setenv("CBT_OTLP_SELF_METRICS", "1")
+    assert _otlp_config(otlp_endpoint=base)["self_metrics"] == 1
+
+
+class _Collector:
+    """A loopback HTTP collector recording (path, content type, body)."""
+
+    def __init__(self):
+        import http.server
+
+        got = self.got = []
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length", "0"))
+                got.append((self.path, self.headers.get("Content-Type"), self.rfile.read(n)))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"{}")
+
+            def log_message(self, *a):
+                pass
+
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_otlp_protocol_http_json_delivered(otel_env, spans_file):
+    """otlp_protocol="http/json" reaches the wire: the spans arrive as
+    OTLP/JSON; with CBT_OTLP_SELF_METRICS=1 cbt's health follows, alone (no
+    blend set), at shutdown."""
+    if not hasattr(cbt._cbt, "_otlp_config"):
+        pytest.skip("this build has no OTLP exporter")
+    for v in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        otel_env.delenv(v, raising=False)
+    otel_env.setenv("no_proxy", "127.0.0.1")
+    otel_env.setenv("CBT_OTLP_SELF_METRICS", "1")
+    col = _Collector()
+    try:
+        cbt.init(spans_path=spans_file, otlp_endpoint=col.url, otlp_protocol="http/json")
+        cbt.publish("mp.request.start", "json-1")
+        cbt.publish("mp.request.end", "json-1")
+        cbt.flush()
+        fin = cbt.shutdown()
+    finally:
+        col.close()
+    assert fin["otlp"]["spans_exported"] == 1, fin
+    traces = [g for g in col.got if g[0] == "/v1/traces"]
+    metrics = [g for g in col.got if g[0] == "/v1/metrics"]
+    assert traces and all(ct == "application/json" for _, ct, _ in traces), col.got
+    doc = json.loads(traces[0][2])
+    assert doc["resourceSpans"][0]["scopeSpans"][0]["spans"][0]["name"] == "request"
+    assert metrics, col.got
+    last = json.loads(metrics[-1][2])
+    ms = {m["name"]: m for m in last["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]}
+    assert not any(n.startswith("lmcache_blend.") for n in ms)
+    assert ms["cbt.events.published"]["sum"]["dataPoints"][0]["asInt"] == "2"
+    assert ms["cbt.spans.ended"]["sum"]["dataPoints"][0]["asInt"] == "1"

@@ -350,6 +350,8 @@ def test_tracing_off_no_spans(lm, bridge):
 
 
 def test_init_otel_tracing_maps_the_endpoint(lm, tmp_path):
+    """LMCache's own value (host:4317) reaches cbt.init as an OTLP/gRPC
+    endpoint, unrewritten and without a warning."""
     import cbt
     import cbt.lmcache
 
@@ -370,36 +372,111 @@ def test_init_otel_tracing_maps_the_endpoint(lm, tmp_path):
         finally:
             cbt.init = real_init
         assert cbt.enabled()
-        assert seen["otlp_endpoint"] == "http://localhost:4318/v1/traces", seen
-        assert any("4317" in w and "4318" in w for w in warnings), warnings
+        assert seen["otlp_endpoint"] == "http://localhost:4317", seen
+        assert seen["otlp_protocol"] == "grpc", seen
+        assert warnings == [], warnings
     finally:
         cbt.lmcache.uninstall()
     assert not cbt.enabled()
 
 
-@pytest.mark.parametrize("given,want,warns", [
-    (None, None, False), ("", None, False),
-    ("http://localhost:4317", "http://localhost:4318/v1/traces", True),
-    ("localhost:4317", "http://localhost:4318/v1/traces", True),
-    ("grpc://otel:4317", "http://otel:4318/v1/traces", True),
-    ("http://otel:4318", "http://otel:4318/v1/traces", False),
-    ("https://otel.example/", "https://otel.example/v1/traces", False),
-    ("http://otel:4318/v1/traces", "http://otel:4318/v1/traces", False),
-    ("http://otel:9000/otlp", "http://otel:9000/otlp/v1/traces", False),
-    ("[::1]:4317", "http://[::1]:4318/v1/traces", True),
-])
-def test_otlp_endpoint_rule(given, want, warns):
-    from cbt.lmcache import otlp_traces_url
+def test_init_otel_tracing_http_endpoint_stays_http(lm, tmp_path):
+    """An OTLP/HTTP value (port 4318) reaches cbt.init as OTLP/HTTP; a
+    config that names otlp_endpoint itself wins over the flag, protocol
+    untouched."""
+    import cbt
+    import cbt.lmcache
 
-    url, warning = otlp_traces_url(given)
-    assert url == want and bool(warning) == warns, (url, warning)
+    for install_cfg, flag, want in [
+        ({}, "http://otel:4318", {"otlp_endpoint": "http://otel:4318/v1/traces",
+                                  "otlp_protocol": "http/protobuf"}),
+        ({"otlp_endpoint": "http://mine:4318"}, "otel:4317",
+         {"otlp_endpoint": "http://mine:4318"}),
+    ]:
+        cbt.lmcache.install(spans_path=str(tmp_path / "s.jsonl"), warn=pytest.fail,
+                            **install_cfg)
+        try:
+            seen = {}
+            real_init = cbt.init
+
+            def fake_init(**cfg):
+                seen.update(cfg)
+                cfg["otlp_endpoint"] = ""
+                cfg.pop("otlp_protocol", None)
+                real_init(**cfg)
+            cbt.init = fake_init
+            try:
+                lm.otel_init.init_otel_tracing(otlp_endpoint=flag)
+            finally:
+                cbt.init = real_init
+            got = {k: seen[k] for k in ("otlp_endpoint", "otlp_protocol") if k in seen}
+            assert got == want, (flag, seen)
+        finally:
+            cbt.lmcache.uninstall()
+        assert not cbt.enabled()
 
 
-def test_otlp_endpoint_rule_refuses():
-    from cbt.lmcache import otlp_traces_url
+# One case per row of docs/lmcache-bridge.md's table (and the forms in it):
+# (--otlp-endpoint, the URL cbt gets, the protocol)
+ENDPOINT_TABLE = [
+    # not given
+    (None, None, None), ("", None, None),
+    # as LMCache takes it: gRPC, the collector's base URL
+    ("http://localhost:4317", "http://localhost:4317", "grpc"),
+    ("localhost:4317", "http://localhost:4317", "grpc"),
+    ("grpc://otel:4317", "http://otel:4317", "grpc"),
+    ("otel:14317", "http://otel:14317", "grpc"),
+    ("http://otel:9000/otlp", "http://otel:9000", "grpc"),
+    ("[::1]:4317", "http://[::1]:4317", "grpc"),
+    ("http://otel:4317/", "http://otel:4317", "grpc"),
+    # https: gRPC over TLS
+    ("https://otel.example:4317", "https://otel.example:4317", "grpc"),
+    ("https://otel.example/", "https://otel.example", "grpc"),
+    # port 4318: OTLP/HTTP, /v1/traces appended
+    ("http://otel:4318", "http://otel:4318/v1/traces", "http/protobuf"),
+    ("https://otel:4318/base/", "https://otel:4318/base/v1/traces", "http/protobuf"),
+    ("otel:4318", "http://otel:4318/v1/traces", "http/protobuf"),
+    # a /v1/traces URL: OTLP/HTTP, as is
+    ("http://otel:4318/v1/traces", "http://otel:4318/v1/traces", "http/protobuf"),
+    ("http://otel:9000/otlp/v1/traces", "http://otel:9000/otlp/v1/traces", "http/protobuf"),
+]
+
+
+@pytest.mark.parametrize("given,want,protocol", ENDPOINT_TABLE)
+def test_otlp_endpoint_rule(given, want, protocol):
+    from cbt.lmcache import otlp_export_target
+
+    assert otlp_export_target(given) == (want, protocol)
+
+
+@pytest.mark.parametrize("given", ["ftp://x:1", "http://", "otel:notaport", "otel:99999"])
+def test_otlp_endpoint_rule_refuses(given):
+    from cbt.lmcache import otlp_export_target
 
     with pytest.raises(ValueError):
-        otlp_traces_url("ftp://x:1")
+        otlp_export_target(given)
+
+
+@pytest.mark.parametrize("given,want,protocol", [c for c in ENDPOINT_TABLE if c[0]])
+def test_otlp_endpoint_reaches_the_config(given, want, protocol, monkeypatch):
+    """What the bridge passes to cbt.init is what the exporter's config gets:
+    the protocol and, for gRPC, the base URL for both signals."""
+    import cbt
+    from cbt.lmcache import otlp_export_target
+
+    if not hasattr(cbt._cbt, "_otlp_config"):
+        pytest.skip("this build has no OTLP exporter")
+    for var in ("OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+                "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(var, raising=False)
+    url, proto = otlp_export_target(given)
+    cfg = cbt._cbt._otlp_config(otlp_endpoint=url, otlp_protocol=proto)
+    assert cfg["protocol"] == protocol
+    assert cfg["endpoint"] == want
+    if protocol == "grpc":
+        assert cfg["metrics_endpoint"] == want
+    else:
+        assert cfg["metrics_endpoint"] == want[:-len("/v1/traces")] + "/v1/metrics"
 
 
 # ---- values, streams ------------------------------------------------------------------------

@@ -20,8 +20,10 @@ class objects (nothing in LMCache is edited; ``uninstall()`` puts them back):
    subscribers would have seen.
 2. ``lmcache.v1.mp_observability.otel_init.init_otel_tracing``: instead of a
    gRPC OTel TracerProvider, cbt is started (``cbt.init(**cbt_config)``) with
-   its OTLP/HTTP exporter pointed at ``otlp_endpoint`` by ``otlp_traces_url``'s
-   rule (unless ``cbt_config`` names ``otlp_endpoint`` itself).
+   its OTLP exporter pointed at ``otlp_endpoint`` by ``otlp_export_target``'s
+   rule: OTLP/gRPC for the endpoint as LMCache takes it (``http://host:4317``),
+   OTLP/HTTP for an ``http(s)://host:4318`` or ``.../v1/traces`` URL (unless
+   ``cbt_config`` names ``otlp_endpoint`` itself).
 3. ``EventBus.publish_on_stream`` (the class, so every bus): on a bus that has
    the stand-ins and a stream with a real CUDA handle (``.cuda_stream`` or
    ``.ptr`` non-zero), the event goes to cbt as a CUDA-event mark
@@ -54,7 +56,7 @@ from typing import Any
 
 from . import _translate
 
-__all__ = ["install", "uninstall", "installed", "counters", "otlp_traces_url",
+__all__ = ["install", "uninstall", "installed", "counters", "otlp_export_target",
            "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES"]
 
 _TRACING = "lmcache.v1.mp_observability.subscribers.tracing"
@@ -126,28 +128,38 @@ _lock = threading.Lock()
 _bridge: "_Bridge | None" = None
 
 
-def otlp_traces_url(endpoint: str | None) -> tuple[str | None, str | None]:
-    """LMCache's ``--otlp-endpoint`` (OTLP/gRPC) as cbt's OTLP/HTTP traces URL.
+OTLP_HTTP_PORT = 4318  # OTLP/HTTP's registered port (OTLP/gRPC's is 4317)
 
-    Returns (url, warning). The rule:
+
+def otlp_export_target(endpoint: str | None) -> tuple[str | None, str | None]:
+    """LMCache's ``--otlp-endpoint`` as cbt's exporter target: (url, protocol).
+
+    LMCache exports OTLP/gRPC to its ``--otlp-endpoint`` (the usual value is
+    ``http://host:4317``); cbt does the same with that value, and speaks
+    OTLP/HTTP only when the value is plainly an OTLP/HTTP one. The rule
+    (docs/lmcache-bridge.md has it as a table):
+
     - None or "": (None, None): no exporter.
-    - port 4317 (OTLP/gRPC's registered port), with or without a scheme: the
-      same host on 4318 (OTLP/HTTP's), with a warning: cbt speaks OTLP/HTTP only,
-      so the collector's HTTP receiver must be on 4318 (its default).
-    - an http:// or https:// URL: as is, with ``/v1/traces`` appended unless the
-      path already ends with it (as OTEL_EXPORTER_OTLP_ENDPOINT is treated);
-    - a bare ``host:port`` or ``grpc://host:port``: http://host:port/v1/traces
-      (LMCache's gRPC exporter is insecure, so plain http).
-    Any other scheme raises ValueError.
+    - an ``http://`` or ``https://`` URL whose path ends with ``/v1/traces``,
+      or one on port 4318, OTLP/HTTP's: ("http/protobuf", the URL with
+      ``/v1/traces`` appended unless its path ends with it); a bare
+      ``host:4318`` is ``http://host:4318/v1/traces``.
+    - anything else, as LMCache takes it: ``http://h:4317``, ``https://h:4317``,
+      ``h:4317``, ``grpc://h:4317``, another port: ("grpc",
+      ``http://h:port``, or ``https://`` for an https URL). gRPC names no
+      path: a path given is not used, as LMCache's own exporter does not use
+      it.
+    Any other scheme, or no host, raises ValueError.
     """
     if not endpoint:
         return None, None
     e = endpoint.strip()
-    if "://" not in e:
+    bare = "://" not in e
+    if bare:
         e = "http://" + e
     u = urllib.parse.urlsplit(e)
     scheme = u.scheme.lower()
-    if scheme in ("grpc", "dns"):
+    if scheme == "grpc":
         scheme = "http"
     if scheme not in ("http", "https"):
         raise ValueError(f"otlp endpoint {endpoint!r}: scheme {u.scheme!r} is not http, "
@@ -155,19 +167,20 @@ def otlp_traces_url(endpoint: str | None) -> tuple[str | None, str | None]:
     host = u.hostname or ""
     if not host:
         raise ValueError(f"otlp endpoint {endpoint!r} names no host")
+    try:
+        port = u.port
+    except ValueError as x:  # a port that is not a number, or out of range
+        raise ValueError(f"otlp endpoint {endpoint!r}: {x}") from None
     hostport = f"[{host}]" if ":" in host else host
-    warning = None
-    port = u.port
-    if port == 4317:
-        port = 4318
-        warning = (f"cbt.lmcache: --otlp-endpoint {endpoint} is OTLP/gRPC (port 4317); cbt "
-                   f"exports OTLP/HTTP, to port 4318 on the same host")
     if port is not None:
         hostport += f":{port}"
     path = u.path.rstrip("/")
-    if not path.endswith("/v1/traces"):
-        path += "/v1/traces"
-    return urllib.parse.urlunsplit((scheme, hostport, path, u.query, "")), warning
+    http = path.endswith("/v1/traces") or (port == OTLP_HTTP_PORT and u.scheme.lower() != "grpc")
+    if http:
+        if not path.endswith("/v1/traces"):
+            path += "/v1/traces"
+        return urllib.parse.urlunsplit((scheme, hostport, path, u.query, "")), "http/protobuf"
+    return f"{scheme}://{hostport}", "grpc"
 
 
 def _cuda_handle(stream: Any) -> int:
@@ -215,10 +228,10 @@ class _Bridge:
                 return
             cfg = dict(self.config)
             if from_lmcache and "otlp_endpoint" not in cfg:
-                url, warning = otlp_traces_url(otlp_endpoint)
-                if warning:
-                    self.warn(warning)
+                url, protocol = otlp_export_target(otlp_endpoint)
                 cfg["otlp_endpoint"] = url or ""
+                if protocol:  # the value's own transport, over OTEL_EXPORTER_OTLP_PROTOCOL
+                    cfg.setdefault("otlp_protocol", protocol)
             # the CacheBlend builder too, as `cbt replay` has it (LMCache's
             # blend server publishes cb.* events); an older extension
             # without the keyword builds the MP trees only, and says so
@@ -401,8 +414,9 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
     """Install the bridge in this process (idempotent for one config).
 
     cbt_config: cbt.init's keywords. cbt starts when LMCache's tracing would
-    (init_otel_tracing under --enable-tracing, with otlp_endpoint from
-    LMCache's flag by otlp_traces_url's rule unless given here), or when a
+    (init_otel_tracing under --enable-tracing, with otlp_endpoint and
+    otlp_protocol from LMCache's flag by otlp_export_target's rule unless
+    otlp_endpoint is given here), or when a
     stand-in subscriber is made on a hand-built bus. Needs LMCache's
     observability modules importable (``lmcache.v1.mp_observability``).
     """
@@ -421,7 +435,7 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
     classes, get_span_registry = _make_standins(br)
 
     def init_otel_tracing(otlp_endpoint=None, resource_attributes=None):
-        """cbt.lmcache's stand-in: start cbt with its OTLP/HTTP exporter."""
+        """cbt.lmcache's stand-in: start cbt with its OTLP exporter."""
         br.start(otlp_endpoint, from_lmcache=True)
 
     EventBus = event_bus.EventBus

@@ -25,9 +25,10 @@ with cbt's bridge installed; every argument is passed through unchanged:
   python -m cbt.lmcache server --engine-type blend --enable-tracing --otlp-endpoint HOST:4317 [...]
 
 With --enable-tracing, cbt builds the request spans in place of LMCache's
-Python tracing subscribers and exports them with its OTLP/HTTP exporter to
---otlp-endpoint (port 4317, gRPC's, becomes 4318 on the same host, with a
-warning; an http(s) URL gets /v1/traces appended when its path lacks it).
+Python tracing subscribers and exports them to --otlp-endpoint as LMCache
+would: over OTLP/gRPC (HOST:4317, http://HOST:4317), or over OTLP/HTTP when
+the value is an http(s) URL on port 4318 or ending in /v1/traces (/v1/traces
+is appended when the path lacks it).
 LMCache's logging and metrics subscribers are untouched. Stores and
 retrieves published on a CUDA stream are timed by cbt on the GPU.
 
