@@ -924,3 +924,62 @@ def test_uninstall_unsubscribes_the_standins(lm, bridge):
     bus.stop()
     bridge.mod.install(spans_path=str(bridge.spans), mp_root_end=RULE, otlp_endpoint="",
                        warn=bridge.warnings.append)
+
+
+def _grpc_collector(tmp_path):
+    """tests/grpc_collector.py (grpcio + opentelemetry-proto's servicers) in
+    the venv scripts/pydeps.sh makes: (process, port, out file); skipped,
+    saying why, without that venv."""
+    venv = os.environ.get("CBT_PYVENV", os.path.join(ROOT, ".venv"))
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        _skip(f"no {py}: scripts/pydeps.sh makes it (the gRPC collector needs grpcio)")
+    if subprocess.run([py, "-c", "import grpc, opentelemetry.proto.collector.trace.v1."
+                       "trace_service_pb2_grpc"], capture_output=True, timeout=60).returncode:
+        _skip(f"{py} lacks grpcio or opentelemetry-proto (scripts/pydeps.sh installs them)")
+    out = tmp_path / "collector.jsonl"
+    p = subprocess.Popen([py, os.path.join(ROOT, "tests", "grpc_collector.py"), "serve",
+                          "--out", str(out), "--lifetime", "120", "--exit-on-stdin-eof"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("PORT "):
+        p.kill()
+        pytest.fail(f"the gRPC collector did not start: {line!r}")
+    return p, int(line.split()[1]), out
+
+
+def test_lmcache_endpoint_delivers_to_a_real_grpc_collector(lm, tmp_path):
+    """LMCache's --otlp-endpoint as LMCache users write it (http://host:4317,
+    OTLP/gRPC) through LMCache's own init_observability and the bridge: every
+    span cbt ended reaches a real gRPC collector (grpcio with
+    opentelemetry-proto's TraceService servicer), decoded by the official
+    classes, none lost."""
+    import cbt
+    import cbt.lmcache
+    import generator
+
+    proc, port, out = _grpc_collector(tmp_path)
+    spans = tmp_path / "spans.jsonl"
+    try:
+        cbt.lmcache.install(spans_path=str(spans), mp_root_end=RULE, warn=pytest.fail)
+        try:
+            stream = generator.generate(SEED, 30, 30, 2)
+            obs = lm.config.ObservabilityConfig(
+                enabled=True, metrics_enabled=False, logging_enabled=False,
+                tracing_enabled=True, otlp_endpoint=f"http://127.0.0.1:{port}",
+                max_queue_size=1_000_000)
+            _run_bus(lm, _events(lm, stream), obs)
+        finally:
+            cbt.lmcache.uninstall()
+        ended = len(spans.read_text().splitlines())
+        assert ended > 0
+        got = 0
+        for ln in out.read_text().splitlines():
+            r = json.loads(ln)
+            if r.get("kind") == "request" and r.get("service") == "traces":
+                assert r["outcome"] == "ok", r
+                got += r["items"]
+        assert got == ended, (got, ended)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
