@@ -421,7 +421,12 @@ int cbt_grpc_outcome(long http_status, const cbt_grpc_resp *r, int64_t *retry_ms
     else if (r->status_bad)
         code = CBT_GRPC_UNKNOWN;
     else
-        code = r->content_type_grpc ? CBT_GRPC_INTERNAL : CBT_GRPC_UNKNOWN;
+        /* a gRPC server's stream that ended without its status (no
+         * trailers): cut off under way, by a GOAWAY or a reset the
+         * connection's end raced (a collector's max connection age): a
+         * transport failure, UNAVAILABLE, as gRPC's own clients take it, so
+         * the batch is retried; anything else that is not gRPC: UNKNOWN */
+        code = r->content_type_grpc ? CBT_GRPC_UNAVAILABLE : CBT_GRPC_UNKNOWN;
     if (code == CBT_GRPC_OK)
         return code;
     if (r->details_cut) {

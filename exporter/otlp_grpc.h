@@ -4,8 +4,8 @@
  * code, the throttling hint of grpc-status-details-bin (a google.rpc.Status
  * holding a google.rpc.RetryInfo), and the endpoint rules.
  *
- * Everything here is a pure function of its arguments (no allocation, no
- * I/O, no global state but cbt_grpc_gunzip's zlib stream on the stack), so
+ * Everything here is a pure function of its arguments (no allocation but
+ * zlib's own inside cbt_grpc_gunzip, no I/O, no global state), so
  * each can be unit-tested and fed garbage: every reader is bounded by the
  * length it is given and says "malformed" rather than read past it
  * (tests/test_otlp_grpc_unit.c). The transport (libcurl over HTTP/2) and
@@ -85,9 +85,9 @@ int cbt_grpc_frame_parse(const uint8_t *p, size_t n, int *compressed, const uint
  * rounded up, "<s>S". Returns its length. */
 size_t cbt_grpc_timeout(uint32_t ms, char *out, size_t cap);
 
-/* Standard base64 (RFC 4648 alphabet; '=' padding optional, as gRPC's -bin
- * headers send it without) of s[0..n) into out: the decoded length, or -1
- * for a character outside the alphabet, a lone trailing character, padding
+/* Base64 (RFC 4648's alphabet, and its URL-safe '-' and '_' too; '='
+ * padding optional, as gRPC's -bin headers send it without) of s[0..n) into
+ * out: the decoded length, or -1 for a character outside those, a lone trailing character, padding
  * in the middle, or more than `cap` bytes. */
 long cbt_grpc_base64_decode(const char *s, size_t n, uint8_t *out, size_t cap);
 

@@ -1188,6 +1188,7 @@ static void export_batch(cbt_otlp_exporter *e, uint64_t first, size_t n)
             elog(e, "too-large", "a span alone encodes to %zu bytes, over max_message_bytes "
                                  "(%u): dropped", msg_len, c->max_message_bytes);
             atomic_fetch_add_explicit(&e->too_large, 1, memory_order_relaxed);
+            count_failure(e, 0); /* nothing sent */
             drop(e, 1);
             return;
         }
@@ -1286,6 +1287,7 @@ static int export_metrics(cbt_otlp_exporter *e, int yieldable)
         elog(e, "metrics-too-large", "a metrics snapshot encodes to %zu bytes, over "
              "max_message_bytes (%u): not sent", e->body.len - body_headroom(e),
              c->max_message_bytes);
+        count_failure(e, 0); /* nothing sent */
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
         return 1;
     }
@@ -1299,6 +1301,8 @@ static int export_metrics(cbt_otlp_exporter *e, int yieldable)
     if (!send_retrying(e, &j, e->body.data, e->body.len, &yielded)) {
         if (yielded)
             return 0;
+        if (e->grpc && e->last_grpc > 0 && e->last_grpc < CBT_OTLP_GRPC_CODES)
+            atomic_fetch_add_explicit(&e->by_grpc_code[e->last_grpc], 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&e->metrics_failures, 1, memory_order_relaxed);
         return 1;
     }
@@ -1446,7 +1450,10 @@ static cbt_status sink_flush_within(void *ctx, uint32_t bound_ms)
     uint64_t t = now_ns();
     uint32_t ms = bound_ms < e->cfg.timeout_ms ? bound_ms : e->cfg.timeout_ms;
     uint64_t until = t + (uint64_t)ms * 1000000ull;
-    int final = cbt_tracer_get() == NULL; /* cbt_shutdown's last flush (see the top) */
+    /* cbt_shutdown's last flush (see the top): made on the shutting-down
+     * thread; a cbt_flush that raced the shutdown is not it, and keeps its
+     * own bound */
+    int final = cbt_shutdown_flushing_();
     pthread_mutex_lock(&e->lock);
     if (final) {
         if (!e->stop_deadline_ns) {

@@ -354,6 +354,12 @@ static pthread_t g_closing_thread;
  * cbt_metrics_closing_, so a thread that sees 1 reads the thread id written */
 static _Atomic int g_closing_set;
 
+int cbt_shutdown_flushing_(void)
+{
+    return atomic_load_explicit(&g_closing_set, memory_order_acquire) &&
+           pthread_equal(g_closing_thread, pthread_self());
+}
+
 cbt_status cbt_metrics_closing_(cbt_metrics *out)
 {
     if (!out || !atomic_load_explicit(&g_closing_set, memory_order_acquire) ||
@@ -385,7 +391,8 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     cbt_sinks_flush_abort_(&t->sinks, 1);
     /* a CPU stream worker that pinned it before the store finishes its one
      * push (microseconds), an administrative call its work (a flush: at most
-     * a non-blocking sink's own flush); none can pin it after */
+     * its own bound, or a non-blocking sink's export timeout if smaller);
+     * none can pin it after */
     while (atomic_load_explicit(&g_pins, memory_order_seq_cst) != 0) {
         struct timespec d = {0, 20000};
         nanosleep(&d, NULL);

@@ -35,5 +35,9 @@ uint64_t cbt_tracer_generation_(const cbt_tracer *t);
  * so they are final but for the losses of the sinks' stop. On any other
  * thread, or outside that window, CBT_ERR_NOT_INITIALIZED (tracer.c). */
 cbt_status cbt_metrics_closing_(cbt_metrics *out);
+/* 1 on the thread of a cbt_shutdown that is flushing and stopping the
+ * sinks (its last flush), else 0: how a sink tells the final flush from a
+ * cbt_flush that raced the shutdown. One load, never waits (tracer.c). */
+int cbt_shutdown_flushing_(void);
 
 #endif /* CBT_HOST_INTERNAL_PUBLISH_HOOK_H */

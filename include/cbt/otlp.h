@@ -243,7 +243,7 @@ typedef struct cbt_otlp_stats {
     uint64_t batches_split;     /* batches halved to fit max_message_bytes (each half
                                    is then a batch of its own) */
     uint64_t failures_by_grpc_code[CBT_OTLP_GRPC_CODES]; /* OTLP/gRPC: span batches
-                                   that failed for good, by the gRPC status of the
+                                   and metric snapshots that failed for good, by the gRPC status of the
                                    collector's last answer (an HTTP status mapped
                                    as gRPC says); [0] stays 0. Batches that got no
                                    answer (connection, timeout, shutdown) are in
