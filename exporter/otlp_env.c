@@ -133,17 +133,6 @@ static void trim(const char **b, const char **e)
         (*e)--;
 }
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 enum { DEC_OK = 0, DEC_BAD_ESCAPE, DEC_TOO_LONG, DEC_NUL };
 
 /* Percent-decode [b, e) into out (NUL-terminated, at most cap - 1 bytes). */
@@ -155,7 +144,7 @@ static int pct_decode(const char *b, const char *e, char *out, size_t cap)
         if (ch == '%') {
             if (e - b < 2)
                 return DEC_BAD_ESCAPE;
-            int hi = hexval(b[0]), lo = hexval(b[1]);
+            int hi = cbt_otlp_hexval_(b[0]), lo = cbt_otlp_hexval_(b[1]);
             if (hi < 0 || lo < 0)
                 return DEC_BAD_ESCAPE;
             ch = (char)(hi * 16 + lo);

@@ -140,7 +140,7 @@ long cbt_grpc_base64_decode(const char *s, size_t n, uint8_t *out, size_t cap)
     return (long)o;
 }
 
-static int hexval(char ch)
+int cbt_otlp_hexval_(char ch)
 {
     if (ch >= '0' && ch <= '9')
         return ch - '0';
@@ -159,7 +159,7 @@ size_t cbt_grpc_pct_decode(const char *s, size_t n, char *out, size_t cap)
     for (size_t i = 0; i < n && o + 1 < cap; i++) {
         char ch = s[i];
         if (ch == '%' && i + 2 < n) {
-            int hi = hexval(s[i + 1]), lo = hexval(s[i + 2]);
+            int hi = cbt_otlp_hexval_(s[i + 1]), lo = cbt_otlp_hexval_(s[i + 2]);
             if (hi >= 0 && lo >= 0) {
                 ch = (char)(hi * 16 + lo);
                 i += 2;

@@ -85,6 +85,10 @@ int cbt_grpc_frame_parse(const uint8_t *p, size_t n, int *compressed, const uint
  * rounded up, "<s>S". Returns its length. */
 size_t cbt_grpc_timeout(uint32_t ms, char *out, size_t cap);
 
+/* The value of one hex digit (either case), or -1: the one the percent
+ * decoders (this file's grpc-message, otlp_env.c's headers) share. */
+int cbt_otlp_hexval_(char ch);
+
 /* Base64 (RFC 4648's alphabet, and its URL-safe '-' and '_' too; '='
  * padding optional, as gRPC's -bin headers send it without) of s[0..n) into
  * out: the decoded length, or -1 for a character outside those, a lone trailing character, padding

@@ -1127,6 +1127,11 @@ static int otlp_config(const char *fn, const char *endpoint, int protocol,
     }
     cbt_otlp_config c;
     cbt_otlp_config_default(&c);
+    /* the caller's protocol first: where no OTEL_*_PROTOCOL says otherwise,
+     * the environment's endpoint is read by its rules (a scheme-less
+     * host:4317 is a valid gRPC endpoint, not an invalid OTLP/HTTP one) */
+    if (protocol >= 0)
+        c.protocol = (cbt_otlp_protocol)protocol;
     if (cbt_otlp_config_from_env(&c, stderr) != CBT_OK) {
         raise_statusf(CBT_ERR_INVAL, "%s: the OTEL_* environment (see stderr)", fn);
         return -1;

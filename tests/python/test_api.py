@@ -888,6 +888,12 @@ def test_otlp_protocol_reaches_the_config(otel_env):
     c = _otlp_config(otlp_protocol="grpc")
     assert (c["endpoint"], c["metrics_endpoint"]) == ("http://envcol:4317", "http://envcol:4317")
     assert _otlp_config()["endpoint"] == "http://envcol:4317/v1/traces"
+    # a scheme-less host:port in the environment is a gRPC endpoint: read as
+    # one when the protocol given is grpc (it is no OTLP/HTTP URL)
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "envcol:4317")
+    c = _otlp_config(otlp_protocol="grpc")
+    assert c["protocol"] == "grpc" and c["endpoint"].endswith("envcol:4317"), c
+    otel_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://envcol:4317")
     # no exporter: "" whatever the protocol, and OTEL_SDK_DISABLED
     assert _otlp_config(otlp_endpoint="", otlp_protocol="grpc") is None
     otel_env.setenv("OTEL_SDK_DISABLED", "true")
