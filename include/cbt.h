@@ -426,8 +426,9 @@ CBT_API cbt_status cbt_add_sink(const cbt_sink *sink);
 CBT_API cbt_status cbt_flush(uint32_t timeout_ms);
 
 /* The self-metrics (cbt_metrics, above) as of now: relaxed reads of
- * counters, no lock, never waits (a few hundred ns; each sink's spans_lost
- * reads a counter). CBT_ERR_INVAL for NULL; CBT_ERR_VERSION when out->size
+ * counters, never waits behind the harvester or a sink (a few hundred ns;
+ * each sink's spans_lost reads a counter, a sink thread's under its own
+ * mutex, which is only ever held for a copy, never across a write). CBT_ERR_INVAL for NULL; CBT_ERR_VERSION when out->size
  * is smaller than the header (set version and size: CBT_STRUCT_INIT);
  * CBT_ERR_NOT_INITIALIZED without a tracer. */
 CBT_API cbt_status cbt_metrics_get(cbt_metrics *out);

@@ -237,6 +237,34 @@ static void sporadic_publishers_all_dispatched(void **state)
     tu_stop();
 }
 
+/* Steady state: a thread publishing every 4 ms (250 events/s, a paced
+ * server) never wakes the harvester — it naps on its own timer while work
+ * flows, and publishers react only to the deep sleep it takes after 100 ms
+ * with nothing to do — so a publish makes no system call (cbt.h, "Costs").
+ * The first publish may wake the harvester from the sleep it started in;
+ * from the 25th on (100 ms in) the wake-up count must not move. */
+static void paced_publisher_never_wakes_harvester(void **state)
+{
+    (void)state;
+    start(4);
+    sleep_ms(300); /* asleep deeply: the first publish wakes it */
+    uint64_t before = 0;
+    for (int i = 0; i < 275; i++) {
+        if (i == 25) {
+            assert_true(wait_seen(0, 25, 5000));
+            before = metrics().harvester_wakeups;
+        }
+        assert_int_equal(publish_one(0), CBT_OK);
+        sleep_ms(4);
+    }
+    uint64_t after = metrics().harvester_wakeups;
+    assert_true(wait_seen(0, 275, 5000));
+    if (after != before)
+        fail_msg("a paced publisher woke the harvester %llu times in 250 publishes",
+                 (unsigned long long)(after - before));
+    tu_stop();
+}
+
 /* The re-armed sleep (harvester.c, idle_sleep): a futex wait that returns
  * with the word still set re-sleeps without a new membarrier. Signals with
  * no SA_RESTART interrupt the harvester's wait every 0-3 ms (as a timeout
@@ -327,6 +355,7 @@ int main(void)
         cmocka_unit_test_teardown(bus_publish_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(shutdown_wakes_sleeping_harvester, tu_teardown),
         cmocka_unit_test_teardown(sporadic_publishers_all_dispatched, tu_teardown),
+        cmocka_unit_test_teardown(paced_publisher_never_wakes_harvester, tu_teardown),
         cmocka_unit_test_teardown(rearmed_sleep_loses_no_wakeup, tu_teardown),
         cmocka_unit_test_teardown(unfinished_launch_lets_harvester_sleep, tu_teardown),
     };

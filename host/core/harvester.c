@@ -109,13 +109,11 @@ void cbt_harvester_wake_(cbt_tracer *t)
     }
 }
 
-static _Atomic uint32_t *kicked_word(cbt_tracer *t) { return &t->hv_kicked; }
-
 void cbt_harvester_kick_(cbt_tracer *t)
 {
     /* seq_cst store, then seq_cst exchanges: pairs with nap()/deep_sleep()'s
      * store of their word and exchange of hv_kicked (see the top) */
-    atomic_store_explicit(kicked_word(t), 1, memory_order_seq_cst);
+    atomic_store_explicit(&t->hv_kicked, 1, memory_order_seq_cst);
     if (atomic_exchange_explicit(&t->hv_napping, 0, memory_order_seq_cst) != 0) {
         cbt_futex_wake_(&t->hv_napping, 1);
         atomic_fetch_add_explicit(&t->hv_kicks, 1, memory_order_relaxed);
@@ -148,7 +146,7 @@ static int membarrier_all(void) { return 0; }
 /* A kick came since we last looked (and is consumed). */
 static int take_kick(cbt_tracer *t)
 {
-    return atomic_exchange_explicit(kicked_word(t), 0, memory_order_seq_cst) != 0;
+    return atomic_exchange_explicit(&t->hv_kicked, 0, memory_order_seq_cst) != 0;
 }
 
 /* A timed sleep between working rounds: only a kick ends it early. It

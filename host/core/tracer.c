@@ -337,13 +337,6 @@ cbt_status cbt_init(const cbt_config *cfg)
 
 static void metrics_fill(cbt_tracer *t, cbt_metrics *out);
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The tracer shutdown_tracer is stopping, and its thread, from the
  * harvester's stop to the sinks' stop: what a sink's last flush may read
  * (cbt_metrics_closing_). Only that thread reads it, and it clears it before
@@ -415,7 +408,7 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     g_closing = t;
     g_closing_thread = pthread_self();
     atomic_store_explicit(&g_closing_set, 1, memory_order_release);
-    uint64_t sinks_deadline = mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    uint64_t sinks_deadline = cbt_clock_mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
     (void)cbt_sinks_flush_(&t->sinks, sinks_deadline);
     cbt_sinks_stop_(&t->sinks, sinks_deadline);
     atomic_store_explicit(&g_closing_set, 0, memory_order_relaxed);
@@ -507,7 +500,7 @@ cbt_status cbt_flush(uint32_t timeout_ms)
 
 static cbt_status flush_tracer(cbt_tracer *t, uint32_t timeout_ms)
 {
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = cbt_clock_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     if (!t->cfg.replay) {
         pthread_mutex_lock(&t->flush_mu);
         /* everything this thread published (and every stream it synced) was

@@ -68,6 +68,15 @@ static inline uint64_t cbt_clock_ticks_before_loads(void)
 #endif
 }
 
+/* CLOCK_MONOTONIC in ns: the clock of every bounded wait (deadlines of
+ * cbt_flush, the sinks' flush and stop, a paced replay). */
+static inline uint64_t cbt_clock_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* CLOCK_REALTIME in unix-epoch ns. */
 static inline uint64_t cbt_clock_unix_now(void)
 {

@@ -714,13 +714,6 @@ static int stopped(cbt_replay *r)
     return r->stop_seen;
 }
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
 {
     if (!r)
@@ -764,7 +757,7 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
         pthread_mutex_unlock(&t->lock);
     }
     cbt_status rc = CBT_OK;
-    uint64_t start = mono_ns(), next_progress = start + 1000000000ull;
+    uint64_t start = cbt_clock_mono_ns(), next_progress = start + 1000000000ull;
     double paced_to = 0.0, due_s = 0.0; /* recorded seconds reached; seconds of replay they are due at */
     uint64_t shown_unknown = 0;
     for (int done = 0; !done;) {
@@ -794,14 +787,14 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
                     if (step > PACE_STEP_MAX_S)
                         step = PACE_STEP_MAX_S;
                     due_s += step / r->o.speed;
-                    double left = due_s - (double)(mono_ns() - start) / 1e9;
+                    double left = due_s - (double)(cbt_clock_mono_ns() - start) / 1e9;
                     if (left > 0) {
                         pthread_mutex_unlock(&t->lock);
                         while (left > 0 && !stopped(r)) { /* slices: the caller may stop us */
                             double sl = left < 0.1 ? left : 0.1;
                             struct timespec d = {0, (long)(sl * 1e9)};
                             nanosleep(&d, NULL);
-                            left = due_s - (double)(mono_ns() - start) / 1e9;
+                            left = due_s - (double)(cbt_clock_mono_ns() - start) / 1e9;
                         }
                         pthread_mutex_lock(&t->lock);
                     }
@@ -829,7 +822,7 @@ cbt_status cbt_replay_run(cbt_replay *r, cbt_replay_stats *caller)
             done = 1;
         }
         if (r->o.progress) {
-            uint64_t now = mono_ns();
+            uint64_t now = cbt_clock_mono_ns();
             if (now >= next_progress || done) {
                 uint64_t off = cbt_lmct_reader_offset(r->rd);
                 fprintf(r->o.progress, "cbt replay: %" PRIu64 " records, %" PRIu64 " events, %.0f%% of %s\n",

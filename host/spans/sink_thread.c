@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "internal/abi.h"
+#include "internal/clock.h"
 #include "internal/sinks.h"
 #include "internal/span_queue.h"
 
@@ -70,13 +71,6 @@ typedef struct sink_thread {
     int flush_abort;                      /* cbt_shutdown began: flushers stop waiting */
     cbt_span scratch;                     /* the thread's expanded record */
 } sink_thread;
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void wait_until(pthread_cond_t *cv, pthread_mutex_t *m, uint64_t deadline_ns)
 {
@@ -267,7 +261,7 @@ cbt_status cbt_sink_thread_flush_wait_(void *ctx, uint64_t ticket, uint64_t dead
     sink_thread *w = ctx;
     pthread_mutex_lock(&w->mu);
     while (ticket && w->flush_done < ticket && !w->exited && !w->abandoned &&
-           !w->flush_abort && mono_ns() < deadline_ns)
+           !w->flush_abort && cbt_clock_mono_ns() < deadline_ns)
         wait_until(&w->done_cv, &w->mu, deadline_ns);
     cbt_status st = !ticket || w->flush_done >= ticket || w->exited || w->flush_abort
                         ? CBT_OK
@@ -287,7 +281,7 @@ void cbt_sink_thread_flush_abort_(void *ctx, int on)
 
 static cbt_status st_flush_within(void *ctx, uint32_t timeout_ms)
 {
-    uint64_t deadline = mono_ns() + (uint64_t)timeout_ms * 1000000ull;
+    uint64_t deadline = cbt_clock_mono_ns() + (uint64_t)timeout_ms * 1000000ull;
     return cbt_sink_thread_flush_wait_(ctx, cbt_sink_thread_flush_post_(ctx), deadline);
 }
 
@@ -326,7 +320,7 @@ int cbt_sink_thread_stop_wait_(void *ctx, uint64_t deadline_ns)
 {
     sink_thread *w = ctx;
     pthread_mutex_lock(&w->mu);
-    while (!w->exited && !w->abandoned && mono_ns() < deadline_ns)
+    while (!w->exited && !w->abandoned && cbt_clock_mono_ns() < deadline_ns)
         wait_until(&w->done_cv, &w->mu, deadline_ns);
     int exited = w->exited;
     if (!exited && !w->abandoned) {
@@ -357,7 +351,7 @@ static void st_destroy(void *ctx)
         pthread_mutex_unlock(&w->mu);
         /* not stopped yet (an add that failed after the wrap): stop now */
         cbt_sink_thread_stop_post_(w);
-        (void)cbt_sink_thread_stop_wait_(w, mono_ns() + 2000000000ull);
+        (void)cbt_sink_thread_stop_wait_(w, cbt_clock_mono_ns() + 2000000000ull);
         pthread_mutex_lock(&w->mu);
     } else if (w->exited && !w->joined) {
         w->joined = 1;

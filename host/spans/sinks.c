@@ -8,14 +8,8 @@
 #include <time.h>
 
 #include "internal/abi.h"
+#include "internal/clock.h"
 #include "internal/sinks.h"
-
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 void cbt_sinks_init_(cbt_sinks *l, int threads, uint32_t shutdown_ms)
 {
@@ -81,7 +75,7 @@ void cbt_sinks_cta_(cbt_sinks *l, const cbt_cta_record *r)
 /* A sink's own flush, bounded by the deadline; its result into *out. */
 static void flush_result(cbt_sinks *l, cbt_status st, uint64_t deadline, cbt_status *out)
 {
-    if (st == CBT_ERR_TIMEOUT && mono_ns() >= deadline) {
+    if (st == CBT_ERR_TIMEOUT && cbt_clock_mono_ns() >= deadline) {
         *out = CBT_ERR_TIMEOUT; /* our bound ran out */
     } else if (st != CBT_OK) {
         /* failed, or gave up by its own bound (an exporter's timeout_ms) */
@@ -107,7 +101,7 @@ cbt_status cbt_sinks_flush_(cbt_sinks *l, uint64_t deadline)
                          &out);
             continue;
         }
-        uint64_t now = mono_ns();
+        uint64_t now = cbt_clock_mono_ns();
         /* rounded up: a bound that has not run out is never 0 ms */
         uint32_t left = now < deadline ? (uint32_t)((deadline - now + 999999ull) / 1000000ull) : 0;
         if (k->flush_within)

@@ -156,7 +156,8 @@ CBT_API cbt_status cbt_launch_info_default_into(cbt_launch_info *li, cbt_kernel_
  * Publishes a KERNEL_LAUNCH event carrying the launch id on the stream (with
  * `stream` NULL: on the CPU, and the CPU backend's ring), so the span nests
  * under what is open for the session when the stream reaches the launch;
- * never blocks.
+ * never blocks: it publishes a mark (cbt_publish_on_stream, cbt/stream.h:
+ * no lock in steady state, never a wait for the GPU or a sink).
  * Returns CBT_OK with out->ring == NULL when there is no tracer or no ring
  * for the stream's backend; CBT_ERR_INVAL for bad arguments;
  * CBT_ERR_VERSION for a launch info from a newer cbt (its size or version:
