@@ -116,7 +116,9 @@ static void start_cbt(sink *s)
     cbt_otlp_config oc;
     cbt_otlp_config_default(&oc);
     if (s->grpc) {
+#ifdef CBT_OTLP_HAVE_GRPC /* else unreachable: main() skips gRPC (below) */
         oc.protocol = CBT_OTLP_GRPC;
+#endif
         snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u", (unsigned)sink_port(s));
     } else {
         snprintf(oc.endpoint, sizeof oc.endpoint, "http://127.0.0.1:%u/v1/traces",
@@ -376,6 +378,12 @@ int main(int argc, char **argv)
             k->http = http_sink_start();
             g_n_sinks++;
         }
+#ifndef CBT_OTLP_HAVE_GRPC
+        if (k->grpc) {
+            printf("SKIP: bench_load --protocol grpc: this cbt's exporter has no OTLP/gRPC\n");
+            return 77;
+        }
+#endif
 #ifdef CBT_BENCH_GRPC_SINK
         if (k->grpc && !k->g) {
             k->g = grpc_sink_start();

@@ -117,6 +117,9 @@ typedef enum cbt_otlp_protocol {
     CBT_OTLP_HTTP_JSON = 1,
     CBT_OTLP_GRPC = 2,
 } cbt_otlp_protocol;
+/* Defined when this header knows CBT_OTLP_GRPC: a program that must also
+ * build against an older cbt (a benchmark comparing the two) tests it. */
+#define CBT_OTLP_HAVE_GRPC 1
 
 /* The default max_message_bytes: gRPC's usual 4 MiB receive limit less 64 KiB
  * of headroom (a collector's limit counts the whole message; ours the
