@@ -584,26 +584,6 @@ static void pub(cbt_event *e)
     assert_int_equal(cbt_publish(e), CBT_OK);
 }
 
-/* One MP request: request root, mp.lookup_prefetch and mp.store children. */
-static void pub_request(const char *sid)
-{
-    tu_pub(CBT_EV_MP_REQUEST_START, sid);
-    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, "num_tokens", 2048, NULL, 0);
-    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 1536, "requested_tokens", 2048);
-    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
-    tu_pub(CBT_EV_MP_STORE_START, sid);
-    tu_pub_i64(CBT_EV_MP_STORE_END, sid, "stored_count", 3, NULL, 0);
-    tu_pub(CBT_EV_MP_REQUEST_END, sid);
-}
-
-static void pub_requests(const char *prefix, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char sid[64];
-        snprintf(sid, sizeof sid, "%s-%d", prefix, i);
-        pub_request(sid);
-    }
-}
 
 /* A request with every kind of value: string, int, double and bool
  * attributes (non-ASCII and multi-line strings too), a failed store (status
@@ -678,7 +658,7 @@ static void grpc_spans_and_metrics_whole(void **state)
         snprintf(sid, sizeof sid, "rich-%d", i);
         pub_rich(sid, 0);
     }
-    pub_requests("w", 4);
+    tu_pub_mp_requests("w", 4);
     tu_pub(CBT_EV_MP_REQUEST_START, "open-0"); /* ended by shutdown: incomplete */
     tu_flush();
     uint64_t given = cbt_stop();
@@ -746,7 +726,7 @@ static void grpc_gzip(void **state)
     grpc_config(&c);
     c.gzip = 1;
     cbt_start(&c);
-    pub_requests("gz", 20);
+    tu_pub_mp_requests("gz", 20);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -769,7 +749,7 @@ static void grpc_unavailable_then_recovers(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("u", 5);
+    tu_pub_mp_requests("u", 5);
     assert_int_equal(cbt_flush(20000), CBT_OK);
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -795,7 +775,7 @@ static void grpc_resource_exhausted_retry_info(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("ri", 3);
+    tu_pub_mp_requests("ri", 3);
     assert_int_equal(cbt_flush(20000), CBT_OK);
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -825,9 +805,9 @@ static void grpc_resource_exhausted_dropped(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("re", 3);
+    tu_pub_mp_requests("re", 3);
     tu_flush();
-    pub_requests("after", 2);
+    tu_pub_mp_requests("after", 2);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_true(g_fin.spans_dropped > 0);
@@ -854,7 +834,7 @@ static void grpc_invalid_argument_dropped(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("ia", 2);
+    tu_pub_mp_requests("ia", 2);
     tu_flush();
     cbt_stop();
     assert_true(g_fin.spans_dropped > 0);
@@ -879,7 +859,7 @@ static void grpc_deadline_exceeded_from_stall(void **state)
     grpc_config(&c);
     c.timeout_ms = 800;
     cbt_start(&c);
-    pub_requests("dl", 3);
+    tu_pub_mp_requests("dl", 3);
     double t0 = mono_s();
     assert_int_equal(cbt_flush(20000), CBT_OK);
     printf("flush took %.2f s\n", mono_s() - t0);
@@ -907,9 +887,9 @@ static void grpc_server_killed_and_restarted(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("k1", 3);
+    tu_pub_mp_requests("k1", 3);
     tu_flush(); /* the first batch: ok */
-    pub_requests("k2", 3); /* its batch kills the collector (schedule_delay_ms) */
+    tu_pub_mp_requests("k2", 3); /* its batch kills the collector (schedule_delay_ms) */
     assert_int_equal(col_wait_exit(15000), 3);
     col_start("", port, NULL);
     assert_int_equal(cbt_flush(25000), CBT_OK);
@@ -937,12 +917,12 @@ static void grpc_goaway(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("g1", 3);
+    tu_pub_mp_requests("g1", 3);
     tu_flush();
-    pub_requests("g2", 3);
+    tu_pub_mp_requests("g2", 3);
     tu_flush();
     sleep_ms(500);
-    pub_requests("g3", 3);
+    tu_pub_mp_requests("g3", 3);
     assert_int_equal(cbt_flush(20000), CBT_OK);
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -971,7 +951,7 @@ static void grpc_goaway_connection_age(void **state)
     for (int i = 0; i < 10; i++) {
         char p[16];
         snprintf(p, sizeof p, "age%d", i);
-        pub_requests(p, 2);
+        tu_pub_mp_requests(p, 2);
         assert_int_equal(cbt_flush(20000), CBT_OK);
         sleep_ms(200);
     }
@@ -995,7 +975,7 @@ static void grpc_partial_success(void **state)
     cbt_otlp_config c;
     grpc_config(&c);
     cbt_start(&c);
-    pub_requests("ps", 3);
+    tu_pub_mp_requests("ps", 3);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_dropped, 2);
@@ -1022,7 +1002,7 @@ static void grpc_batch_split_max_message_bytes(void **state)
     c.max_batch = 4096;
     c.schedule_delay_ms = 30000; /* only the flush sends: one batch */
     cbt_start(&c);
-    pub_requests("split", 200);
+    tu_pub_mp_requests("split", 200);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -1114,7 +1094,7 @@ static void grpc_tls_self_signed_ca(void **state)
     tls_config(&c);
     SET_PATH(c.certificate, g_ca);
     cbt_start(&c);
-    pub_requests("tls", 3);
+    tu_pub_mp_requests("tls", 3);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -1139,7 +1119,7 @@ static void grpc_tls_untrusted_ca_refused(void **state)
     tls_config(&c);
     c.retry_budget_ms = 1500;
     cbt_start(&c);
-    pub_requests("untrusted", 2);
+    tu_pub_mp_requests("untrusted", 2);
     (void)cbt_flush(10000); /* may time out while it retries; the stats tell */
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, 0);
@@ -1165,7 +1145,7 @@ static void grpc_tls_client_certificate(void **state)
     SET_PATH(c.client_key, g_ckey);
     SET_PATH(c.client_certificate, g_ccert);
     cbt_start(&c);
-    pub_requests("mtls", 3);
+    tu_pub_mp_requests("mtls", 3);
     tu_flush();
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, given);
@@ -1190,7 +1170,7 @@ static void grpc_tls_client_certificate_required(void **state)
     SET_PATH(c.certificate, g_ca);
     c.retry_budget_ms = 1500;
     cbt_start(&c);
-    pub_requests("nocert", 2);
+    tu_pub_mp_requests("nocert", 2);
     (void)cbt_flush(10000);
     uint64_t given = cbt_stop();
     assert_int_equal(g_fin.spans_exported, 0);

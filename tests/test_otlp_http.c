@@ -81,26 +81,6 @@ static cbt_otlp_exporter *start(const cbt_otlp_config *c)
     return e;
 }
 
-/* One MP request: request root, mp.lookup_prefetch and mp.store children. */
-static void pub_request(const char *sid)
-{
-    tu_pub(CBT_EV_MP_REQUEST_START, sid);
-    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, "num_tokens", 2048, NULL, 0);
-    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 1536, "requested_tokens", 2048);
-    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
-    tu_pub(CBT_EV_MP_STORE_START, sid);
-    tu_pub_i64(CBT_EV_MP_STORE_END, sid, "stored_count", 3, NULL, 0);
-    tu_pub(CBT_EV_MP_REQUEST_END, sid);
-}
-
-static void pub_requests(const char *prefix, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char sid[64];
-        snprintf(sid, sizeof sid, "%s-%d", prefix, i);
-        pub_request(sid);
-    }
-}
 
 static cbt_otlp_stats stats_of(cbt_otlp_exporter *e)
 {
@@ -258,7 +238,7 @@ static void proto_trees_arrive(void **state)
     test_config(&c);
     snprintf(c.resource.service_name, sizeof c.resource.service_name, "otlp-test");
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("a", 4);
+    tu_pub_mp_requests("a", 4);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_queued, 12);
@@ -305,7 +285,7 @@ static void gzip_body(void **state)
     test_config(&c);
     c.gzip = 1;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("gz", 3);
+    tu_pub_mp_requests("gz", 3);
     tu_flush();
     assert_int_equal(stats_of(e).spans_exported, 9);
     uint32_t n = hl_request_count(g_srv);
@@ -340,7 +320,7 @@ static void json_body(void **state)
     test_config(&c);
     c.protocol = CBT_OTLP_HTTP_JSON;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("js", 2);
+    tu_pub_mp_requests("js", 2);
     tu_flush();
     assert_int_equal(stats_of(e).spans_exported, 6);
     uint32_t n = hl_request_count(g_srv);
@@ -403,7 +383,7 @@ static void retry_503_then_ok(void **state)
     cbt_otlp_config c;
     test_config(&c);
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("r", 3);
+    tu_pub_mp_requests("r", 3);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 9);
@@ -429,7 +409,7 @@ static double retry_gap(const char *retry_after, int status)
     test_config(&c);
     c.timeout_ms = 8000; /* the flush waits out a retry of up to 3 s */
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("ra", 1);
+    tu_pub_mp_requests("ra", 1);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 3);
@@ -484,7 +464,7 @@ static uint32_t requests_in_a_second(int status, const char *ra)
     c.retry_budget_ms = 60000;  /* the budget is not what stops the storm */
     c.shutdown_timeout_ms = 300;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("storm", 1);
+    tu_pub_mp_requests("storm", 1);
     assert_true(hl_wait_requests(g_srv, 1, 5000));
     hl_request r0;
     assert_true(hl_request_get(g_srv, 0, &r0));
@@ -564,7 +544,7 @@ static void final_figures_after(int stalled)
     cbt_otlp_stats fin = CBT_STRUCT_INIT(cbt_otlp_stats);
     c.final_stats = &fin;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("fin", 3);
+    tu_pub_mp_requests("fin", 3);
     if (stalled)
         assert_true(hl_wait_requests(g_srv, 1, 5000)); /* the batch is in flight */
     else
@@ -644,7 +624,7 @@ static void final_flush_drops_long_queue(void **state)
         char prefix[32];
         snprintf(prefix, sizeof prefix, "long%u", i);
         uint32_t n = LONG_Q_REQUESTS - i < 1000 ? LONG_Q_REQUESTS - i : 1000;
-        pub_requests(prefix, (int)n);
+        tu_pub_mp_requests(prefix, (int)n);
         while (stats_of(e).spans_queued < 3u * (i + n) && mono_s() - t0 < 60.0)
             sleep_ms(1);
     }
@@ -683,7 +663,7 @@ static void closed_connection_retried(void **state)
     cbt_otlp_config c;
     test_config(&c);
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("cl", 2);
+    tu_pub_mp_requests("cl", 2);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 6);
@@ -706,7 +686,7 @@ static void timeout_retried(void **state)
     test_config(&c);
     c.timeout_ms = 300;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("to", 1);
+    tu_pub_mp_requests("to", 1);
     for (int i = 0; i < 20 && stats_of(e).spans_exported < 3; i++) {
         assert_int_equal(cbt_flush(5000), CBT_OK); /* each flush waits up to 300 ms */
     }
@@ -837,7 +817,7 @@ static void keep_alive(void **state)
     c.max_batch = 3;
     c.schedule_delay_ms = 5000;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("ka", 6);
+    tu_pub_mp_requests("ka", 6);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 18);
@@ -864,7 +844,7 @@ static void config_headers_sent(void **state)
     snprintf(c.headers[1].value, sizeof c.headers[1].value, "acme");
     c.n_headers = 2;
     start(&c);
-    pub_requests("h", 1);
+    tu_pub_mp_requests("h", 1);
     tu_flush();
     assert_true(hl_request_count(g_srv) >= 1);
     hl_request r;
@@ -899,7 +879,7 @@ static void status_400_not_retried(void **state)
     cbt_otlp_config c;
     test_config(&c);
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("bad", 2);
+    tu_pub_mp_requests("bad", 2);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(hl_request_count(g_srv), 1);
@@ -909,7 +889,7 @@ static void status_400_not_retried(void **state)
     assert_int_equal(s.spans_dropped, 6);
     assert_int_equal(s.spans_exported, 0);
     /* the exporter carries on with the next batch */
-    pub_requests("good", 1);
+    tu_pub_mp_requests("good", 1);
     tu_flush();
     s = stats_of(e);
     assert_int_equal(s.spans_exported, 3);
@@ -939,7 +919,7 @@ static void partial_success_counted(void **state)
     cbt_otlp_config c;
     test_config(&c);
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("ps", 2);
+    tu_pub_mp_requests("ps", 2);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 4);
@@ -967,7 +947,7 @@ static void partial_success_json(void **state)
     test_config(&c);
     c.protocol = CBT_OTLP_HTTP_JSON;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("pj", 1);
+    tu_pub_mp_requests("pj", 1);
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 2);
@@ -986,7 +966,7 @@ static void oversized_batch_split(void **state)
     test_config(&c);
     c.max_message_bytes = 6000;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("split", 40); /* 120 spans, about 25 KB in one batch */
+    tu_pub_mp_requests("split", 40); /* 120 spans, about 25 KB in one batch */
     tu_flush();
     cbt_otlp_stats s = stats_of(e);
     assert_int_equal(s.spans_exported, 120);
@@ -1008,7 +988,7 @@ static void oversized_batch_split(void **state)
     test_config(&c);
     c.max_message_bytes = 200; /* below any one span's request */
     e = start(&c);
-    pub_requests("toolarge", 2);
+    tu_pub_mp_requests("toolarge", 2);
     tu_flush();
     s = stats_of(e);
     assert_int_equal(s.spans_exported, 0);
@@ -1025,7 +1005,7 @@ static void disabled_sends_nothing(void **state)
     test_config(&c);
     c.disabled = 1;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("off", 2);
+    tu_pub_mp_requests("off", 2);
     tu_flush();
     assert_int_equal(tu_count("request", NULL), 2);
     cbt_otlp_stats s = stats_of(e);
@@ -1283,7 +1263,7 @@ static void env_drives_exporter(void **state)
     clear_env();
     c.timeout_ms = 3000;
     cbt_otlp_exporter *e = start(&c);
-    pub_requests("env", 1);
+    tu_pub_mp_requests("env", 1);
     tu_flush();
     assert_int_equal(stats_of(e).spans_exported, 3);
     hl_request r;

@@ -220,6 +220,26 @@ void tu_pub_i64(cbt_event_type type, const char *sid, const char *k1, int64_t v1
     assert_int_equal(cbt_publish(&e), CBT_OK);
 }
 
+void tu_pub_mp_request(const char *sid)
+{
+    tu_pub(CBT_EV_MP_REQUEST_START, sid);
+    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_START, sid, "num_tokens", 2048, NULL, 0);
+    tu_pub_i64(CBT_EV_MP_LOOKUP_PREFETCH_END, sid, "hit_tokens", 1536, "requested_tokens", 2048);
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+    tu_pub(CBT_EV_MP_STORE_START, sid);
+    tu_pub_i64(CBT_EV_MP_STORE_END, sid, "stored_count", 3, NULL, 0);
+    tu_pub(CBT_EV_MP_REQUEST_END, sid);
+}
+
+void tu_pub_mp_requests(const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char sid[64];
+        snprintf(sid, sizeof sid, "%s-%d", prefix, i);
+        tu_pub_mp_request(sid);
+    }
+}
+
 void tu_pub_on(cbt_stream *s, cbt_event_type type, const char *sid)
 {
     cbt_event e;

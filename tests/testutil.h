@@ -71,6 +71,10 @@ void tu_pub(cbt_event_type type, const char *sid);
 void tu_pub_i64(cbt_event_type type, const char *sid, const char *k1, int64_t v1,
                 const char *k2, int64_t v2);
 void tu_pub_on(cbt_stream *s, cbt_event_type type, const char *sid);
+/* One MP request (7 events, 3 spans: the request root, mp.lookup_prefetch
+ * and mp.store) for `sid`; n of them, sessions "<prefix>-<i>". */
+void tu_pub_mp_request(const char *sid);
+void tu_pub_mp_requests(const char *prefix, int n);
 
 /* A gate: work that blocks a CPU stream until opened. */
 typedef struct tu_gate tu_gate;
