@@ -693,6 +693,22 @@ static post_result post_outcome(cbt_otlp_exporter *e, CURLcode rc);
  * (e->grpc_retry_ms) and what to do (cbt_grpc_outcome, cbt_grpc_retryable). */
 static post_result grpc_result(cbt_otlp_exporter *e, long code)
 {
+    /* A unary gRPC server sends its response message only for a call that
+     * succeeded: a whole message with no status after it means the
+     * trailers were lost behind it (a GOAWAY racing the connection's end),
+     * and the batch was taken; retrying it would deliver it twice. Without
+     * a whole message the call was cut off before the server answered:
+     * UNAVAILABLE (cbt_grpc_outcome), retried. */
+    int compressed;
+    const uint8_t *msg;
+    size_t mlen;
+    if (code == 200 && e->gresp.status < 0 && !e->gresp.status_bad &&
+        e->gresp.content_type_grpc && e->resp_len > 0 &&
+        cbt_grpc_frame_parse(e->resp, e->resp_len, &compressed, &msg, &mlen) == 0) {
+        e->last_grpc = CBT_GRPC_OK;
+        e->grpc_retry_ms = -1;
+        return POST_OK;
+    }
     int details_bad = 0;
     int g = cbt_grpc_outcome(code, &e->gresp, &e->grpc_retry_ms, &details_bad);
     e->last_grpc = g;
