@@ -409,6 +409,7 @@ static cbt_status shutdown_tracer(cbt_metrics *final)
     g_closing_thread = pthread_self();
     atomic_store_explicit(&g_closing_set, 1, memory_order_release);
     uint64_t sinks_deadline = cbt_clock_mono_ns() + (uint64_t)t->cfg.shutdown_timeout_ms * 1000000ull;
+    cbt_sinks_stop_post_(&t->sinks); /* the sink threads finish meanwhile */
     (void)cbt_sinks_flush_(&t->sinks, sinks_deadline);
     cbt_sinks_stop_(&t->sinks, sinks_deadline);
     atomic_store_explicit(&g_closing_set, 0, memory_order_relaxed);

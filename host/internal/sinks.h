@@ -58,6 +58,12 @@ uint64_t cbt_sinks_lost_(cbt_sinks *l);
  * thread had handed to its sink is that sink's to count, and the count is
  * read live until that thread destroys it. */
 void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline_ns);
+/* The first half of the stop alone: every sink thread told to deliver what
+ * it holds, flush and exit, at once, so that it does so while the
+ * shutdown flushes the non-blocking sinks (an exporter may take all of
+ * shutdown_timeout_ms): a sink thread is abandoned only if it is stuck
+ * itself. */
+void cbt_sinks_stop_post_(cbt_sinks *l);
 /* Destroy every sink (a sink thread's inner sink when it exited; an
  * abandoned one's thread does it later). After cbt_sinks_stop_. */
 void cbt_sinks_destroy_(cbt_sinks *l);

@@ -140,13 +140,20 @@ uint64_t cbt_sinks_lost_(cbt_sinks *l)
     return lost;
 }
 
-void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline)
+void cbt_sinks_stop_post_(cbt_sinks *l)
 {
     uint32_t n = count(l);
-    /* every thread told first: one stuck sink must not eat the others' time */
     for (uint32_t i = 0; i < n; i++)
         if (cbt_sink_is_thread_(&l->k[i]))
             cbt_sink_thread_stop_post_(l->k[i].ctx);
+}
+
+void cbt_sinks_stop_(cbt_sinks *l, uint64_t deadline)
+{
+    uint32_t n = count(l);
+    /* every thread told first (again, if cbt_sinks_stop_post_ did already):
+     * one stuck sink must not eat the others' time */
+    cbt_sinks_stop_post_(l);
     for (uint32_t i = 0; i < n; i++)
         if (cbt_sink_is_thread_(&l->k[i]) && !cbt_sink_thread_stop_wait_(l->k[i].ctx, deadline))
             fprintf(stderr, "cbt: sink '%s' was still busy when shutdown_timeout_ms (%u ms) ran "
