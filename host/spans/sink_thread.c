@@ -179,6 +179,13 @@ static void *st_main(void *arg)
     /* The inner sink ends here, on its own thread (its destroy may write:
      * a pipe whose reader left must not raise SIGPIPE in the program's
      * thread, nor a slow disk hold it): its loss count is kept first. */
+    if (!w->abandoned && w->inner.flush) {
+        /* stopped: what the inner sink buffered is written before its
+         * count is kept (a stop may come before any flush was asked) */
+        pthread_mutex_unlock(&w->mu);
+        count_error(w, w->inner.flush(w->inner.ctx));
+        pthread_mutex_lock(&w->mu);
+    }
     /* under mu: st_spans_lost reads the inner count under it too */
     atomic_store_explicit(&w->inner_lost_final,
                           w->inner.spans_lost ? w->inner.spans_lost(w->inner.ctx) : 0,
