@@ -8,7 +8,9 @@ Every argument goes to ``lmcache.cli.main:main(argv)`` unchanged (LMCache's
 that level is cbt's (LMCache records ``storage`` and ``events``), so cbt takes
 them and records its tracer's inputs (docs/recording.md). Only
 ``--help``/``-h`` as the first argument, or no argument, prints this.
-docs/lmcache-bridge.md.
+LMCache's modules that cannot be imported (no LMCache, or LMCache without
+torch: ``pip install --no-deps lmcache``) are one line on stderr and exit 2
+(cbt.lmcache.MissingDependency). docs/lmcache-bridge.md.
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ cbt's own settings come from the environment as for the C library
   CBT_TRACE_PATH   also write a trace file (Perfetto / chrome://tracing)
   CBT_MP_ROOT_END  request_end (default) or transfer_end (LMCache 0.5.6's rule)
   CBT_TRACE_LEVEL, CBT_TRACE_OUTPUT   as --trace-level gpu / --trace-output
+
+It needs LMCache's server: pip install lmcache==0.5.6 (it pulls torch and
+the CUDA wheels, ~6 GB). Where LMCache cannot run it (pip install --no-deps
+lmcache, LMCache's CLI-only mode: no torch), one line names what is missing
+and the exit status is 2.
 
 `python -m cbt.lmcache --help` prints this; `python -m cbt.lmcache -- --help`
 passes --help to LMCache (its own usage). See docs/lmcache-bridge.md.
