@@ -323,7 +323,7 @@ class _Bridge:
         for etype, ts, session, pair, vals in outs:
             try:
                 cbt.publish(etype, session, ts if ts_ns is None else ts_ns,
-                                 pair=pair, **vals)
+                            pair=pair, **vals)
                 c["events_out"] += 1
             except cbt.Error as x:  # a session too long, cbt stopped, ...
                 c["events_refused"] += 1
