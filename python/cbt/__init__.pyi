@@ -30,8 +30,8 @@ __version__: str
 __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
-    "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
-    "replay", "ReplayWarning",
+    "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer",
+    "current_span", "replay", "ReplayWarning",
 ]
 
 def shutdown() -> dict[str, Any]: ...

@@ -181,7 +181,8 @@ def test_main_without_torch_real_lmcache(tmp_path):
     s = subprocess.run([os.path.join(ROOT, "tests", "lmcache", "setup_env.sh"), ENV],
                        capture_output=True, text=True, timeout=900)
     if s.returncode == 77:
-        pytest.skip("lmcache bridge: " + (s.stdout.strip().splitlines() or ["setup_env.sh: 77"])[-1])
+        why = (s.stdout.strip().splitlines() or ["setup_env.sh: 77"])[-1]
+        pytest.skip(f"lmcache bridge: {why}")
     assert s.returncode == 0, f"tests/lmcache/setup_env.sh {ENV}: {s.returncode}\n{s.stderr}"
     whl = os.path.join(ENV, "whl")
     p = _run(tmp_path, whl, "main", "--", "--help")

@@ -3,6 +3,7 @@
 - every ```python block of docs/python.md is type-checked with
   ``mypy --strict`` against the stubs (python/cbt/*.pyi), and run where it
   can be (a block that imports torch is checked, not run, without torch);
+  docs/lmcache-bridge.md's are type-checked;
 - ``python -m mypy.stubtest cbt``: the stubs against the installed runtime
   module (the C extension built from this tree and python/cbt/*.py);
 - ``mypy --strict python/cbt``: the stubs and the LMCache bridge's code;
@@ -28,6 +29,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PKG = os.path.join(ROOT, "python", "cbt")
 DOC = os.path.join(ROOT, "docs", "python.md")
+# type-checked too (not run: its example needs LMCache)
+BRIDGE_DOC = os.path.join(ROOT, "docs", "lmcache-bridge.md")
 # docs/python.md has this many ```python blocks at least (the API, a span, the
 # replay example, the CacheBlend scheduler and worker): fewer means the
 # extraction below stopped finding them, and the check would pass on nothing
@@ -88,15 +91,16 @@ def doc_blocks(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def _blocks() -> list[tuple[int, str]]:
-    with open(DOC, encoding="utf-8") as f:
+def _blocks(doc: str = DOC) -> list[tuple[int, str]]:
+    with open(doc, encoding="utf-8") as f:
         return doc_blocks(f.read())
 
 
-def _write_blocks(blocks: list[tuple[int, str]], d: str) -> list[str]:
+def _write_blocks(blocks: list[tuple[int, str]], d: str, doc: str = DOC) -> list[str]:
     names = []
+    stem = re.sub(r"\W", "_", os.path.basename(doc))
     for line, code in blocks:
-        name = f"python_md_line_{line}.py"
+        name = f"{stem}_line_{line}.py"
         with open(os.path.join(d, name), "w", encoding="utf-8") as f:
             f.write(code)
         names.append(name)
@@ -121,8 +125,9 @@ def _torch_stub(d: str) -> list[str]:
 def _doc_lines(out: str) -> str:
     """mypy's 'python_md_line_N.py:M: ...' as 'docs/python.md:N+M-1: ...'."""
     def sub(m: re.Match[str]) -> str:
-        return f"docs/python.md:{int(m.group(1)) + int(m.group(2)) - 1}:"
-    return re.sub(r"python_md_line_(\d+)\.py:(\d+):", sub, out)
+        doc = m.group(1).replace("_md", ".md").replace("_", "-")
+        return f"docs/{doc}:{int(m.group(2)) + int(m.group(3)) - 1}:"
+    return re.sub(r"(\w+_md)_line_(\d+)\.py:(\d+):", sub, out)
 
 
 def test_doc_examples_found():
@@ -134,16 +139,19 @@ def test_doc_examples_found():
 
 
 def test_doc_examples_mypy(tmp_path):
-    """Every ```python block of docs/python.md passes mypy --strict, each
-    block a module of its own, against the stubs in python/cbt."""
+    """Every ```python block of docs/python.md (and docs/lmcache-bridge.md)
+    passes mypy --strict, each block a module of its own, against the stubs
+    in python/cbt."""
     _need_mypy()
     blocks = _blocks()
     assert blocks, "docs/python.md has no ```python block"
     names = _write_blocks(blocks, str(tmp_path))
+    names += _write_blocks(_blocks(BRIDGE_DOC), str(tmp_path), BRIDGE_DOC)
     p = _mypy(names, str(tmp_path), *_torch_stub(str(tmp_path)))
     assert p.returncode == 0, (
-        "docs/python.md's examples do not type-check with mypy --strict against "
-        "python/cbt/*.pyi (fix the example, or the stub if the example is right):\n"
+        "docs/python.md's (or docs/lmcache-bridge.md's) examples do not type-check with "
+        "mypy --strict against python/cbt/*.pyi (fix the example, or the stub if the "
+        "example is right):\n"
         + _doc_lines(p.stdout + p.stderr))
 
 
