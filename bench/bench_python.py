@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """bench/bench_python.py — what one event costs from Python, ns per event.
 
-    python bench/bench_python.py [--n N] [--repeat R]
+    python bench/bench_python.py [--n N] [--repeat R] [--cbt-only] [--lmcache-root DIR]
 
 Needs the `cbt` package installed (`pip install .`; make test's venv
 build/pyenv has it). Prints one line per figure:
@@ -95,6 +95,8 @@ def main(argv=None):
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--lmcache-root", default=None,
                     help="LMCache 0.5.6's unpacked files (default build/lmcache-env/whl)")
+    ap.add_argument("--cbt-only", action="store_true",
+                    help="cbt's figures only (no LMCache or OpenTelemetry baselines)")
     a = ap.parse_args(argv)
     from cbt import _cbt
     build = os.path.basename(_cbt.__file__)
@@ -124,6 +126,8 @@ def main(argv=None):
               file=sys.stderr)
     # the baselines, in the same run (bench_python_peers.py): LMCache 0.5.6's
     # EventBus.publish and the OpenTelemetry SDK's start/end span
+    if a.cbt_only:
+        return 0
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import bench_python_peers as peers
     lm = peer("lmcache_publish (LMCache 0.5.6's unpacked wheel: tests/lmcache/setup_env.sh)",
