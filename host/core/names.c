@@ -139,8 +139,8 @@ static cbt_status refuse(uint32_t cap)
     atomic_fetch_add_explicit(&g_names.refused, 1, memory_order_relaxed);
     cbt_last_error_set_(NULL,
                         "the name table is full: it holds %u names besides cbt's built-in ones "
-                        "(raise it with cbt_config.names_capacity or CBT_NAMES_CAPACITY, at most "
-                        "%u)",
+                        "(raise it with names_capacity, in cbt_config or cbt.init, or "
+                        "CBT_NAMES_CAPACITY; at most %u)",
                         cap, CBT_NAMES_CAPACITY_MAX);
     return CBT_ERR_FULL;
 }

@@ -18,6 +18,7 @@ EventType = Any  # str (LMCache value or member name), int, or an object with a 
 class Error(Exception):
     """A cbt call failed; .status is the cbt_status code (cbt._cbt.ERR_*)."""
     status: int
+    field: Optional[str]  # the init keyword at fault (a config rule), else None
 
 class SpanContext:
     def __init__(self, trace_id: str, span_id: str, sampled: bool = ...) -> None: ...
@@ -72,6 +73,7 @@ def init(
     trace_level: Optional[str] = ...,
     trace_output: Optional[Union[str, bytes]] = ...,
     trace_buffer_kib: int = ...,
+    names_capacity: int = ...,
 ) -> None: ...
 def shutdown() -> dict[str, Any]: ...
 def enabled() -> bool: ...
