@@ -473,13 +473,15 @@ def test_the_bridge_keeps_nonfinite_floats():
 
 class ClosingKey(str):
     """A value key whose hash (cbt resolves keys by a dict lookup) closes a
-    stream: Python code running in the middle of publish_on_stream."""
+    stream: Python code running in the middle of publish_on_stream. Armed
+    after the keyword dict is built (building it hashes the key too)."""
 
     stream = None
 
     def __hash__(self):
-        if ClosingKey.stream is not None:
-            ClosingKey.stream.close()
+        st, ClosingKey.stream = ClosingKey.stream, None
+        if st is not None:
+            st.close()
         return str.__hash__(self)
 
     def __eq__(self, other):
@@ -514,25 +516,31 @@ def test_stream_closed_by_the_event_type_during_publish_on_stream(capfd):
 
 def test_stream_closed_by_a_key_during_publish_on_stream_and_span():
     cbt.init(otlp_endpoint="")  # a span opens (and its end publishes) only under a tracer
-    st = cbt.CpuStream()
-    ClosingKey.stream = st
     try:
+        st = cbt.CpuStream()
+        kw = {ClosingKey("k_close"): 1}
+        ClosingKey.stream = st
         with pytest.raises(cbt.Error) as ei:
-            cbt.publish_on_stream(st, "mp.store.start", "r", **{ClosingKey("k_close"): 1})
-        assert ei.value.status == cbt._cbt.ERR_STOPPED
+            cbt.publish_on_stream(st, "mp.store.start", "r", **kw)
+        assert ei.value.status == cbt._cbt.ERR_STOPPED, str(ei.value)
+        assert "closed during the call" in str(ei.value) and ClosingKey.stream is None
+        # a span begun on a stream with an attribute whose key closes it
         st2 = cbt.CpuStream()
+        attrs = {ClosingKey("k_close2"): 1}
         ClosingKey.stream = st2
         with pytest.raises(cbt.Error) as ei:
-            cbt._cbt.span_begin("cb.check", None, "", 0, st2, {ClosingKey("k_close2"): 1})
-        assert ei.value.status == cbt._cbt.ERR_STOPPED
-        # a span begun on a stream, then ended with attributes whose key closes it
+            cbt._cbt.span_begin("cb.check", None, "", 0, st2, attrs)
+        assert ei.value.status == cbt._cbt.ERR_STOPPED and ClosingKey.stream is None
+        # a span begun on a stream, then ended with an attribute whose key closes it
         st3 = cbt.CpuStream()
-        ClosingKey.stream = None
         ps = cbt._cbt.span_begin("cb.check", None, "", 0, st3, None)
+        assert ps.open
+        attrs = {ClosingKey("k_close3"): 1}
         ClosingKey.stream = st3
         with pytest.raises(cbt.Error) as ei:
-            ps.end({ClosingKey("k_close3"): 1})
+            ps.end(attrs)
         assert ei.value.status == cbt._cbt.ERR_STOPPED and not ps.open
+        assert ClosingKey.stream is None
         assert st.closed and st2.closed and st3.closed
     finally:
         ClosingKey.stream = None
