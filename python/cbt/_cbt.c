@@ -257,7 +257,7 @@ static const char *utf8_of(PyObject *s, Py_ssize_t *len, const char *what)
  * its first ECHO_MAX characters (a str; bytes decoded as a file name is)
  * followed by "... (N characters)", "an int of N bits" for an int too large
  * to print, or the type's name. Never the whole input, however large: an
- * unknown 10 MB event name gives a message of about 120 characters. */
+ * unknown 10 MB event name gives a ValueError of 245 characters. */
 static PyObject *echo(PyObject *o)
 {
     if (PyBytes_Check(o)) {
