@@ -3119,7 +3119,8 @@ PyMODINIT_FUNC PyInit__cbt(void)
         !g_str_event_type || !g_str_session_id || !g_str_value)
         goto fail;
     PyObject *zero = PyLong_FromLong(0);
-    if (!zero || PyObject_SetAttrString(g_error, "status", zero) < 0) {
+    if (!zero || PyObject_SetAttrString(g_error, "status", zero) < 0 ||
+        PyObject_SetAttrString(g_error, "field", Py_None) < 0) { /* raise_status_field */
         Py_XDECREF(zero);
         goto fail;
     }
