@@ -71,8 +71,16 @@ static const char *const k_well_known[] = {
 _Static_assert(N_WELL_KNOWN == CBT_N_WELL_KNOWN_COUNT_, "one string per CBT_N_* handle");
 _Static_assert(N_WELL_KNOWN <= CHUNK, "the built-in names fit the first chunk");
 
-static inline const char *entry_str(uint32_t h) { return g_names.chunk[h >> CHUNK_BITS]->str[h & (CHUNK - 1)]; }
-static inline uint8_t entry_len(uint32_t h) { return g_names.chunk[h >> CHUNK_BITS]->len[h & (CHUNK - 1)]; }
+/* Entry h's bytes and length (h below `count`, or found in the index). */
+static inline const char *entry_str(uint32_t h)
+{
+    return g_names.chunk[h >> CHUNK_BITS]->str[h & (CHUNK - 1)];
+}
+
+static inline uint8_t entry_len(uint32_t h)
+{
+    return g_names.chunk[h >> CHUNK_BITS]->len[h & (CHUNK - 1)];
+}
 
 /* The slot where `s` (l bytes) is, or the empty slot where it would go.
  * *found: its handle, or 0. */

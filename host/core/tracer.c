@@ -120,7 +120,8 @@ static cbt_status check_config(const cbt_config *c)
     if (c->max_lanes > CBT_MAX_LANES)
         return bad_field("max_lanes", "max_lanes %u must be at most %u", c->max_lanes,
                          CBT_MAX_LANES);
-    if (c->lane_capacity && (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) > (1ull << 32)) {
+    if (c->lane_capacity &&
+        (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) > (1ull << 32)) {
         /* the lanes' address space, reserved at init: the product of two
          * fields; lane_capacity is the one that grows a lane past what
          * max_lanes of them allow (max_lanes alone stays under the bound
