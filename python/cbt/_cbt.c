@@ -529,7 +529,7 @@ static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
     else if (PyLong_Check(v))
         st = cbt_event_i64(ev, k, (int64_t)x);
     else if (PyFloat_Check(v))
-        st = cbt_event_f64(ev, k, PyFloat_AS_DOUBLE(v));
+        st = cbt_event_f64(ev, k, PyFloat_AsDouble(v));
     else
         st = cbt_event_str(ev, k, str);
     if (st != CBT_OK) {
@@ -707,7 +707,7 @@ static void work_errors_put(work_errors *e)
 {
     if (e && --e->refs == 0) {
         Py_XDECREF(e->first);
-        PyMem_RawFree(e);
+        free(e);
     }
 }
 
@@ -1043,7 +1043,7 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!self)
         return NULL;
     self->pid = getpid();
-    if (!(self->errs = PyMem_RawCalloc(1, sizeof *self->errs))) {
+    if (!(self->errs = calloc(1, sizeof *self->errs))) {
         Py_DECREF(self);
         return PyErr_NoMemory();
     }
@@ -2662,7 +2662,7 @@ static int meta_of(PyObject *k, PyObject *v, cbt_meta *m, const char *fn)
     else if (PyLong_Check(v))
         *m = cbt_meta_i64(key, (int64_t)x);
     else if (PyFloat_Check(v))
-        *m = cbt_meta_f64(key, PyFloat_AS_DOUBLE(v));
+        *m = cbt_meta_f64(key, PyFloat_AsDouble(v));
     else
         *m = cbt_meta_str(key, s);
     return 0;
@@ -2679,9 +2679,9 @@ static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, con
         PyErr_Format(PyExc_TypeError, "%s: attributes are a dict", fn);
         return -1;
     }
-    if ((size_t)PyDict_GET_SIZE(attrs) > max) {
+    if ((size_t)PyDict_Size(attrs) > max) {
         raise_statusf(CBT_ERR_META_FULL, "%s: %zd attributes (at most %u)", fn,
-                      PyDict_GET_SIZE(attrs), max);
+                      PyDict_Size(attrs), max);
         return -1;
     }
     Py_ssize_t pos = 0;
