@@ -216,9 +216,18 @@ typedef struct cbt_config {
                                     thread, no live publishing (cbt_enabled() stays
                                     false); cbt_replay_run() feeds it a recorded file */
     uint8_t reserved4[3];        /* must be zero */
+    /* version 5 */
+    uint32_t names_capacity;     /* a program's interned names (cbt/names.h) the
+                                    process-wide table may hold besides cbt's
+                                    built-in ones, in [0, CBT_NAMES_CAPACITY_MAX];
+                                    cbt_init raises the table's capacity to it,
+                                    never lowers it (the table outlives tracers).
+                                    0: unchanged (CBT_NAMES_CAPACITY at the
+                                    table's first use, else 4096) */
+    uint32_t reserved5;          /* must be zero */
 } cbt_config;
-#define CBT_CONFIG_VERSION 4u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved4);
+#define CBT_CONFIG_VERSION 5u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved5);
 
 /* cbt_config's defaults, the one list of them: libcbt's
  * cbt_config_default_into() fills them, and so does its CBT_DISABLE stub,
@@ -296,10 +305,17 @@ typedef struct cbt_metrics {
     uint64_t trace_bytes;       /* bytes in the trace file, header included */
     uint64_t trace_write_errors; /* 1 once a write of the trace file failed (nothing is
                                    written after it) */
+    /* version 5: the process-wide name table (cbt/names.h) */
+    uint64_t names_used;        /* a program's names in it now (not the built-in ones) */
+    uint64_t names_capacity;    /* how many it may hold (cbt_config.names_capacity) */
+    uint64_t names_refused;     /* cbt_intern calls refused since cbt_init: the table
+                                   was full. The Python package drops the value (or
+                                   span attribute) whose key was refused, and
+                                   publishes the event without it: one each */
 } cbt_metrics;
-#define CBT_METRICS_VERSION 4u
+#define CBT_METRICS_VERSION 5u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, trace_write_errors);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, names_refused);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -381,9 +397,12 @@ CBT_API cbt_status cbt_config_default_into(cbt_config *c);
 
 /* Create the process-wide tracer and start its harvester thread. `cfg` NULL
  * means defaults. CBT_ERR_ALREADY if a tracer exists; CBT_ERR_INVAL for a bad
- * field (named on stderr); CBT_ERR_VERSION for a config from a newer cbt
- * ("versioned structs", above); CBT_ERR_NOMEM / CBT_ERR_THREAD / CBT_ERR_IO. With
- * cfg->enabled false, returns CBT_OK and every call stays a no-op. */
+ * field: cbt_last_error() names it, its value and the rule it breaks, and
+ * cbt_last_error_field() is its name (the same line goes to stderr);
+ * CBT_ERR_VERSION for a config from a newer cbt ("versioned structs", above);
+ * CBT_ERR_NOMEM / CBT_ERR_THREAD / CBT_ERR_IO. With cfg->enabled false,
+ * returns CBT_OK (having checked the fields) and every call stays a no-op.
+ * Waits for the clock calibration (10 ms) and opening the span file. */
 CBT_API cbt_status cbt_init(const cbt_config *cfg);
 
 /* Stop the harvester after draining the queue and pending stream marks (at

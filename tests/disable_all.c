@@ -218,6 +218,7 @@ static void test_status_names(void)
     int n_codes = 0 CBT_STATUS_LIST(STATUS_AT_PLACE_);
 #undef STATUS_AT_PLACE_
     CHECK(n_codes == (int)CBT_STATUS_COUNT_);
+    CHECK(empty(cbt_last_error()) && empty(cbt_last_error_field()));
 
     cbt_name n = 77;
     CHECK(cbt_intern("my.key", &n) == CBT_OK && n == 0);

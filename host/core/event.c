@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cbt/event.h"
+#include "internal/last_error.h"
 #include "internal/tracer.h"
 
 /* The old cbt names (the enum suffixes, also LMCache's EventType member
@@ -409,6 +410,9 @@ cbt_status cbt_event_type_register(const char *name, cbt_event_type *out)
     }
     if (count >= CBT_EVENT_TYPES_MAX) {
         pthread_mutex_unlock(&g_types.lock);
+        cbt_last_error_set_(NULL, "the event-type table is full: %d types, built-in and "
+                            "registered, the most there can be (CBT_EVENT_TYPES_MAX)",
+                            CBT_EVENT_TYPES_MAX);
         return CBT_ERR_FULL;
     }
     g_types.names[count] = n;

@@ -1,6 +1,10 @@
 /* host/core/status.c — owns cbt_strerror(): one sentence per cbt_status, from
- * cbt/status.h's CBT_STATUS_LIST (the one list of codes). */
+ * cbt/status.h's CBT_STATUS_LIST (the one list of codes); and the per-thread
+ * detail of the last failure that said more (cbt_last_error). */
+#include <stdio.h>
+
 #include "cbt/status.h"
+#include "internal/last_error.h"
 
 /* Each code's place in the list. Its value must equal it: a code inserted
  * before the end, or a value edited, stops the build here rather than
@@ -28,3 +32,32 @@ const char *cbt_strerror(cbt_status st)
         return k_message[st];
     return "unknown cbt status code";
 }
+
+/* The detail: thread-local, so a call never reads another thread's and no
+ * lock is needed. */
+static _Thread_local char t_detail[256];
+static _Thread_local const char *t_field;
+
+void cbt_last_error_vset_(const char *field, const char *fmt, va_list ap)
+{
+    vsnprintf(t_detail, sizeof t_detail, fmt, ap);
+    t_field = field;
+}
+
+void cbt_last_error_set_(const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cbt_last_error_vset_(field, fmt, ap);
+    va_end(ap);
+}
+
+void cbt_last_error_clear_(void)
+{
+    t_detail[0] = '\0';
+    t_field = NULL;
+}
+
+const char *cbt_last_error(void) { return t_detail; }
+
+const char *cbt_last_error_field(void) { return t_field ? t_field : ""; }

@@ -10,6 +10,7 @@
  * through admin_tracer().
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@
 
 #include "cbt/blend_metrics.h"
 #include "internal/abi.h"
+#include "internal/last_error.h"
+#include "internal/names.h"
 #include "internal/recorder.h"
 #include "internal/tracer.h"
 #include "internal/ring_host.h"
@@ -88,68 +91,84 @@ cbt_status cbt_config_default_into(cbt_config *out)
 
 static bool pow2(uint32_t v) { return v >= 2 && (v & (v - 1)) == 0; }
 
+/* A config field broke a rule: the line on stderr (as always) and the
+ * caller's detail (cbt_last_error, cbt_last_error_field). CBT_ERR_INVAL. */
+__attribute__((format(printf, 2, 3))) static cbt_status bad_field(const char *field,
+                                                                   const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cbt_last_error_vset_(field, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cbt: config: %s\n", cbt_last_error());
+    return CBT_ERR_INVAL;
+}
+
 static cbt_status check_config(const cbt_config *c)
 {
     /* capacities count 64-byte cells; the smallest holds the largest record */
     if (!pow2(c->queue_capacity) || c->queue_capacity < CBT_BUS_CELLS_MIN ||
-        c->queue_capacity > (1u << 24)) {
-        fprintf(stderr, "cbt: config: queue_capacity %u (cells) must be a power of two in "
-                        "[%u, 2^24]\n",
-                c->queue_capacity, CBT_BUS_CELLS_MIN);
-        return CBT_ERR_INVAL;
-    }
+        c->queue_capacity > (1u << 24))
+        return bad_field("queue_capacity",
+                         "queue_capacity %u (cells) must be a power of two in [%u, 2^24]",
+                         c->queue_capacity, CBT_BUS_CELLS_MIN);
     if (c->lane_capacity != 0 && (!pow2(c->lane_capacity) || c->lane_capacity < CBT_BUS_CELLS_MIN ||
-                                  c->lane_capacity > (1u << 22))) {
-        fprintf(stderr, "cbt: config: lane_capacity %u (cells) must be 0 or a power of two in "
-                        "[%u, 2^22]\n",
-                c->lane_capacity, CBT_BUS_CELLS_MIN);
-        return CBT_ERR_INVAL;
+                                  c->lane_capacity > (1u << 22)))
+        return bad_field("lane_capacity",
+                         "lane_capacity %u (cells) must be 0 or a power of two in [%u, 2^22]",
+                         c->lane_capacity, CBT_BUS_CELLS_MIN);
+    if (c->max_lanes > CBT_MAX_LANES)
+        return bad_field("max_lanes", "max_lanes %u must be at most %u", c->max_lanes,
+                         CBT_MAX_LANES);
+    if (c->lane_capacity &&
+        (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) > (1ull << 32)) {
+        /* the lanes' address space, reserved at init: the product of two
+         * fields; lane_capacity is the one that grows a lane past what
+         * max_lanes of them allow (max_lanes alone stays under the bound
+         * at the default lane_capacity) */
+        uint64_t mib = (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) >> 20;
+        uint32_t fits = c->lane_capacity; /* the largest lane_capacity that would do */
+        while (fits > CBT_BUS_CELLS_MIN &&
+               (uint64_t)c->max_lanes * cbt_bus_bytes(fits, 1) > (1ull << 32))
+            fits >>= 1;
+        return bad_field("lane_capacity",
+                         "lane_capacity %u cells x max_lanes %u is %llu MiB of lanes, more than "
+                         "the 4096 MiB allowed: lower lane_capacity (at most %u with max_lanes "
+                         "%u) or max_lanes",
+                         c->lane_capacity, c->max_lanes, (unsigned long long)mib, fits,
+                         c->max_lanes);
     }
-    if (c->max_lanes > CBT_MAX_LANES ||
-        (c->lane_capacity && (uint64_t)c->max_lanes * cbt_bus_bytes(c->lane_capacity, 1) > (1ull << 32))) {
-        fprintf(stderr, "cbt: config: max_lanes %u must be at most %u, with at most 4 GiB of lanes\n",
-                c->max_lanes, CBT_MAX_LANES);
-        return CBT_ERR_INVAL;
-    }
-    if ((c->ring_capacity && (!pow2(c->ring_capacity) || c->ring_capacity > (1u << 24))) ||
-        (c->cuda_ring_capacity &&
-         (!pow2(c->cuda_ring_capacity) || c->cuda_ring_capacity > (1u << 24)))) {
-        fprintf(stderr, "cbt: config: ring capacities %u / %u must be 0 or powers of two "
-                        "in [2, 2^24]\n",
-                c->ring_capacity, c->cuda_ring_capacity);
-        return CBT_ERR_INVAL;
-    }
-    if (c->ring_placement != CBT_RING_MAPPED && c->ring_placement != CBT_RING_DEVICE) {
-        fprintf(stderr, "cbt: config: ring_placement %u is not a cbt_ring_placement\n",
-                c->ring_placement);
-        return CBT_ERR_INVAL;
-    }
-    if (c->span_pool == 0 || c->span_pool > 65535) {
-        fprintf(stderr, "cbt: config: span_pool %u must be in [1, 65535]\n", c->span_pool);
-        return CBT_ERR_INVAL;
-    }
-    if (!pow2(c->registry_capacity) || c->registry_capacity > (1u << 24)) {
-        fprintf(stderr, "cbt: config: registry_capacity %u must be a power of two in [2, 2^24]\n",
-                c->registry_capacity);
-        return CBT_ERR_INVAL;
-    }
-    if (c->max_sessions == 0 || c->max_sessions > (1u << 22)) {
-        fprintf(stderr, "cbt: config: max_sessions %u must be in [1, 2^22]\n", c->max_sessions);
-        return CBT_ERR_INVAL;
-    }
-    if (c->idle_sleep_ms == 0 || c->idle_sleep_ms > 60000) {
-        fprintf(stderr, "cbt: config: idle_sleep_ms %u must be in [1, 60000]\n", c->idle_sleep_ms);
-        return CBT_ERR_INVAL;
-    }
-    if (c->poll_interval_us == 0 || c->poll_interval_us > 1000000) {
-        fprintf(stderr, "cbt: config: poll_interval_us %u must be in [1, 1000000]\n",
-                c->poll_interval_us);
-        return CBT_ERR_INVAL;
-    }
-    if (c->replay && c->trace_level) {
-        fprintf(stderr, "cbt: config: a replay tracer does not record (trace_level is set)\n");
-        return CBT_ERR_INVAL;
-    }
+    if (c->ring_capacity && (!pow2(c->ring_capacity) || c->ring_capacity > (1u << 24)))
+        return bad_field("ring_capacity",
+                         "ring_capacity %u must be 0 or a power of two in [2, 2^24]",
+                         c->ring_capacity);
+    if (c->cuda_ring_capacity &&
+        (!pow2(c->cuda_ring_capacity) || c->cuda_ring_capacity > (1u << 24)))
+        return bad_field("cuda_ring_capacity",
+                         "cuda_ring_capacity %u must be 0 or a power of two in [2, 2^24]",
+                         c->cuda_ring_capacity);
+    if (c->ring_placement != CBT_RING_MAPPED && c->ring_placement != CBT_RING_DEVICE)
+        return bad_field("ring_placement", "ring_placement %u is not a cbt_ring_placement",
+                         c->ring_placement);
+    if (c->span_pool == 0 || c->span_pool > 65535)
+        return bad_field("span_pool", "span_pool %u must be in [1, 65535]", c->span_pool);
+    if (!pow2(c->registry_capacity) || c->registry_capacity > (1u << 24))
+        return bad_field("registry_capacity",
+                         "registry_capacity %u must be a power of two in [2, 2^24]",
+                         c->registry_capacity);
+    if (c->max_sessions == 0 || c->max_sessions > (1u << 22))
+        return bad_field("max_sessions", "max_sessions %u must be in [1, 2^22]", c->max_sessions);
+    if (c->idle_sleep_ms == 0 || c->idle_sleep_ms > 60000)
+        return bad_field("idle_sleep_ms", "idle_sleep_ms %u must be in [1, 60000]",
+                         c->idle_sleep_ms);
+    if (c->poll_interval_us == 0 || c->poll_interval_us > 1000000)
+        return bad_field("poll_interval_us", "poll_interval_us %u must be in [1, 1000000]",
+                         c->poll_interval_us);
+    if (c->names_capacity > CBT_NAMES_CAPACITY_MAX)
+        return bad_field("names_capacity", "names_capacity %u must be at most %u",
+                         c->names_capacity, CBT_NAMES_CAPACITY_MAX);
+    if (c->replay && c->trace_level)
+        return bad_field("trace_level", "a replay tracer does not record (trace_level is set)");
     return CBT_OK;
 }
 
@@ -185,12 +204,15 @@ cbt_status cbt_init(const cbt_config *cfg)
 {
     /* an older caller's smaller config: the fields it does not know keep
      * their defaults (internal/abi.h) */
+    cbt_last_error_clear_();
     cbt_config c = cbt_config_default();
     cbt_status st = cfg ? cbt_abi_in_(&c, sizeof c, cfg, CBT_CONFIG_VERSION) : CBT_OK;
     if (st == CBT_ERR_VERSION) {
-        fprintf(stderr, "cbt: config: version %u, size %u: this libcbt knows version <= %u, "
-                "size <= %zu (built against a newer cbt? start from cbt_config_default())\n",
-                cfg->version, cfg->size, CBT_CONFIG_VERSION, sizeof c);
+        cbt_last_error_set_(NULL, "cbt_config version %u, size %u: this libcbt knows version "
+                            "<= %u, size <= %zu (built against a newer cbt? start from "
+                            "cbt_config_default())",
+                            cfg->version, cfg->size, CBT_CONFIG_VERSION, sizeof c);
+        fprintf(stderr, "cbt: config: %s\n", cbt_last_error());
         return st;
     }
     if (st || (st = check_config(&c)))
@@ -200,6 +222,8 @@ cbt_status cbt_init(const cbt_config *cfg)
         pthread_mutex_unlock(&g_life_lock);
         return CBT_ERR_ALREADY;
     }
+    if (c.names_capacity) /* process-wide, a disabled config's too: names outlive tracers */
+        cbt_names_raise_capacity_(c.names_capacity);
     if (!c.enabled) {
         pthread_mutex_unlock(&g_life_lock);
         return CBT_OK;
@@ -211,6 +235,10 @@ cbt_status cbt_init(const cbt_config *cfg)
     }
     t->cfg = c;
     t->gen = g_next_gen++;
+    {
+        uint32_t used, cap;
+        cbt_names_usage_(&used, &cap, &t->names_refused0);
+    }
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->sub_lock, NULL);
     pthread_mutex_init(&t->streams_lock, NULL);
@@ -610,6 +638,14 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
     out->trace_records_dropped = R(t->rec_counts.dropped);
     out->trace_bytes = R(t->rec_counts.bytes);
     out->trace_write_errors = R(t->rec_counts.write_errors);
+    {
+        uint32_t used, cap;
+        uint64_t refused;
+        cbt_names_usage_(&used, &cap, &refused);
+        out->names_used = used;
+        out->names_capacity = cap;
+        out->names_refused = refused - t->names_refused0;
+    }
 #undef R
 }
 

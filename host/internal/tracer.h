@@ -179,6 +179,7 @@ struct cbt_tracer {
     _Atomic uint64_t consumed; /* bus items popped and handled */
     _Atomic uint64_t pending_marks;
     _Atomic uint64_t stream_marks_dropped; /* marks accepted (CBT_OK), lost later (stream.c) */
+    uint64_t names_refused0; /* the name table's refusals before cbt_init (names.c) */
 
     /* harvester thread (read by cbt_metrics_get with relaxed atomics) */
     _Atomic uint64_t dispatched, subscriber_errors;

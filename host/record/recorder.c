@@ -43,6 +43,7 @@
 #include "cbt/lmct.h"
 #include "internal/counter.h"
 #include "internal/futex.h"
+#include "internal/last_error.h"
 #include "internal/record.h"
 #include "internal/recorder.h"
 #include "internal/sha256.h"
@@ -173,14 +174,17 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt
     if (!level || !*level)
         return CBT_OK;
     if (strcmp(level, CBT_LMCT_LEVEL_GPU) != 0) {
-        fprintf(stderr, "cbt: trace level \"%s\": cbt records level \"gpu\" only (%s)\n", level,
-                cfg->trace_level ? "cbt_config.trace_level" : "CBT_TRACE_LEVEL");
+        cbt_last_error_set_(cfg->trace_level ? "trace_level" : NULL,
+                            "trace level \"%.32s\": cbt records level \"gpu\" only (%s)", level,
+                            cfg->trace_level ? "cbt_config.trace_level" : "CBT_TRACE_LEVEL");
+        fprintf(stderr, "cbt: %s\n", cbt_last_error());
         return CBT_ERR_INVAL;
     }
     uint32_t kib = cfg->trace_buffer_kib ? cfg->trace_buffer_kib : DEFAULT_BUFFER_KIB;
     if (kib < 64 || kib > MAX_BUFFER_KIB) {
-        fprintf(stderr, "cbt: trace_buffer_kib %u: want 0 (16384) or [64, %u]\n", kib,
-                MAX_BUFFER_KIB);
+        cbt_last_error_set_("trace_buffer_kib", "trace_buffer_kib %u must be 0 (16384) or in "
+                            "[64, %u]", kib, MAX_BUFFER_KIB);
+        fprintf(stderr, "cbt: %s\n", cbt_last_error());
         return CBT_ERR_INVAL;
     }
     cbt_recorder *r = calloc(1, sizeof *r);
@@ -195,7 +199,12 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt
     }
     if (path) {
         if (strlen(path) >= sizeof r->path) {
-            fprintf(stderr, "cbt: trace output path is longer than %zu bytes\n", sizeof r->path - 1);
+            cbt_last_error_set_(cfg->trace_output && *cfg->trace_output ? "trace_output" : NULL,
+                                "the trace output path (%s) is longer than %zu bytes",
+                                cfg->trace_output && *cfg->trace_output ? "trace_output"
+                                                                       : "CBT_TRACE_OUTPUT",
+                                sizeof r->path - 1);
+            fprintf(stderr, "cbt: %s\n", cbt_last_error());
             free(r);
             return CBT_ERR_INVAL;
         }
@@ -213,8 +222,11 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt
         r->fd = open(r->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
         struct stat sb;
         if (r->fd >= 0 && (fstat(r->fd, &sb) != 0 || !S_ISREG(sb.st_mode))) {
-            fprintf(stderr, "cbt: the trace output '%s' is not a regular file (a pipe or device "
-                            "could stall cbt_shutdown)\n", r->path);
+            cbt_last_error_set_(cfg->trace_output && *cfg->trace_output ? "trace_output" : NULL,
+                                "the trace output '%.64s%s' is not a regular file (a pipe or "
+                                "device could stall cbt_shutdown)",
+                                r->path, strlen(r->path) > 64 ? "..." : "");
+            fprintf(stderr, "cbt: %s\n", cbt_last_error());
             close(r->fd);
             free(r->raw);
             free(r);

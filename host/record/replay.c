@@ -572,7 +572,11 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
     for (uint32_t i = 0; i < vals->v.map.count; i++) {
         const cbt_lmct_kv *kv = &vals->v.map.items[i];
         cbt_name key;
-        if (cbt_intern(kv->key, &key) != CBT_OK)
+        cbt_status ist = cbt_intern(kv->key, &key);
+        if (ist == CBT_ERR_FULL)
+            continue; /* the name table is full: the value is dropped and counted
+                         (cbt_metrics.names_refused), the event kept (cbt/names.h) */
+        if (ist != CBT_OK)
             return 0;
         cbt_status st;
         switch (kv->value.type) {

@@ -430,8 +430,10 @@ CBT_API bool cbt_event_type_valid(cbt_event_type type);
 
 /* Register a program-defined event type (e.g. "MY_APP_EVENT"). Returns
  * the same id for the same name; a built-in's name or alias
- * ("l1.read.reserved", "L1_READ_RESERVED") returns the built-in. CBT_ERR_FULL past CBT_EVENT_TYPES_MAX.
- * Thread-safe; call at start-up. */
+ * ("l1.read.reserved", "L1_READ_RESERVED") returns the built-in. The name is
+ * interned (cbt/names.h). CBT_ERR_FULL past CBT_EVENT_TYPES_MAX types, or
+ * when the name table is full: cbt_last_error() says which, and the name
+ * table's limit and how to raise it. Thread-safe; call at start-up. */
 CBT_API cbt_status cbt_event_type_register(const char *name, cbt_event_type *out);
 
 #endif /* CBT_DISABLE */

@@ -1,14 +1,34 @@
 /* cbt/names.h — interned strings: span names, attribute and metadata keys.
  *
  * A name is turned into a small integer handle once (cbt_intern) and passed
- * by handle on the hot path, the way NVTX registers strings. The table is
- * process-wide, append-only and bounded (CBT_NAMES_MAX entries of at most
- * CBT_NAME_LEN_MAX - 1 bytes, held in static storage: nothing is allocated).
- * Handles never change for the life of the process, so they may be cached
- * in statics by callers.
+ * by handle on the hot path, the way NVTX registers strings. Names are at
+ * most CBT_NAME_LEN_MAX - 1 bytes.
  *
- * The names cbt itself uses are predefined with fixed handles (CBT_N_*),
- * so the subscribers never intern on their paths.
+ * The names cbt itself uses are predefined with fixed handles (CBT_N_*):
+ * the span names and attribute keys of its builders, exporters and CUPTI,
+ * and every LMCache 0.5.6 metadata key. They are always there, take no room
+ * from a program's names, and interning one never fails.
+ *
+ * A program's own names fill a table of a bounded capacity:
+ * CBT_NAMES_CAPACITY_DEFAULT names beyond the built-in ones, raised by
+ * cbt_config.names_capacity at cbt_init() or by the environment variable
+ * CBT_NAMES_CAPACITY (read at the table's first use), up to
+ * CBT_NAMES_CAPACITY_MAX (the 16-bit handle's range). Entries are allocated
+ * 1024 at a time as the table grows (64 KiB each); a lookup is a hash probe
+ * with no lock, an insertion takes one mutex.
+ *
+ * Full: cbt_intern() refuses a new name with CBT_ERR_FULL, counts it
+ * (cbt_metrics.names_refused) and says the capacity and how to raise it in
+ * cbt_last_error(). A caller with a value under a refused key drops that
+ * value, never the event (the Python package does; docs/python.md,
+ * "Limits").
+ *
+ * Lifetime: the table is the process's, not a tracer's. A handle names its
+ * string for the life of the process: callers keep handles in statics, and
+ * spans hold handles until a sink has written them, which may be after
+ * cbt_shutdown() returns (a sink thread given up on at shutdown finishes its
+ * write later). So neither cbt_shutdown() nor a later cbt_init() empties
+ * the table or lowers its capacity; a capacity once raised stays raised.
  *
  * CBT_DISABLE (defined before the first cbt include): the handles stay
  * defined; cbt_intern() stores handle 0 and returns CBT_OK, cbt_name_str()
@@ -25,8 +45,11 @@
 extern "C" {
 #endif
 
-#define CBT_NAMES_MAX 1024
+/* The most handles there can be: cbt_name is 16 bits and 0 is "no name". */
+#define CBT_NAMES_MAX 65535u
 #define CBT_NAME_LEN_MAX 64
+/* A program's names (beyond the built-in ones) the table holds by default. */
+#define CBT_NAMES_CAPACITY_DEFAULT 4096u
 
 typedef uint16_t cbt_name; /* 0 is "no name" */
 
@@ -160,7 +183,75 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(NUM_CHUNKS, "num_chunks")                                    \
     X(GPU_TAIL_NS, "cbt.gpu_tail_ns")                              \
     X(EVICTED, "cbt.evicted")                                      \
-    X(LATE, "cbt.late")
+    X(LATE, "cbt.late")                                            \
+    /* LMCache 0.5.6 metadata keys not named above (docs/lmcache-0.5.6.md \
+     * §1): a program's first use of one never meets a full table */   \
+    X(MODEL_NAME, "model_name")                                    \
+    X(CACHE_SALT, "cache_salt")                                    \
+    X(CHUNK_HASHES, "chunk_hashes")                                \
+    X(CHUNK_SIZE, "chunk_size")                                    \
+    X(SEQ_LEN, "seq_len")                                          \
+    X(DTYPES, "dtypes")                                            \
+    X(SHAPES, "shapes")                                            \
+    X(ENGINE_ID, "engine_id")                                      \
+    X(TOTAL_BYTES, "total_bytes")                                  \
+    X(RETRIEVED_COUNT, "retrieved_count")                          \
+    X(INSTANCE_ID, "instance_id")                                  \
+    X(RECORDS, "records")                                          \
+    X(TOKEN_CHUNKS, "token_chunks")                                \
+    X(TOKEN_OFFSETS, "token_offsets")                              \
+    X(PARENT_HASHES, "parent_hashes")                              \
+    X(SAMPLES, "samples")                                          \
+    X(MATCHES, "matches")                                          \
+    X(TIMED_OUT, "timed_out")                                      \
+    X(N_CHUNKS, "n_chunks")                                        \
+    X(N_KEYS, "n_keys")                                            \
+    X(L2_KEYS, "l2_keys")                                          \
+    X(FOUND_KEYS, "found_keys")                                    \
+    X(NO_GPU_CONTEXT, "no_gpu_context")                            \
+    X(WORKER_ID, "worker_id")                                      \
+    X(DROPPED_MATCHES, "dropped_matches")                          \
+    X(L1_TAG, "l1_tag")                                            \
+    X(KEYS, "keys")                                                \
+    X(TAG, "tag")                                                  \
+    X(META, "meta")                                                \
+    X(USAGE, "usage")                                              \
+    X(WATERMARK, "watermark")                                      \
+    X(TRIGGERED, "triggered")                                      \
+    X(DURING, "during")                                            \
+    X(SUCCEEDED_KEYS, "succeeded_keys")                            \
+    X(FAILED_KEYS, "failed_keys")                                  \
+    X(SNAPSHOT, "snapshot")                                        \
+    X(ADAPTER_INDEX, "adapter_index")                              \
+    X(TASK_ID, "task_id")                                          \
+    X(L2_NAME, "l2_name")                                          \
+    X(KEY_COUNT, "key_count")                                      \
+    X(KEY_COUNT_PER_SALT, "key_count_per_salt")                    \
+    X(BYTES_TRANSFERRED, "bytes_transferred")                      \
+    X(SUCCEEDED_COUNT, "succeeded_count")                          \
+    X(FAILED_COUNT, "failed_count")                                \
+    X(ADAPTER_COUNT, "adapter_count")                              \
+    X(LOADED_COUNT, "loaded_count")                                \
+    X(SIZES, "sizes")                                              \
+    X(BACKEND, "backend")                                          \
+    X(SHARED, "shared")                                            \
+    X(QUALNAME, "qualname")                                        \
+    X(ARGS, "args")                                                \
+    X(T_MONO, "t_mono")                                            \
+    /* CUPTI kernel activity (host/device/cupti.c), NVTX (exporter/nvtx.c) */ \
+    X(KERNEL_NAME, "kernel.name")                                  \
+    X(GRID_X, "grid_x")                                            \
+    X(GRID_Y, "grid_y")                                            \
+    X(GRID_Z, "grid_z")                                            \
+    X(BLOCK_X, "block_x")                                          \
+    X(BLOCK_Y, "block_y")                                          \
+    X(BLOCK_Z, "block_z")                                          \
+    X(STREAM, "stream")                                            \
+    X(REGISTERS_PER_THREAD, "registers_per_thread")                \
+    X(STATIC_SHARED_MEMORY, "static_shared_memory")                \
+    X(DYNAMIC_SHARED_MEMORY, "dynamic_shared_memory")              \
+    X(CORRELATION_ID, "correlation_id")                            \
+    X(NVTX_RANGE_ID, "nvtx.range_id")
 
 enum {
     CBT_N_NONE_ = 0,
@@ -169,6 +260,10 @@ enum {
 #undef CBT_NAME_ENUM_
     CBT_N_WELL_KNOWN_COUNT_
 };
+
+/* The largest capacity (cbt_config.names_capacity, CBT_NAMES_CAPACITY): every
+ * handle the built-in names leave. */
+#define CBT_NAMES_CAPACITY_MAX (CBT_NAMES_MAX - ((unsigned)CBT_N_WELL_KNOWN_COUNT_ - 1u))
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */
@@ -192,9 +287,15 @@ static inline uint32_t cbt_name_len(cbt_name n)
 #else /* the calls */
 
 /* Intern `s` and store its handle in *out. Returns the same handle for equal
- * strings. Cost: a lock and a linear probe; call once, keep the handle.
- * Errors: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG (longer than
- * CBT_NAME_LEN_MAX - 1), CBT_ERR_FULL (table full). Thread-safe. */
+ * strings. Cost: a hash probe without a lock for a name already there (a
+ * built-in one included); a new name takes a mutex, and every 1024th one
+ * allocates 64 KiB. Call once, keep the handle. Never waits for anything
+ * but another thread's insertion.
+ * Errors, *out untouched: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG
+ * (longer than CBT_NAME_LEN_MAX - 1), CBT_ERR_FULL (a new name and the table
+ * holds its capacity of a program's names: counted in
+ * cbt_metrics.names_refused, cbt_last_error() names the capacity and how to
+ * raise it), CBT_ERR_NOMEM. Thread-safe. */
 CBT_API cbt_status cbt_intern(const char *s, cbt_name *out);
 
 /* The string for a handle, or "" for 0 / unknown handles. Lock-free. */

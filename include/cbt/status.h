@@ -3,9 +3,15 @@
  * Codes are small positive integers, stable across versions (new codes are
  * only ever appended). CBT_OK is zero so `if (st) ...` reads naturally.
  *
+ * A code says what kind of failure; a few calls say more, per thread:
+ * cbt_last_error() is the sentence the last of them wrote on this thread
+ * (which config field broke which rule, which table is full and how to raise
+ * it), cbt_last_error_field() the config field it names.
+ *
  * CBT_DISABLE (defined before the first cbt include): the codes stay defined
  * and cbt_strerror() becomes a static inline that returns "cbt disabled" for
- * every code, referencing no cbt symbol.
+ * every code, cbt_last_error() and cbt_last_error_field() "", referencing
+ * no cbt symbol.
  */
 #ifndef CBT_STATUS_H
 #define CBT_STATUS_H
@@ -82,10 +88,33 @@ static inline const char *cbt_strerror(cbt_status st)
     (void)st;
     return "cbt disabled";
 }
+static inline const char *cbt_last_error(void) { return ""; }
+static inline const char *cbt_last_error_field(void) { return ""; }
 #else /* the calls */
 
 /* A short English sentence for `st`; never NULL, static storage, thread-safe. */
 CBT_API const char *cbt_strerror(cbt_status st);
+
+/* The detail of the last failure on this thread that said more than its
+ * code, or "" when none has: one line, at most 255 bytes, no trailing
+ * newline. The calls that write it, and what they write:
+ *   cbt_init()                   CBT_ERR_INVAL: the field, its value and the
+ *                                rule it breaks ("lane_capacity 4194304
+ *                                cells x max_lanes 64 is 16 GiB of lanes,
+ *                                more than 4 GiB: ..."), the line cbt_init
+ *                                also prints on stderr; CBT_ERR_VERSION: the
+ *                                sizes. Cleared when cbt_init() starts.
+ *   cbt_intern()                 CBT_ERR_FULL: the table's capacity and how
+ *   cbt_event_type_register()    to raise it (cbt/names.h); the event-type
+ *                                table's limit (cbt/event.h).
+ * Valid until this thread's next call that writes it; a call that does not
+ * write it leaves it alone, so read it right after the failing call.
+ * Thread-local: no lock, never NULL. */
+CBT_API const char *cbt_last_error(void);
+
+/* The cbt_config field that detail names ("lane_capacity"), or "" when it
+ * names none. Same lifetime. */
+CBT_API const char *cbt_last_error_field(void);
 
 #endif /* CBT_DISABLE */
 

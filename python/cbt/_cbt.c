@@ -129,6 +129,22 @@ static void exc_drop(saved_exc *e)
 #endif
 }
 
+/* Raise the exception object `exc` (a reference stolen), its traceback
+ * kept: the raising counterpart of exc_save for an object kept earlier. */
+static void exc_raise(PyObject *exc)
+{
+    saved_exc e;
+#if CBT_PY_API_ >= 0x030C0000
+    e.value = exc;
+#else
+    e.type = (PyObject *)Py_TYPE(exc);
+    Py_INCREF(e.type);
+    e.value = exc;
+    e.tb = PyException_GetTraceback(exc);
+#endif
+    exc_restore(&e);
+}
+
 /* A type's name for a message (%.100s): tp_name in a full-API build; in a
  * limited one PyTypeObject is opaque (and 3.10 has no PyType_GetName), so
  * the type's __name__, copied into one of four buffers used in turn (a
@@ -310,8 +326,10 @@ static int publish_may_wait(cbt_stream *cuda)
         }                                                                                       \
     } while (0)
 
-/* Raise cbt.Error(status) with "<what>: <cbt_strerror>". */
-static PyObject *raise_status(cbt_status st, const char *what)
+/* Raise cbt.Error(status) with "<what>: <cbt_strerror>", its .status the
+ * code and its .field `field` (the cbt_config field at fault: cbt.init's
+ * keyword of the same name) or None. */
+static PyObject *raise_status_field(cbt_status st, const char *field, const char *what)
 {
     PyObject *msg = PyUnicode_FromFormat("%s: %s", what, cbt_strerror(st));
     if (!msg)
@@ -321,15 +339,25 @@ static PyObject *raise_status(cbt_status st, const char *what)
     if (!exc)
         return NULL;
     PyObject *code = PyLong_FromLong((long)st);
-    if (!code || PyObject_SetAttrString(exc, "status", code) < 0) {
+    PyObject *f = field && *field ? PyUnicode_FromString(field) : (Py_INCREF(Py_None), Py_None);
+    if (!code || !f || PyObject_SetAttrString(exc, "status", code) < 0 ||
+        PyObject_SetAttrString(exc, "field", f) < 0) {
         Py_XDECREF(code);
+        Py_XDECREF(f);
         Py_DECREF(exc);
         return NULL;
     }
     Py_DECREF(code);
+    Py_DECREF(f);
     PyErr_SetObject(g_error, exc);
     Py_DECREF(exc);
     return NULL;
+}
+
+/* Raise cbt.Error(status) with "<what>: <cbt_strerror>". */
+static PyObject *raise_status(cbt_status st, const char *what)
+{
+    return raise_status_field(st, NULL, what);
 }
 
 /* The same with a formatted context (PyUnicode_FromFormat's %U, %s, %R). */
@@ -364,6 +392,108 @@ static const char *utf8_of(PyObject *s, Py_ssize_t *len, const char *what)
     return u;
 }
 
+/* How much of a caller's input an error message echoes: a short prefix. */
+#define ECHO_MAX 64
+
+/* The one way an error message shows a caller's input `o` (a new str, for
+ * PyUnicode_FromFormat's %U): its repr when that is short; else the repr of
+ * its first ECHO_MAX characters (a str; bytes decoded as a file name is)
+ * followed by "... (N characters)", "an int of N bits" for an int too large
+ * to print, or the type's name. Never the whole input, however large: an
+ * unknown 10 MB event name gives a ValueError of 245 characters. */
+static PyObject *echo(PyObject *o)
+{
+    if (PyBytes_Check(o)) {
+        PyObject *u = PyUnicode_DecodeFSDefaultAndSize(PyBytes_AsString(o), PyBytes_Size(o));
+        if (!u) {
+            PyErr_Clear();
+            return PyUnicode_FromString("(undecodable bytes)");
+        }
+        PyObject *r = echo(u);
+        Py_DECREF(u);
+        return r;
+    }
+    if (PyUnicode_Check(o)) {
+        /* an exact str's repr (a subclass's own __repr__ is not called) */
+        Py_ssize_t n = PyUnicode_GetLength(o);
+        PyObject *head = PyUnicode_Substring(o, 0, n <= ECHO_MAX ? n : ECHO_MAX);
+        PyObject *hr = head ? PyObject_Repr(head) : NULL;
+        Py_XDECREF(head);
+        if (!hr || n <= ECHO_MAX)
+            return hr;
+        PyObject *r = PyUnicode_FromFormat("%U... (%zd characters)", hr, n);
+        Py_DECREF(hr);
+        return r;
+    }
+    if (o == Py_None || PyBool_Check(o))
+        return PyObject_Repr(o);
+    if (PyLong_Check(o) || PyFloat_Check(o)) {
+        /* int's and float's own repr, not a subclass's; an int too large to
+         * print in a line is described instead */
+        PyObject *base = PyLong_Check(o) ? (PyObject *)&PyLong_Type : (PyObject *)&PyFloat_Type;
+        if (PyLong_Check(o)) {
+            PyObject *bl = PyObject_CallMethod(base, "bit_length", "O", o);
+            long long bits = bl ? PyLong_AsLongLong(bl) : -1;
+            Py_XDECREF(bl);
+            if (bits < 0) {
+                PyErr_Clear();
+                bits = 0;
+            }
+            if (bits > 4 * ECHO_MAX) /* about 77 decimal digits */
+                return PyUnicode_FromFormat("an int of %lld bits", bits);
+        }
+        PyObject *r = PyObject_CallMethod(base, "__repr__", "O", o);
+        if (!r)
+            PyErr_Clear();
+        return r ? r : PyUnicode_FromString("(a number)");
+    }
+    return PyUnicode_FromFormat("a %.100s", tp_name_of(o));
+}
+
+/* echo() of a C string (UTF-8, bad bytes replaced). */
+static PyObject *echo_c(const char *s)
+{
+    PyObject *u = PyUnicode_DecodeUTF8(s, (Py_ssize_t)strlen(s), "replace");
+    PyObject *r = u ? echo(u) : NULL;
+    Py_XDECREF(u);
+    return r;
+}
+
+/* An unsigned int argument: `o` an int (not a bool) in [0, max], else
+ * TypeError, ValueError for a negative one, OverflowError past `max`, each
+ * naming `what` ("publish(): ts_ns") and the range. Every unsigned int cbt
+ * takes from Python comes through here (init's fields through get_u32). */
+static int uint_of(PyObject *o, const char *what, uint64_t max, uint64_t *out)
+{
+    if (!PyLong_Check(o) || PyBool_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, tp_name_of(o));
+        return -1;
+    }
+    int of = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &of);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    unsigned long long u = 0;
+    if (of > 0) { /* past INT64_MAX: maybe still a uint64 */
+        u = PyLong_AsUnsignedLongLong(o);
+        if (u == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            of = 2;
+        }
+    }
+    if (of < 0 || (!of && v < 0) || of == 2 || (of ? u : (unsigned long long)v) > max) {
+        PyObject *e = echo(o);
+        if (e)
+            PyErr_Format(of < 0 || (!of && v < 0) ? PyExc_ValueError : PyExc_OverflowError,
+                         "%s must be an int in [0, %llu], not %U", what, (unsigned long long)max,
+                         e);
+        Py_XDECREF(e);
+        return -1;
+    }
+    *out = of ? (uint64_t)u : (uint64_t)v;
+    return 0;
+}
+
 /* ---- names: event types and value keys, resolved once --------------------------- */
 
 static int type_from_name(PyObject *cache_key, PyObject *name, cbt_event_type *out)
@@ -374,10 +504,14 @@ static int type_from_name(PyObject *cache_key, PyObject *name, cbt_event_type *o
     cbt_event_type t;
     cbt_status st = cbt_event_type_by_name(s, &t);
     if (st != CBT_OK) {
-        PyErr_Format(PyExc_ValueError,
-                     "cbt: unknown event type '%s' (%s): use an LMCache event value such as "
-                     "'mp.store.start', its member name 'MP_STORE_START', or a registered type",
-                     s, cbt_strerror(st));
+        PyObject *e = echo(name);
+        if (e)
+            PyErr_Format(PyExc_ValueError,
+                         "cbt: unknown event type %U (%s): use an LMCache event value such as "
+                         "'mp.store.start', its member name 'MP_STORE_START', or a registered "
+                         "type",
+                         e, cbt_strerror(st));
+        Py_XDECREF(e);
         return -1;
     }
     if (PyDict_Size(g_types) < TYPES_CACHE_MAX) {
@@ -401,11 +535,15 @@ static int resolve_type(PyObject *o, cbt_event_type *out)
             PyErr_SetString(PyExc_TypeError, "cbt: an event type is a str or an int, not a bool");
             return -1;
         }
-        long v = PyLong_AsLong(o);
+        int of = 0;
+        long v = PyLong_AsLongAndOverflow(o, &of);
         if (v == -1 && PyErr_Occurred())
             return -1;
-        if (v <= 0 || v > UINT16_MAX || !cbt_event_type_valid((cbt_event_type)v)) {
-            PyErr_Format(PyExc_ValueError, "cbt: %ld is not an event type", v);
+        if (of || v <= 0 || v > UINT16_MAX || !cbt_event_type_valid((cbt_event_type)v)) {
+            PyObject *e = echo(o);
+            if (e)
+                PyErr_Format(PyExc_ValueError, "cbt: %U is not an event type", e);
+            Py_XDECREF(e);
             return -1;
         }
         *out = (cbt_event_type)v;
@@ -437,12 +575,19 @@ static int resolve_type(PyObject *o, cbt_event_type *out)
     return r;
 }
 
-/* A name handle for `key` (a value key, a span name), interned once. */
-static int resolve_key(PyObject *key, cbt_name *out)
+/* A name handle for `key` (a value key, a span name), interned once: 0.
+ * When the name table is full (a new name: cbt/names.h), 1 with nothing
+ * raised for a value or attribute key (`what` NULL: the caller drops the
+ * value, counted in metrics()["names_refused"]), else cbt.Error ERR_FULL
+ * saying `what`, the table's capacity and how to raise it. -1 with an
+ * exception for anything else. `out` NULL: only check that `key` could be a
+ * name (a str of 1 to 63 UTF-8 bytes), interning nothing. */
+static int resolve_key(PyObject *key, cbt_name *out, const char *what)
 {
     PyObject *hit = PyDict_GetItemWithError(g_keys, key);
     if (hit) {
-        *out = (cbt_name)PyLong_AsUnsignedLong(hit);
+        if (out)
+            *out = (cbt_name)PyLong_AsUnsignedLong(hit);
         return 0;
     }
     if (PyErr_Occurred())
@@ -455,10 +600,23 @@ static int resolve_key(PyObject *key, cbt_name *out)
     if (!s)
         return -1;
     cbt_name n;
-    cbt_status st = cbt_intern(s, &n);
+    size_t len = strlen(s);
+    cbt_status st = !out ? (len == 0               ? CBT_ERR_INVAL
+                            : len >= CBT_NAME_LEN_MAX ? CBT_ERR_META_TOO_LONG
+                                                      : CBT_OK)
+                         : cbt_intern(s, &n);
+    if (!out && st == CBT_OK)
+        return 0;
+    if (st == CBT_ERR_FULL && !what)
+        return 1;
     if (st != CBT_OK) {
-        raise_statusf(st, "cbt: the name '%s' (names are 1 to %d bytes, at most %d of them)", s,
-                      CBT_NAME_LEN_MAX - 1, CBT_NAMES_MAX);
+        PyObject *e = echo(key);
+        if (e && st == CBT_ERR_FULL)
+            raise_statusf(st, "%s %U: %s", what, e, cbt_last_error());
+        else if (e)
+            raise_statusf(st, "cbt: the name %U is %zu bytes (names are 1 to %d)", e, len,
+                          CBT_NAME_LEN_MAX - 1);
+        Py_XDECREF(e);
         return -1;
     }
     PyObject *v = PyLong_FromUnsignedLong(n);
@@ -475,37 +633,50 @@ static int resolve_key(PyObject *key, cbt_name *out)
 
 static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
 {
-    cbt_name k;
-    if (resolve_key(key, &k) < 0)
-        return -1;
-    cbt_status st;
+    /* the value first: its errors do not depend on whether its key fits */
+    long long x = 0;
+    const char *str = NULL;
     if (PyBool_Check(v)) {
-        st = cbt_event_bool(ev, k, v == Py_True);
     } else if (PyLong_Check(v)) {
         int of = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &of);
+        x = PyLong_AsLongLongAndOverflow(v, &of);
         if (of) {
-            PyErr_Format(PyExc_OverflowError, "cbt: value '%U' does not fit in 64 bits", key);
+            PyObject *e = echo(key);
+            if (e)
+                PyErr_Format(PyExc_OverflowError, "cbt: value %U does not fit in 64 bits", e);
+            Py_XDECREF(e);
             return -1;
         }
         if (x == -1 && PyErr_Occurred())
             return -1;
-        st = cbt_event_i64(ev, k, (int64_t)x);
     } else if (PyFloat_Check(v)) {
-        st = cbt_event_f64(ev, k, PyFloat_AsDouble(v));
     } else if (PyUnicode_Check(v)) {
-        const char *s = utf8_of(v, NULL, "cbt: a str value");
-        if (!s)
+        if (!(str = utf8_of(v, NULL, "cbt: a str value")))
             return -1;
-        st = cbt_event_str(ev, k, s);
     } else {
-        PyErr_Format(PyExc_TypeError,
-                     "cbt: value '%U' is a %.100s: values are int, float, bool or str", key,
-                     tp_name_of(v));
+        PyObject *e = echo(key);
+        if (e)
+            PyErr_Format(PyExc_TypeError,
+                         "cbt: value %U is a %.100s: values are int, float, bool or str", e,
+                         tp_name_of(v));
+        Py_XDECREF(e);
         return -1;
     }
+    cbt_name k;
+    int r = resolve_key(key, &k, NULL);
+    if (r)
+        return r < 0 ? -1 : 0; /* 1: the name table is full, the value is dropped (counted) */
+    cbt_status st;
+    if (PyBool_Check(v))
+        st = cbt_event_bool(ev, k, v == Py_True);
+    else if (PyLong_Check(v))
+        st = cbt_event_i64(ev, k, (int64_t)x);
+    else if (PyFloat_Check(v))
+        st = cbt_event_f64(ev, k, PyFloat_AsDouble(v));
+    else
+        st = cbt_event_str(ev, k, str);
     if (st != CBT_OK) {
-        raise_statusf(st, "cbt: value '%U'", key);
+        raise_statusf(st, "cbt: value '%U'", key); /* interned: at most 63 bytes */
         return -1;
     }
     return 0;
@@ -612,8 +783,10 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
             PyErr_Format(PyExc_TypeError, "%s(): ts_ns is an int (Unix-epoch ns) or None", fn);
             return -1;
         }
-        unsigned long long ts = PyLong_AsUnsignedLongLong(ts_o);
-        if (ts == (unsigned long long)-1 && PyErr_Occurred())
+        char what[64];
+        snprintf(what, sizeof what, "%s(): ts_ns (Unix-epoch ns)", fn);
+        uint64_t ts;
+        if (uint_of(ts_o, what, UINT64_MAX, &ts) < 0)
             return -1;
         ev->ts = ts;
         ev->flags |= CBT_EVF_EXPLICIT_TS;
@@ -623,8 +796,10 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
             PyErr_Format(PyExc_TypeError, "%s(): pair is an int or None", fn);
             return -1;
         }
-        unsigned long long p = PyLong_AsUnsignedLongLong(pair_o);
-        if (p == (unsigned long long)-1 && PyErr_Occurred())
+        char what[64];
+        snprintf(what, sizeof what, "%s(): pair", fn);
+        uint64_t p;
+        if (uint_of(pair_o, what, UINT64_MAX, &p) < 0)
             return -1;
         ev->pair = p;
     }
@@ -659,23 +834,95 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* ---- streams ---------------------------------------------------------------------- */
 
+/* What the callables enqueued on a CpuStream raised, until sync() or
+ * close() reports it. Shared by the stream object and each queued item (a
+ * stream may be deallocated with items still queued, or on its own worker),
+ * so counted: `refs`. Every field is under the GIL. */
+typedef struct {
+    int refs;
+    PyObject *first;       /* the first exception since the last report (its value,
+                              traceback attached), or NULL */
+    uint64_t failed;       /* callables that raised since the last report */
+    uint64_t failed_total; /* ... since the stream was made (stats()["items_failed"]) */
+} work_errors;
+
+static void work_errors_put(work_errors *e)
+{
+    if (e && --e->refs == 0) {
+        Py_XDECREF(e->first);
+        free(e);
+    }
+}
+
 typedef struct {
     PyObject_HEAD
     cbt_stream *s;       /* NULL once closed */
-    cbt_stream *closing; /* closed while a sync ran: the last sync destroys it */
-    int users;           /* syncs running with the GIL released */
+    cbt_stream *closing; /* closed while a call pinned it: the last unpin destroys it */
+    int users;           /* calls pinning it (cpu_pin): syncs running with the GIL
+                            released, publishes and span begins/ends building their
+                            event (Python code may run there) */
     pid_t pid;           /* the process that created it (its worker lives there) */
+    work_errors *errs;   /* what its callables raised */
 } CpuStreamObject;
 
 /* The stream whose work this thread is running (run_python sets it on the
  * worker): its sync/close from there would wait on itself. */
 static _Thread_local cbt_stream *t_running_stream;
 
-/* What run_python gets: the callable and the stream it runs on. */
+/* What run_python gets: the callable, the stream it runs on, where a
+ * failure goes. */
 typedef struct {
     PyObject *fn;
     cbt_stream *s;
+    work_errors *errs;
 } work_item;
+
+static void destroy_unlocked(cbt_stream *s);
+
+/* Pin a CpuStream's cbt_stream for a call that runs Python code between
+ * taking it and using it (building an event: an Enum's .value, a key's
+ * __hash__; a sync's wait). A close() meanwhile, from that code or another
+ * thread, only marks the object closed (s NULL, the stream in `closing`);
+ * the last unpin frees it. So a pinned pointer is never freed under its
+ * call, and the call, seeing `s` NULL afterwards, knows it was closed. NULL
+ * with cbt.Error ERR_STOPPED when it is closed already. Under the GIL. */
+static cbt_stream *cpu_pin(CpuStreamObject *c, const char *what)
+{
+    if (!c->s) {
+        raise_statusf(CBT_ERR_STOPPED, "%s: the CpuStream is closed", what);
+        return NULL;
+    }
+    c->users++;
+    Py_INCREF(c);
+    return c->s;
+}
+
+/* A pinned call's end: the last one frees a stream closed meanwhile, unless
+ * it runs on that stream's own worker (destroying would join itself: the
+ * object's deallocation frees it then). Releases the GIL to free. */
+static void cpu_unpin(CpuStreamObject *c)
+{
+    c->users--;
+    if (c->closing && c->users == 0 && t_running_stream != c->closing) {
+        cbt_stream *s = c->closing;
+        c->closing = NULL;
+        destroy_unlocked(s);
+    }
+    Py_DECREF(c);
+}
+
+/* -1 with cbt.Error ERR_STOPPED when a pinned CpuStream was closed during the
+ * call (by code the call ran, or another thread): nothing was published. */
+static int closed_meanwhile(CpuStreamObject *c, const char *what)
+{
+    if (!c || c->s)
+        return 0;
+    raise_statusf(CBT_ERR_STOPPED,
+                  "%s: the CpuStream was closed during the call (by code its arguments ran, or "
+                  "another thread); nothing was published on it",
+                  what);
+    return -1;
+}
 
 /* -1 (cbt.Error ERR_STOPPED) when the stream was made in another process:
  * a forked child has a copy of it but no worker, so waiting would hang. */
@@ -712,9 +959,10 @@ static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
     }
     if (PyErr_Occurred())
         return -1;
-    void *cs = PyLong_AsVoidPtr(h);
-    if (!cs && PyErr_Occurred())
+    uint64_t hv;
+    if (uint_of(h, "cbt: a CUDA stream handle (cudaStream_t)", UINTPTR_MAX, &hv) < 0)
         return -1;
+    void *cs = (void *)(uintptr_t)hv;
     if (PyDict_Size(g_cuda_streams) >= CUDA_STREAMS_MAX) {
         raise_statusf(CBT_ERR_FULL, "cbt: %d CUDA streams are wrapped already", CUDA_STREAMS_MAX);
         return -1;
@@ -753,16 +1001,17 @@ static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
 }
 
 /* A stream argument: a CpuStream, an int cudaStream_t, or an object with an
- * int `cuda_stream` (torch.cuda.Stream) or `ptr` (cupy). */
-static int resolve_stream(PyObject *o, cbt_stream **out)
+ * int `cuda_stream` (torch.cuda.Stream) or `ptr` (cupy). A CpuStream comes
+ * back pinned in *pinned (cpu_pin: the caller unpins it on every path); a
+ * CUDA stream's wrapper lives as long as the process, so *pinned is NULL. */
+static int resolve_stream(PyObject *o, cbt_stream **out, CpuStreamObject **pinned)
 {
+    *pinned = NULL;
     if (PyObject_TypeCheck(o, &CpuStreamType)) {
         CpuStreamObject *c = (CpuStreamObject *)o;
-        if (!c->s) {
-            raise_status(CBT_ERR_STOPPED, "cbt: the CpuStream is closed");
+        if (!(*out = cpu_pin(c, "cbt")))
             return -1;
-        }
-        *out = c->s;
+        *pinned = c;
         return 0;
     }
     if (PyLong_Check(o) && !PyBool_Check(o))
@@ -801,22 +1050,32 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
         return NULL;
     }
     cbt_stream *s;
-    if (resolve_stream(args[0], &s) < 0)
+    CpuStreamObject *pin; /* a CpuStream, pinned: building the event runs Python code */
+    if (resolve_stream(args[0], &s, &pin) < 0)
         return NULL;
+    PyObject *ret = NULL;
     cbt_event ev;
     int on;
-    if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0)
-        return NULL;
-    if (g_closing) /* a shutdown is running: no tracer */
-        Py_RETURN_NONE;
-    cbt_status st;
-    if (PyObject_TypeCheck(args[0], &CpuStreamType))
-        st = cbt_publish_on_stream(s, &ev); /* a CPU stream's worker publishes: never waits */
-    else
-        CALL_PUBLISH_(s, st = cbt_publish_on_stream(s, &ev));
-    if (st != CBT_OK && st != CBT_ERR_FULL)
-        return raise_status(st, "cbt.publish_on_stream");
-    Py_RETURN_NONE;
+    if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0 ||
+        closed_meanwhile(pin, "cbt.publish_on_stream") < 0)
+        goto out;
+    if (!g_closing) { /* else a shutdown is running: no tracer */
+        cbt_status st;
+        if (pin)
+            st = cbt_publish_on_stream(s, &ev); /* a CPU stream's worker publishes: never waits */
+        else
+            CALL_PUBLISH_(s, st = cbt_publish_on_stream(s, &ev));
+        if (st != CBT_OK && st != CBT_ERR_FULL) {
+            raise_status(st, "cbt.publish_on_stream");
+            goto out;
+        }
+    }
+    ret = Py_None;
+    Py_INCREF(ret);
+out:
+    if (pin)
+        cpu_unpin(pin);
+    return ret;
 }
 
 static void run_python(void *arg)
@@ -828,10 +1087,21 @@ static void run_python(void *arg)
     PyGILState_STATE g = PyGILState_Ensure();
     cbt_stream *prev = t_running_stream;
     t_running_stream = w->s;
+    work_errors *errs = w->errs;
     free(w);
     PyObject *r = PyObject_CallNoArgs(fn);
-    if (!r)
-        PyErr_WriteUnraisable(fn);
+    if (!r) { /* kept for sync() / close() to raise, counted for stats() */
+        saved_exc e;
+        exc_save(&e); /* normalized, its traceback on the object */
+        errs->failed++;
+        errs->failed_total++;
+        if (!errs->first && e.value) {
+            errs->first = e.value;
+            e.value = NULL;
+        }
+        exc_drop(&e);
+    }
+    work_errors_put(errs);
     Py_XDECREF(r);
     Py_DECREF(fn); /* may drop the stream's last reference: dealloc sees t_running_stream */
     t_running_stream = prev;
@@ -839,30 +1109,56 @@ static void run_python(void *arg)
 }
 
 /* An int in [0, UINT32_MAX] (not a bool): TypeError, else ValueError for a
- * negative one, OverflowError past UINT32_MAX. NULL: keeps *out. */
+ * negative one, OverflowError past UINT32_MAX (uint_of). NULL: keeps *out. */
 static int u32_arg(PyObject *o, const char *what, uint32_t *out)
 {
+    uint64_t v;
     if (!o)
         return 0;
-    if (!PyLong_Check(o) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, tp_name_of(o));
+    if (uint_of(o, what, UINT32_MAX, &v) < 0)
         return -1;
-    }
-    int of = 0;
-    long long v = PyLong_AsLongLongAndOverflow(o, &of);
-    if (v == -1 && PyErr_Occurred())
-        return -1;
-    if (of < 0 || (!of && v < 0)) {
-        PyErr_Format(PyExc_ValueError, "%s must not be negative, not %R", what, o);
-        return -1;
-    }
-    if (of > 0 || v > (long long)UINT32_MAX) {
-        PyErr_Format(PyExc_OverflowError, "%s must be at most %lu, not %R", what,
-                     (unsigned long)UINT32_MAX, o);
-        return -1;
-    }
     *out = (uint32_t)v;
     return 0;
+}
+
+/* What the stream's callables raised since the last report, taken (0 when
+ * none raised). *exc: the first exception, with a note saying `what`
+ * reports it and how many raised. */
+static int take_work_errors(CpuStreamObject *self, const char *what, PyObject **exc)
+{
+    work_errors *e = self->errs;
+    *exc = NULL;
+    if (!e || !e->failed)
+        return 0;
+    uint64_t n = e->failed;
+    *exc = e->first;
+    e->first = NULL;
+    e->failed = 0;
+    if (!*exc)
+        return 0;
+    PyObject *note = PyUnicode_FromFormat(
+        "cbt: raised by a callable enqueued on a CpuStream, reported by %s: %llu of its "
+        "callables raised since the last report (this is the first; stats()[\"items_failed\"] "
+        "counts them all)",
+        what, (unsigned long long)n);
+    PyObject *r = note ? PyObject_CallMethod(*exc, "add_note", "O", note) : NULL;
+    if (!r) /* before 3.11, or an exception that refuses notes: the count is in stats() */
+        PyErr_Clear();
+    Py_XDECREF(r);
+    Py_XDECREF(note);
+    return 1;
+}
+
+/* Raise what the stream's callables raised since the last report: the
+ * first exception itself (its traceback on the worker kept), noted; -1, or
+ * 0 when none raised. */
+static int raise_work_errors(CpuStreamObject *self, const char *what)
+{
+    PyObject *exc;
+    if (!take_work_errors(self, what, &exc))
+        return 0;
+    exc_raise(exc);
+    return -1;
 }
 
 static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
@@ -877,6 +1173,11 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!self)
         return NULL;
     self->pid = getpid();
+    if (!(self->errs = calloc(1, sizeof *self->errs))) {
+        Py_DECREF(self);
+        return PyErr_NoMemory();
+    }
+    self->errs->refs = 1;
     cbt_status st;
     cbt_stream *cs = NULL;
     Py_BEGIN_ALLOW_THREADS /* it allocates the queue and starts the worker thread */
@@ -922,6 +1223,23 @@ static void CpuStream_dealloc(CpuStreamObject *self)
     } else if (s) {
         destroy_unlocked(s);
     }
+    PyObject *exc;
+    uint64_t n = self->errs ? self->errs->failed : 0;
+    if (take_work_errors(self, "the CpuStream's deallocation (no sync() or close() did)", &exc)) {
+        /* never reported: said as an unraisable exception, not lost */
+        saved_exc outer;
+        exc_save(&outer);
+        PyObject *where = PyUnicode_FromFormat(
+            "a cbt.CpuStream deallocated with %llu failed callable(s) no sync() or close() "
+            "reported; the first",
+            (unsigned long long)n);
+        exc_raise(exc);
+        PyErr_WriteUnraisable(where);
+        Py_XDECREF(where);
+        exc_restore(&outer);
+    }
+    work_errors_put(self->errs);
+    self->errs = NULL;
     PyTypeObject *tp = Py_TYPE((PyObject *)self);
     PyObject_Free(self); /* the type's tp_free: not a GC type, not subclassable */
     Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
@@ -936,20 +1254,16 @@ static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
     if (foreign_stream(self, "CpuStream.sync") < 0 || own_work(self, "CpuStream.sync") < 0)
         return NULL;
     cbt_status st;
-    self->users++;
-    Py_INCREF(self);
+    if (!cpu_pin(self, "CpuStream.sync")) /* a close() meanwhile leaves it to us */
+        return NULL;
     Py_BEGIN_ALLOW_THREADS
     st = cbt_stream_sync(s);
     Py_END_ALLOW_THREADS
-    self->users--;
-    if (self->closing && self->users == 0) {
-        cbt_stream *c = self->closing;
-        self->closing = NULL;
-        destroy_unlocked(c);
-    }
-    Py_DECREF(self);
+    cpu_unpin(self);
     if (st != CBT_OK)
         return raise_status(st, "CpuStream.sync");
+    if (raise_work_errors(self, "CpuStream.sync()") < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -962,11 +1276,12 @@ static PyObject *CpuStream_close(CpuStreamObject *self, PyObject *unused)
     if (foreign_stream(self, "CpuStream.close") < 0 || own_work(self, "CpuStream.close") < 0)
         return NULL;
     self->s = NULL;
-    if (self->users > 0) {
-        self->closing = s; /* the last running sync destroys it */
-        Py_RETURN_NONE;
-    }
-    destroy_unlocked(s);
+    if (self->users > 0)
+        self->closing = s; /* a call pins it (a sync, a publish): the last one destroys it */
+    else
+        destroy_unlocked(s);
+    if (raise_work_errors(self, "CpuStream.close()") < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -986,8 +1301,11 @@ static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
     Py_INCREF(fn);
     w->fn = fn;
     w->s = self->s;
+    w->errs = self->errs;
+    self->errs->refs++;
     cbt_status st = cbt_stream_enqueue(self->s, run_python, w);
     if (st != CBT_OK) {
+        work_errors_put(w->errs);
         Py_DECREF(fn);
         free(w);
         return raise_status(st, "CpuStream.enqueue");
@@ -1005,9 +1323,14 @@ static PyObject *CpuStream_stats(CpuStreamObject *self, PyObject *unused)
     cbt_status st = cbt_stream_stats_get(s, &x);
     if (st != CBT_OK)
         return raise_status(st, "CpuStream.stats");
-    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K}", "items_enqueued",
+    /* a callable that raised ran, but did not complete: items_failed, not
+     * items_completed (its failure is counted while it runs, its run after) */
+    uint64_t failed = self->errs ? self->errs->failed_total : 0;
+    uint64_t completed = x.items_completed > failed ? x.items_completed - failed : 0;
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K}", "items_enqueued",
                          (unsigned long long)x.items_enqueued, "items_completed",
-                         (unsigned long long)x.items_completed, "marks_published",
+                         (unsigned long long)completed, "items_failed",
+                         (unsigned long long)failed, "marks_published",
                          (unsigned long long)x.marks_published, "marks_dropped",
                          (unsigned long long)x.marks_dropped, "full_refusals",
                          (unsigned long long)x.full_refusals);
@@ -1120,7 +1443,10 @@ static int get_bool_in(const char *fn, PyObject *o, const char *name, bool *out)
             *out = v == 1;
             return 0;
         }
-        PyErr_Format(PyExc_ValueError, "%s: %s is a bool (or 0 or 1), not %R", fn, name, o);
+        PyObject *e = echo(o);
+        if (e)
+            PyErr_Format(PyExc_ValueError, "%s: %s is a bool (or 0 or 1), not %U", fn, name, e);
+        Py_XDECREF(e);
         return -1;
     }
     PyErr_Format(PyExc_TypeError, "%s: %s is a bool, not %.100s", fn, name,
@@ -1139,7 +1465,8 @@ static int get_bool(PyObject *o, const char *name, bool *out)
     X(pending_stream_marks) X(lag_last_ns) X(lag_max_ns) X(spans_started) X(spans_ended)       \
     X(spans_dropped) X(spans_open) X(registry_full) X(harvester_busy_ns) X(spans_unsampled)    \
     X(meta_truncated) X(stream_marks_dropped) X(sink_spans_lost) X(harvester_wakeups)      \
-    X(trace_records) X(trace_records_dropped) X(trace_bytes) X(trace_write_errors)
+    X(trace_records) X(trace_records_dropped) X(trace_bytes) X(trace_write_errors)             \
+    X(names_used) X(names_capacity) X(names_refused)
 
 static PyObject *metrics_dict(const cbt_metrics *m)
 {
@@ -1186,9 +1513,12 @@ static int otlp_protocol_of(const char *fn, PyObject *o, int *out)
     else if (!strcmp(v, "http/json"))
         *out = CBT_OTLP_HTTP_JSON;
     else {
-        PyErr_Format(PyExc_ValueError,
-                     "%s: otlp_protocol %R is not one of 'grpc', 'http/protobuf', 'http/json' "
-                     "(the OTEL_EXPORTER_OTLP_PROTOCOL values)", fn, o);
+        PyObject *e = echo(o);
+        if (e)
+            PyErr_Format(PyExc_ValueError,
+                         "%s: otlp_protocol %U is not one of 'grpc', 'http/protobuf', "
+                         "'http/json' (the OTEL_EXPORTER_OTLP_PROTOCOL values)", fn, e);
+        Py_XDECREF(e);
         return -1;
     }
     return 0;
@@ -1277,19 +1607,25 @@ static int otlp_config(const char *fn, const char *endpoint, int protocol,
         size_t l = strlen(endpoint);
         int traces_url = l >= 10 && strcmp(endpoint + l - 10, "/v1/traces") == 0;
         if (strncmp(endpoint, "http://", 7) && strncmp(endpoint, "https://", 8)) {
-            PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint '%s' is not an http(s) URL "
-                                           "(OTLP/HTTP: the collector's port 4318, e.g. "
-                                           "http://host:4318; gRPC: http://host:4317)",
-                         fn, endpoint);
+            PyObject *e = echo_c(endpoint);
+            if (e)
+                PyErr_Format(PyExc_ValueError, "%s: otlp_endpoint %U is not an http(s) URL "
+                                               "(OTLP/HTTP: the collector's port 4318, e.g. "
+                                               "http://host:4318; gRPC: http://host:4317)",
+                             fn, e);
+            Py_XDECREF(e);
             return -1;
         }
         int n1, n2;
         if (grpc) {
             if (traces_url) {
-                PyErr_Format(PyExc_ValueError,
-                             "%s: otlp_endpoint '%s' is an OTLP/HTTP traces URL, but "
-                             "otlp_protocol is grpc: give the collector's base URL "
-                             "(http://host:4317)", fn, endpoint);
+                PyObject *e = echo_c(endpoint);
+                if (e)
+                    PyErr_Format(PyExc_ValueError,
+                                 "%s: otlp_endpoint %U is an OTLP/HTTP traces URL, but "
+                                 "otlp_protocol is grpc: give the collector's base URL "
+                                 "(http://host:4317)", fn, e);
+                Py_XDECREF(e);
                 return -1;
             }
             int base_len = endpoint[l - 1] == '/' ? (int)l - 1 : (int)l;
@@ -1386,21 +1722,22 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "ring_capacity", "cuda_ring_capacity", "session_idle_ms",
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
-                             "trace_output", "trace_buffer_kib", "otlp_protocol", NULL};
+                             "trace_output", "trace_buffer_kib", "otlp_protocol",
+                             "names_capacity", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
-             *proto = Py_None;
+             *proto = Py_None, *names_cap = NULL;
     if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OO:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOO:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib, &proto))
+                                     &tkib, &proto, &names_cap))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -1439,14 +1776,18 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         if (!l)
             goto out;
         if (strcmp(l, "gpu") != 0 && *l) {
-            PyErr_Format(PyExc_ValueError,
-                         "cbt.init: trace_level is 'gpu' (the one level cbt records) or None, "
-                         "not %R", level);
+            PyObject *e = echo(level);
+            if (e)
+                PyErr_Format(PyExc_ValueError,
+                             "cbt.init: trace_level is 'gpu' (the one level cbt records) or "
+                             "None, not %U", e);
+            Py_XDECREF(e);
             goto out;
         }
         c.trace_level = l; /* `level` is the caller's: alive until init returns */
     }
-    if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0)
+    if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0 ||
+        get_u32(names_cap, "names_capacity", &c.names_capacity) < 0)
         goto out;
     c.trace_output = tout ? PyBytes_AsString(tout) : NULL; /* kept until `out` */
     const char *env_level = getenv("CBT_TRACE_LEVEL");
@@ -1461,10 +1802,13 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             else if (!strcmp(r, "transfer_end"))
                 c.mp_root_end = CBT_ROOT_END_TRANSFER;
             else {
-                PyErr_Format(PyExc_ValueError,
-                             "cbt.init: mp_root_end is 'request_end' (alias 'request') or "
-                             "'transfer_end', not '%s'",
-                             r);
+                PyObject *e = echo(root_end);
+                if (e)
+                    PyErr_Format(PyExc_ValueError,
+                                 "cbt.init: mp_root_end is 'request_end' (alias 'request') or "
+                                 "'transfer_end', not %U",
+                                 e);
+                Py_XDECREF(e);
                 goto out;
             }
         } else {
@@ -1557,23 +1901,31 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             raise_status(st, "cbt.init: this process was forked while its parent's tracer ran; "
                              "the child inherits it and cannot start its own (fork before "
                              "cbt.init, or use the 'spawn' start method)");
-        else if (st == CBT_ERR_IO && spans && recording)
-            raise_statusf(st, "cbt.init: the span file '%s'%s or the trace output '%s' (see "
-                              "stderr)", c.jsonl_path, fifo_hint(c.jsonl_path),
-                          c.trace_output ? c.trace_output : "(CBT_TRACE_OUTPUT or the default)");
-        else if (st == CBT_ERR_IO && spans)
-            raise_statusf(st, "cbt.init: the span file '%s'%s", c.jsonl_path,
-                          fifo_hint(c.jsonl_path));
-        else if (st == CBT_ERR_IO && recording)
-            raise_statusf(st, "cbt.init: the trace output '%s'",
-                          c.trace_output ? c.trace_output
-                                         : "(CBT_TRACE_OUTPUT or the default under $TMPDIR)");
-        else if (st == CBT_ERR_UNSUPPORTED && recording)
+        else if (st == CBT_ERR_IO && (spans || recording)) {
+            PyObject *es = spans ? echo(spans) : PyUnicode_FromString("");
+            PyObject *eo = tout ? echo(tout)
+                                : PyUnicode_FromString(
+                                      "(CBT_TRACE_OUTPUT or the default under $TMPDIR)");
+            if (es && eo && spans && recording)
+                raise_statusf(st, "cbt.init: the span file %U%s or the trace output %U (see "
+                                  "stderr)", es, fifo_hint(c.jsonl_path), eo);
+            else if (es && eo && spans)
+                raise_statusf(st, "cbt.init: the span file %U%s", es, fifo_hint(c.jsonl_path));
+            else if (es && eo)
+                raise_statusf(st, "cbt.init: the trace output %U", eo);
+            Py_XDECREF(es);
+            Py_XDECREF(eo);
+        } else if (st == CBT_ERR_UNSUPPORTED && recording)
             raise_status(st, "cbt.init: trace recording: this build has no msgpack-c "
                              "(CBT_WITH_MSGPACK was off when the package was built)");
-        else if (st == CBT_ERR_INVAL)
-            raise_status(st, "cbt.init: a config field (named on stderr)");
-        else
+        else if (st == CBT_ERR_INVAL || st == CBT_ERR_VERSION) {
+            /* the core's detail on this thread (cbt_init ran here): the field,
+             * its value and the rule it breaks */
+            char what[320];
+            snprintf(what, sizeof what, "cbt.init: %s", *cbt_last_error() ? cbt_last_error()
+                                                                          : "a config field");
+            raise_status_field(st, cbt_last_error_field(), what);
+        } else
             raise_status(st, "cbt.init");
         goto out;
     }
@@ -1588,7 +1940,10 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         goto fail_tracer;
     }
     if (trace_st != CBT_OK) {
-        raise_statusf(trace_st, "cbt.init: the trace file '%s'%s", trace_p, fifo_hint(trace_p));
+        PyObject *e = echo(trace);
+        if (e)
+            raise_statusf(trace_st, "cbt.init: the trace file %U%s", e, fifo_hint(trace_p));
+        Py_XDECREF(e);
         goto fail_tracer;
     }
 #ifdef CBT_WITH_OTLP
@@ -1948,11 +2303,19 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
             goto out;
         }
         ro.speed = PyFloat_AsDouble(speed_o);
-        if (ro.speed == -1.0 && PyErr_Occurred())
-            goto out;
+        if (ro.speed == -1.0 && PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                goto out;
+            PyErr_Clear(); /* an int too large for a float: out of range, said below */
+            ro.speed = 2e9;
+        }
         if (!(ro.speed >= 0.0) || ro.speed > 1e9) {
-            PyErr_Format(PyExc_ValueError, "cbt.replay: speed is 0 (as fast as possible) or a "
-                                           "factor in (0, 1e9] (1: as recorded), not %R", speed_o);
+            PyObject *e = echo(speed_o);
+            if (e)
+                PyErr_Format(PyExc_ValueError, "cbt.replay: speed is 0 (as fast as possible) or "
+                                               "a factor in (0, 1e9] (1: as recorded), not %U",
+                             e);
+            Py_XDECREF(e);
             goto out;
         }
     }
@@ -2008,22 +2371,30 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     }
     cbt_config c = cbt_config_default();
     if ((st = cbt_replay_config(r, &c)) != CBT_OK) {
-        raise_statusf(st, "cbt.replay: %s: the recorded configuration",
-                      PyBytes_AsString(path));
+        PyObject *e = echo(path);
+        if (e)
+            raise_statusf(st, "cbt.replay: %U: the recorded configuration", e);
+        Py_XDECREF(e);
         goto out;
     }
     Py_BEGIN_ALLOW_THREADS
     st = cbt_init(&c);
     Py_END_ALLOW_THREADS
     if (st != CBT_OK) {
-        raise_status(st, st == CBT_ERR_ALREADY
-                             ? "cbt.replay: a tracer is running (cbt.shutdown() it first)"
-                             : "cbt.replay: starting the replay tracer");
+        if (st == CBT_ERR_INVAL || st == CBT_ERR_VERSION)
+            raise_statusf(st, "cbt.replay: starting the replay tracer: %s", cbt_last_error());
+        else
+            raise_status(st, st == CBT_ERR_ALREADY
+                                 ? "cbt.replay: a tracer is running (cbt.shutdown() it first)"
+                                 : "cbt.replay: starting the replay tracer");
         goto out;
     }
     started = 1;
     if ((st = cbt_replay_add_builders(r)) != CBT_OK) {
-        raise_statusf(st, "cbt.replay: %s: the recorded span builders", PyBytes_AsString(path));
+        PyObject *e = echo(path);
+        if (e)
+            raise_statusf(st, "cbt.replay: %U: the recorded span builders", e);
+        Py_XDECREF(e);
         goto out;
     }
     cbt_sink sk;
@@ -2035,11 +2406,17 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
         trace_st = add_made_sink(cbt_trace_file_sink_create(trace_p, &sk), &sk);
     Py_END_ALLOW_THREADS
     if (spans_st != CBT_OK) {
-        raise_statusf(spans_st, "cbt.replay: the span file '%s'%s", spans_p, fifo_hint(spans_p));
+        PyObject *e = echo(spans);
+        if (e)
+            raise_statusf(spans_st, "cbt.replay: the span file %U%s", e, fifo_hint(spans_p));
+        Py_XDECREF(e);
         goto out;
     }
     if (trace_st != CBT_OK) {
-        raise_statusf(trace_st, "cbt.replay: the trace file '%s'%s", trace_p, fifo_hint(trace_p));
+        PyObject *e = echo(trace);
+        if (e)
+            raise_statusf(trace_st, "cbt.replay: the trace file %U%s", e, fifo_hint(trace_p));
+        Py_XDECREF(e);
         goto out;
     }
     if (fn != Py_None) {
@@ -2158,7 +2535,10 @@ static PyObject *py_strerror(PyObject *self, PyObject *arg)
     if (v == -1 && PyErr_Occurred())
         return NULL;
     if (of || v < INT32_MIN || v > INT32_MAX) {
-        PyErr_Format(PyExc_OverflowError, "cbt.strerror: status %R is out of range", arg);
+        PyObject *e = echo(arg);
+        if (e)
+            PyErr_Format(PyExc_OverflowError, "cbt.strerror: status %U is out of range", e);
+        Py_XDECREF(e);
         return NULL;
     }
     return PyUnicode_FromString(cbt_strerror((cbt_status)v));
@@ -2176,8 +2556,18 @@ static PyObject *py_register_event_type(PyObject *self, PyObject *name)
         return NULL;
     cbt_event_type t;
     cbt_status st = cbt_event_type_register(s, &t);
-    if (st != CBT_OK)
-        return raise_statusf(st, "cbt.register_event_type('%s')", s);
+    if (st != CBT_OK) {
+        PyObject *e = echo(name);
+        if (e && st == CBT_ERR_FULL) /* which table, its limit, how to raise it */
+            raise_statusf(st, "cbt.register_event_type(%U): %s", e, cbt_last_error());
+        else if (e && st == CBT_ERR_META_TOO_LONG)
+            raise_statusf(st, "cbt.register_event_type(%U): %zu bytes (names are 1 to %d)", e,
+                          strlen(s), CBT_NAME_LEN_MAX - 1);
+        else if (e)
+            raise_statusf(st, "cbt.register_event_type(%U)", e);
+        Py_XDECREF(e);
+        return NULL;
+    }
     return PyLong_FromLong(t);
 }
 
@@ -2358,7 +2748,70 @@ typedef struct {
     PyObject *stream_ref; /* the CpuStream it was begun on: kept alive until the end */
 } PSpanObject;
 
-/* attrs (a dict or None) into meta[], at most `max` */
+/* One attribute k=v into *m: 0, 1 when the full name table refused its key
+ * (dropped, counted in names_refused), -1 with an exception. `m` NULL: only
+ * check it (Span.set), interning nothing, so a full table counts a dropped
+ * attribute once, when the span ends. */
+static int meta_of(PyObject *k, PyObject *v, cbt_meta *m, const char *fn)
+{
+    /* the value first: its errors do not depend on whether its key fits */
+    long long x = 0;
+    const char *s = NULL;
+    if (PyBool_Check(v)) {
+    } else if (PyLong_Check(v)) {
+        int of = 0;
+        x = PyLong_AsLongLongAndOverflow(v, &of);
+        if (of) {
+            PyObject *e = echo(k);
+            if (e)
+                PyErr_Format(PyExc_OverflowError, "%s: attribute %U does not fit in 64 bits",
+                             fn, e);
+            Py_XDECREF(e);
+            return -1;
+        }
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+    } else if (PyFloat_Check(v)) {
+    } else if (PyUnicode_Check(v)) {
+        Py_ssize_t len;
+        if (!(s = utf8_of(v, &len, fn)))
+            return -1;
+        if (len >= CBT_META_INLINE_MAX) {
+            PyObject *e = echo(k);
+            if (e)
+                raise_statusf(CBT_ERR_META_TOO_LONG,
+                              "%s: attribute %U is %zd bytes (a span's string attributes hold "
+                              "at most %d)",
+                              fn, e, len, CBT_META_INLINE_MAX - 1);
+            Py_XDECREF(e);
+            return -1;
+        }
+    } else {
+        PyObject *e = echo(k);
+        if (e)
+            PyErr_Format(PyExc_TypeError,
+                         "%s: attribute %U is a %.100s: attributes are int, float, bool or str",
+                         fn, e, tp_name_of(v));
+        Py_XDECREF(e);
+        return -1;
+    }
+    cbt_name key;
+    int r = resolve_key(k, m ? &key : NULL, NULL);
+    if (r || !m)
+        return r;
+    if (PyBool_Check(v))
+        *m = cbt_meta_bool(key, v == Py_True);
+    else if (PyLong_Check(v))
+        *m = cbt_meta_i64(key, (int64_t)x);
+    else if (PyFloat_Check(v))
+        *m = cbt_meta_f64(key, PyFloat_AsDouble(v));
+    else
+        *m = cbt_meta_str(key, s);
+    return 0;
+}
+
+/* attrs (a dict or None) into meta[], at most `max`. An attribute whose key
+ * the full name table refuses is dropped (counted in names_refused). */
 static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, const char *fn)
 {
     *n = 0;
@@ -2376,44 +2829,19 @@ static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, con
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(attrs, &pos, &k, &v)) {
-        cbt_name key;
-        if (resolve_key(k, &key) < 0)
+        if (*n >= max) /* the dict grew meanwhile (a key's __hash__ ran code) */
+            break;
+        /* held: resolving the key may run code (a str subclass's __hash__)
+         * that changes the dict */
+        Py_INCREF(k);
+        Py_INCREF(v);
+        int r = meta_of(k, v, m ? &m[*n] : NULL, fn);
+        Py_DECREF(k);
+        Py_DECREF(v);
+        if (r < 0)
             return -1;
-        if (PyBool_Check(v)) {
-            m[*n] = cbt_meta_bool(key, v == Py_True);
-        } else if (PyLong_Check(v)) {
-            int of = 0;
-            long long x = PyLong_AsLongLongAndOverflow(v, &of);
-            if (of) {
-                PyErr_Format(PyExc_OverflowError, "%s: attribute '%U' does not fit in 64 bits",
-                             fn, k);
-                return -1;
-            }
-            if (x == -1 && PyErr_Occurred())
-                return -1;
-            m[*n] = cbt_meta_i64(key, (int64_t)x);
-        } else if (PyFloat_Check(v)) {
-            m[*n] = cbt_meta_f64(key, PyFloat_AsDouble(v));
-        } else if (PyUnicode_Check(v)) {
-            Py_ssize_t len;
-            const char *s = utf8_of(v, &len, fn);
-            if (!s)
-                return -1;
-            if (len >= CBT_META_INLINE_MAX) {
-                raise_statusf(CBT_ERR_META_TOO_LONG,
-                              "%s: attribute '%U' is %zd bytes (a span's string attributes hold "
-                              "at most %d)",
-                              fn, k, len, CBT_META_INLINE_MAX - 1);
-                return -1;
-            }
-            m[*n] = cbt_meta_str(key, s);
-        } else {
-            PyErr_Format(PyExc_TypeError,
-                         "%s: attribute '%U' is a %.100s: attributes are int, float, bool or str",
-                         fn, k, tp_name_of(v));
-            return -1;
-        }
-        (*n)++;
+        if (r == 0)
+            (*n)++;
     }
     return 0;
 }
@@ -2442,6 +2870,11 @@ static int parent_of(PyObject *p, cbt_span_ctx *out)
     return -1;
 }
 
+static PyObject *span_begin_on(PyObject *name_o, cbt_name name, const char *sess,
+                               Py_ssize_t sess_len, long kind, const cbt_span_ctx *pp,
+                               PyObject *stream_o, cbt_stream *st, CpuStreamObject *pin,
+                               PyObject *attrs);
+
 /* span_begin(name, parent, session_id, kind, stream, attrs) -> PSpan */
 static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2457,7 +2890,7 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
         PyErr_SetString(PyExc_TypeError, "cbt.span: the name is a str");
         return NULL;
     }
-    if (resolve_key(name_o, &name) < 0)
+    if (resolve_key(name_o, &name, "cbt.span") < 0) /* a full name table: an error */
         return NULL;
     const char *sess = "";
     Py_ssize_t sess_len = 0;
@@ -2489,8 +2922,21 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
         pp = &parent;
     }
     cbt_stream *st = NULL;
-    if (stream_o != Py_None && resolve_stream(stream_o, &st) < 0)
+    CpuStreamObject *pin = NULL; /* a CpuStream, pinned: the attributes run Python code */
+    if (stream_o != Py_None && resolve_stream(stream_o, &st, &pin) < 0)
         return NULL;
+    PyObject *r = span_begin_on(name_o, name, sess, sess_len, kind, pp, stream_o, st, pin, attrs);
+    if (pin)
+        cpu_unpin(pin);
+    return r;
+}
+
+/* span_begin's rest, with its stream resolved (a CpuStream pinned: `pin`). */
+static PyObject *span_begin_on(PyObject *name_o, cbt_name name, const char *sess,
+                               Py_ssize_t sess_len, long kind, const cbt_span_ctx *pp,
+                               PyObject *stream_o, cbt_stream *st, CpuStreamObject *pin,
+                               PyObject *attrs)
+{
     cbt_meta m[CBT_EVENT_META_MAX];
     uint32_t n;
     if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span") < 0)
@@ -2499,6 +2945,10 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
     if (!o)
         return NULL;
     o->stream_ref = NULL;
+    if (closed_meanwhile(pin, "cbt.span") < 0) {
+        Py_DECREF(o);
+        return NULL;
+    }
     if (g_closing) { /* a shutdown is running: no tracer, the context still flows */
         static const uint8_t zero16[16];
         memset(&o->ps, 0, sizeof o->ps);
@@ -2513,7 +2963,7 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
         return (PyObject *)o; /* not open: its end does nothing */
     }
     cbt_status rc;
-    if (st && PyObject_TypeCheck(stream_o, &CpuStreamType)) /* its worker publishes */
+    if (pin) /* a CpuStream: its worker publishes */
         rc = cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess, pp, m, n);
     else if (st)
         CALL_PUBLISH_(st, rc = cbt_pspan_begin_on(&o->ps, st, name, (cbt_span_kind)kind, sess,
@@ -2524,9 +2974,9 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
     /* without a tracer or with a full queue the context still flows */
     if (rc != CBT_OK && rc != CBT_ERR_NOT_INITIALIZED && rc != CBT_ERR_FULL) {
         Py_DECREF(o);
-        return raise_statusf(rc, "cbt.span('%U')", name_o);
+        return raise_statusf(rc, "cbt.span('%U')", name_o); /* interned: at most 63 bytes */
     }
-    if (st && PyObject_TypeCheck(stream_o, &CpuStreamType)) {
+    if (pin) {
         Py_INCREF(stream_o);
         o->stream_ref = stream_o;
     }
@@ -2541,18 +2991,39 @@ static void PSpan_dealloc(PSpanObject *self)
     Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
 }
 
+static PyObject *pspan_end_pinned(PSpanObject *self, PyObject *attrs);
+
 static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
 {
     if (!self->ps.open)
         Py_RETURN_NONE; /* never opened (no tracer), or ended already */
-    if (self->stream_ref && !((CpuStreamObject *)self->stream_ref)->s) {
+    /* its CpuStream pinned: the attributes run Python code, which may close it */
+    CpuStreamObject *pin = (CpuStreamObject *)self->stream_ref;
+    if (pin && !pin->s) {
         self->ps.open = 0;
         return raise_status(CBT_ERR_STOPPED, "cbt.span end: its CpuStream was closed");
     }
+    if (pin && !cpu_pin(pin, "cbt.span end"))
+        return NULL;
+    PyObject *r = pspan_end_pinned(self, attrs);
+    if (pin)
+        cpu_unpin(pin);
+    return r;
+}
+
+/* PSpan_end's rest, its CpuStream (if any) pinned. */
+static PyObject *pspan_end_pinned(PSpanObject *self, PyObject *attrs)
+{
     cbt_meta m[CBT_EVENT_META_MAX];
     uint32_t n;
     if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span end") < 0)
         return NULL;
+    if (!self->ps.open) /* ended meanwhile (the attributes' code ended it) */
+        Py_RETURN_NONE;
+    if (closed_meanwhile((CpuStreamObject *)self->stream_ref, "cbt.span end") < 0) {
+        self->ps.open = 0;
+        return NULL;
+    }
     if (g_closing) { /* a shutdown is running: it ends what is open */
         self->ps.open = 0;
         Py_CLEAR(self->stream_ref);
@@ -2580,9 +3051,8 @@ static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
 static PyObject *py_check_attrs(PyObject *self, PyObject *attrs)
 {
     (void)self;
-    cbt_meta m[CBT_EVENT_META_MAX];
     uint32_t n;
-    if (metas_of(attrs, m, CBT_EVENT_META_MAX - 1, &n, "cbt.span set") < 0)
+    if (metas_of(attrs, NULL, CBT_EVENT_META_MAX - 1, &n, "cbt.span set") < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -2648,8 +3118,13 @@ static PyObject *py_extract(PyObject *self, PyObject *tp)
         return NULL;
     cbt_span_ctx c;
     cbt_status st = cbt_traceparent_parse(s, (size_t)n, &c);
-    if (st != CBT_OK)
-        return raise_statusf(st, "cbt.extract(%R)", tp);
+    if (st != CBT_OK) {
+        PyObject *e = echo(tp);
+        if (e)
+            raise_statusf(st, "cbt.extract(%U)", e);
+        Py_XDECREF(e);
+        return NULL;
+    }
     return ctx_new(&c);
 }
 
@@ -2829,7 +3304,8 @@ static int module_exec(PyObject *m)
         !(r[11] = PyType_FromModuleAndSpec(m, &PSpan_spec, NULL)))
         return -1;
     PyObject *zero = PyLong_FromLong(0);
-    if (!zero || PyObject_SetAttrString(r[0], "status", zero) < 0) {
+    if (!zero || PyObject_SetAttrString(r[0], "status", zero) < 0 ||
+        PyObject_SetAttrString(r[0], "field", Py_None) < 0) { /* raise_status_field */
         Py_XDECREF(zero);
         return -1;
     }

@@ -77,6 +77,7 @@ class _Config(TypedDict, total=False):
     trace_level: Optional[str]      # "gpu" or "" (off)
     trace_output: Optional[_Path]
     trace_buffer_kib: int
+    names_capacity: int             # the name table's capacity (docs/python.md, "Limits")
 
 # ---- errors and constants -------------------------------------------------------------
 
@@ -84,6 +85,7 @@ class Error(Exception):
     """A cbt call failed; .status is the cbt_status code (ERR_* below)."""
 
     status: int
+    field: Optional[str]  # the init keyword at fault (a config rule), else None
 
 SESSION_MAX: int       # bytes in a session id
 EVENT_META_MAX: int    # values one event holds

@@ -14,7 +14,9 @@ the JSON-lines events ``cbt replay`` reads (docs/cli.md, "cbt replay"):
   so that tensor-parallel workers' STARTs and ENDs pair with their own;
 - ``meta``: the metadata with its Python types kept (int, float, bool, str);
   what cbt cannot hold (lists, tuples, dicts, None, bytes, objects, integers
-  outside 64 bits, NaN and infinities) is dropped and noted;
+  outside 64 bits) is dropped and noted, and so are NaN and the infinities,
+  which cbt holds (the bridge passes them) but the JSON events
+  ``cbt replay`` reads cannot carry;
 - ``mp.transfer.phase_samples`` (one event holding a list of 8-tuples) is
   split: one event per sample carrying its eight fields as named values
   (``phase, direction, device_index, elapsed_ms, nbytes, transfer_key,
@@ -32,6 +34,7 @@ the trees this test compares are the ones the bridge builds.
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 from typing import Any
 
@@ -77,6 +80,8 @@ def lmcache_to_cbt(event: Any, notes: list | None = None) -> list[dict[str, Any]
         kept: dict[str, Any] = {}
         for k, v in meta.items():
             ok, cv, why = _rules.classify(v)
+            if ok and isinstance(cv, float) and not math.isfinite(cv):
+                ok, why = False, "float_nonfinite"  # JSON has no NaN (docs/cli.md)
             if ok:
                 kept[str(k)] = cv
             else:

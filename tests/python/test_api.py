@@ -28,6 +28,7 @@ METRIC_KEYS = {
     "spans_dropped", "spans_open", "registry_full", "harvester_busy_ns", "spans_unsampled",
     "meta_truncated", "stream_marks_dropped", "sink_spans_lost", "harvester_wakeups",
     "trace_records", "trace_records_dropped", "trace_bytes", "trace_write_errors",
+    "names_used", "names_capacity", "names_refused",
 }
 
 

@@ -591,7 +591,7 @@ def counters() -> dict[str, int]:
     """The bridge's counters: events_in (LMCache events handed to cbt),
     events_out (cbt events published), events_refused,
     stream_marks, stream_fallbacks, and dropped_<why> for each value left out
-    (none, list, dict, bytes, int_range, float_nonfinite, object, key,
+    (none, list, dict, bytes, int_range, object, key,
     too_many, bad_sample). Empty when not installed."""
     br = _bridge
     if br is None:

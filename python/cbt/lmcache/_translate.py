@@ -10,9 +10,11 @@ bridge's trees are the ones that test compares:
 - session: ``session_id``;
 - pair: ``engine_id`` (MP store/retrieve) or else ``worker_id`` (CB), when it is
   an int >= 0 and not a bool, so tensor-parallel workers pair with their own;
-- values: bool, int (64-bit; an IntEnum gives its value), finite float, str.
+- values: bool, int (64-bit; an IntEnum gives its value), float (NaN and the
+  infinities included: a measured NaN is still a value, as OpenTelemetry's
+  SDK and every cbt output keep it; docs/python.md, "Limits"), str.
   Anything else (None, lists, tuples, dicts, bytes, objects, integers outside
-  64 bits, NaN, infinities), keys cbt cannot intern (and "pair", cbt.publish's
+  64 bits), keys cbt cannot intern (and "pair", cbt.publish's
   keyword for the pairing key), and values past what one
   cbt event holds are dropped and counted (``Counters``);
 - ``mp.transfer.phase_samples`` is split: one event per 8-tuple sample with its
@@ -24,7 +26,6 @@ Owns no state but the counters it is given. Pure Python: no lmcache import.
 from __future__ import annotations
 
 import collections
-import math
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
 
 # what cbt holds of one value, and one cbt event to publish: (type, ts_ns,
@@ -42,14 +43,14 @@ META_MAX = 16      # CBT_EVENT_META_MAX (include/cbt/event.h)
 KEY_LEN_MAX = 63   # CBT_NAME_LEN_MAX - 1 (include/cbt/names.h)
 
 # why a value was dropped -> the counter it goes to
-DROP_KEYS = ("none", "list", "dict", "bytes", "int_range", "float_nonfinite", "object",
+DROP_KEYS = ("none", "list", "dict", "bytes", "int_range", "object",
              "key", "too_many", "bad_sample")
 
 
 def classify(v: Any) -> tuple[bool, Any, str]:
     """(kept, the value cbt holds, why not kept) for one metadata value; the
     reason is one of DROP_KEYS' value reasons ("none", "list", "dict",
-    "bytes", "int_range", "float_nonfinite", "object"). The one place the
+    "bytes", "int_range", "object"). The one place the
     bridge and the conformance test (tests/lmcache/translate.py) decide it."""
     if isinstance(v, bool):
         return True, v, ""
@@ -57,8 +58,8 @@ def classify(v: Any) -> tuple[bool, Any, str]:
         if _I64_MIN <= v <= _I64_MAX:
             return True, int(v), ""
         return False, None, "int_range"
-    if isinstance(v, float):
-        return (True, v, "") if math.isfinite(v) else (False, None, "float_nonfinite")
+    if isinstance(v, float):  # NaN and the infinities too: a value like any other
+        return True, v, ""
     if isinstance(v, str):
         return True, v, ""
     if v is None:
