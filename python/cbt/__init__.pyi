@@ -1,6 +1,6 @@
 # Type stubs for the `cbt` package (python/cbt/__init__.py and the C
 # extension python/cbt/_cbt.c); docs/python.md is the reference.
-from typing import Any, Callable, Literal, Optional, Protocol, Union
+from typing import Any, Callable, Literal, Optional, Protocol, TypedDict, Union
 
 __version__: str
 
@@ -95,6 +95,24 @@ def replay(
     force: bool = ...,
     speed: float = ...,
 ) -> dict[str, Any]: ...
+class BuildInfo(TypedDict):
+    """cbt.build_info(): what this cbt was built with (docs/python.md, "Install")."""
+    version: str
+    cuda: bool
+    cuda_version: str
+    cuda_runtime: Literal["static", "shared", ""]
+    cupti: bool
+    cupti_loading: Literal["dlopen", "linked", ""]
+    nvtx: bool
+    otlp_http: bool
+    otlp_grpc: bool
+    recording: bool
+    limited_api: bool
+    required: bool
+    left_out: list[str]
+    cuda_loaded: dict[str, str]
+
+def build_info() -> BuildInfo: ...
 def register_event_type(name: str) -> int: ...
 def event_type_name(event_type: EventType) -> str: ...
 
