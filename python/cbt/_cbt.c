@@ -37,6 +37,15 @@
  * TypeError, an unknown event name ValueError, an int outside 64 bits
  * OverflowError. A full queue is not an error here, as in C: the event is
  * dropped and counted (metrics()["dropped_full"]).
+ *
+ * CPython API: built by default against the limited API of CPython 3.10
+ * (python/CMakeLists.txt defines Py_LIMITED_API and names the module
+ * _cbt.abi3.so), so one module serves every CPython >= 3.10; the same code
+ * builds against the full API (CBT_PY_LIMITED_API=OFF, what a free-threaded
+ * CPython needs). Its types are heap types, its init multi-phase. The state
+ * is the process's, as the tracer is: one module object owns it, and a
+ * second one (importlib.util.module_from_spec + exec_module, a
+ * sub-interpreter) is refused with ImportError (module_exec).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -52,14 +61,132 @@
 
 #include "cbt.h"
 
-/* ---- module state (one interpreter: the module is not re-entrant across
- * sub-interpreters, as cbt's tracer is one per process) ------------------------ */
+/* ---- CPython API levels: what the limited API changes, one helper each --------- */
+
+/* The oldest CPython whose API this build may use: Py_LIMITED_API's
+ * version in a limited build (the module loads on that one and later), the
+ * headers' own in a full-API build. */
+#ifdef Py_LIMITED_API
+#define CBT_PY_API_ Py_LIMITED_API
+#else
+#define CBT_PY_API_ PY_VERSION_HEX
+#endif
+
+/* A C function in a PyType_Slot / PyModuleDef_Slot (void *): the integer
+ * step keeps ISO C's function-to-object pointer rule (-Wpedantic) quiet. */
+#define SLOT_FN_(fn) ((void *)(uintptr_t)(fn))
+
+/* An exception set aside while cleanup makes C-API calls, then raised again
+ * (or dropped). PyErr_GetRaisedException / PyErr_SetRaisedException where
+ * the API has them (3.12: PyErr_Fetch / PyErr_Restore are deprecated
+ * there), else the Fetch / Restore triple, normalized at save so that
+ * .value is the exception object in both. */
+typedef struct {
+#if CBT_PY_API_ >= 0x030C0000
+    PyObject *value;
+#else
+    PyObject *type, *value, *tb;
+#endif
+} saved_exc;
+
+/* Move the current exception, if any, into *e (value NULL when none). */
+static void exc_save(saved_exc *e)
+{
+#if CBT_PY_API_ >= 0x030C0000
+    e->value = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->tb);
+    if (e->type) {
+        PyErr_NormalizeException(&e->type, &e->value, &e->tb);
+        if (e->tb && e->value)
+            (void)PyException_SetTraceback(e->value, e->tb);
+    }
+#endif
+}
+
+/* Raise what *e holds again (nothing when empty), replacing any current
+ * exception; *e is empty after. */
+static void exc_restore(saved_exc *e)
+{
+#if CBT_PY_API_ >= 0x030C0000
+    PyErr_SetRaisedException(e->value);
+    e->value = NULL;
+#else
+    PyErr_Restore(e->type, e->value, e->tb);
+    e->type = e->value = e->tb = NULL;
+#endif
+}
+
+/* Drop what *e holds; *e is empty after. */
+static void exc_drop(saved_exc *e)
+{
+#if CBT_PY_API_ >= 0x030C0000
+    Py_CLEAR(e->value);
+#else
+    Py_CLEAR(e->type);
+    Py_CLEAR(e->value);
+    Py_CLEAR(e->tb);
+#endif
+}
+
+/* A type's name for a message (%.100s): tp_name in a full-API build; in a
+ * limited one PyTypeObject is opaque (and 3.10 has no PyType_GetName), so
+ * the type's __name__, copied into one of four buffers used in turn (a
+ * message names at most two types; a limited build always has a GIL). The
+ * two differ only for C types whose tp_name is dotted ("numpy.ndarray"
+ * there, "ndarray" here). Any exception already set is kept. */
+#ifdef Py_LIMITED_API
+static const char *tp_name_of(PyObject *o)
+{
+    static char buf[4][104];
+    static unsigned turn;
+    char *b = buf[turn++ % 4];
+    saved_exc e;
+    exc_save(&e);
+    PyObject *n = PyObject_GetAttrString((PyObject *)Py_TYPE(o), "__name__");
+    const char *u = n && PyUnicode_Check(n) ? PyUnicode_AsUTF8AndSize(n, NULL) : NULL;
+    snprintf(b, sizeof buf[0], "%s", u ? u : "?");
+    Py_XDECREF(n);
+    PyErr_Clear();
+    exc_restore(&e);
+    return b;
+}
+#else
+#define tp_name_of(o) (Py_TYPE(o)->tp_name)
+#endif
+
+/* Whether the interpreter is finalizing: a CpuStream worker must not take
+ * the GIL then. Before 3.13 the limited API has no Py_IsFinalizing;
+ * Py_FinalizeEx clears Py_IsInitialized() where it marks the runtime
+ * finalizing (3.10 to 3.12's pylifecycle.c), so that stands in for it. */
+static int py_finalizing(void)
+{
+#if CBT_PY_API_ >= 0x030D0000
+    return Py_IsFinalizing();
+#elif !defined(Py_LIMITED_API)
+    return _Py_IsFinalizing();
+#else
+    return !Py_IsInitialized();
+#endif
+}
+
+/* ---- module state: the process's, as cbt's tracer is one per process. The
+ * objects below are owned by the one module object whose exec made them
+ * (module_state) and borrowed here, so the hot path reads a global, not a
+ * module lookup; a second module object is refused (module_exec). --------- */
 
 static PyObject *g_error;        /* cbt.Error */
 static PyObject *g_types;        /* event-type object -> int type */
 static PyObject *g_keys;         /* str -> int cbt_name */
 static PyObject *g_cuda_streams; /* int cudaStream_t -> int (cbt_stream *) */
 static PyObject *g_str_ts_ns, *g_str_pair, *g_str_event_type, *g_str_session_id, *g_str_value;
+/* The heap types (PyType_FromModuleAndSpec, in module_exec). The macros keep
+ * the spelling of the static types they replaced (&CpuStreamType is the
+ * type's pointer), so the functions that use them read as before. */
+static PyObject *g_cpu_stream_type, *g_span_context_type, *g_pspan_type;
+#define CpuStreamType (*(PyTypeObject *)g_cpu_stream_type)
+#define SpanContextType (*(PyTypeObject *)g_span_context_type)
+#define PSpanType (*(PyTypeObject *)g_pspan_type)
 static cbt_sampler g_sampler;    /* roots without a request id (OTEL_TRACES_SAMPLER) */
 static int g_forked_child;       /* os.fork() happened (after_in_child) */
 static int g_inherited;          /* ... while a tracer ran: this process has its copy, and
@@ -189,7 +316,7 @@ static PyObject *raise_status(cbt_status st, const char *what)
     PyObject *msg = PyUnicode_FromFormat("%s: %s", what, cbt_strerror(st));
     if (!msg)
         return NULL;
-    PyObject *exc = PyObject_CallOneArg(g_error, msg);
+    PyObject *exc = PyObject_CallFunctionObjArgs(g_error, msg, NULL);
     Py_DECREF(msg);
     if (!exc)
         return NULL;
@@ -214,7 +341,7 @@ static PyObject *raise_statusf(cbt_status st, const char *fmt, ...)
     va_end(ap);
     if (!what)
         return NULL;
-    const char *w = PyUnicode_AsUTF8(what);
+    const char *w = PyUnicode_AsUTF8AndSize(what, NULL);
     PyObject *r = w ? raise_status(st, w) : NULL;
     Py_DECREF(what);
     return r;
@@ -253,7 +380,7 @@ static int type_from_name(PyObject *cache_key, PyObject *name, cbt_event_type *o
                      s, cbt_strerror(st));
         return -1;
     }
-    if (PyDict_GET_SIZE(g_types) < TYPES_CACHE_MAX) {
+    if (PyDict_Size(g_types) < TYPES_CACHE_MAX) {
         PyObject *v = PyLong_FromLong(t);
         if (!v || PyDict_SetItem(g_types, cache_key, v) < 0) {
             Py_XDECREF(v);
@@ -292,7 +419,7 @@ static int resolve_type(PyObject *o, cbt_event_type *out)
     if (PyErr_Occurred()) { /* unhashable */
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "cbt: an event type is a str or an int, not %.100s",
-                     Py_TYPE(o)->tp_name);
+                     tp_name_of(o));
         return -1;
     }
     if (PyUnicode_Check(o))
@@ -302,7 +429,7 @@ static int resolve_type(PyObject *o, cbt_event_type *out)
         Py_XDECREF(val);
         PyErr_Clear();
         PyErr_Format(PyExc_TypeError, "cbt: an event type is a str or an int, not %.100s",
-                     Py_TYPE(o)->tp_name);
+                     tp_name_of(o));
         return -1;
     }
     int r = type_from_name(o, val, out);
@@ -321,7 +448,7 @@ static int resolve_key(PyObject *key, cbt_name *out)
     if (PyErr_Occurred())
         return -1;
     if (!PyUnicode_Check(key)) {
-        PyErr_Format(PyExc_TypeError, "cbt: a name is a str, not %.100s", Py_TYPE(key)->tp_name);
+        PyErr_Format(PyExc_TypeError, "cbt: a name is a str, not %.100s", tp_name_of(key));
         return -1;
     }
     const char *s = utf8_of(key, NULL, "cbt: name");
@@ -365,7 +492,7 @@ static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
             return -1;
         st = cbt_event_i64(ev, k, (int64_t)x);
     } else if (PyFloat_Check(v)) {
-        st = cbt_event_f64(ev, k, PyFloat_AS_DOUBLE(v));
+        st = cbt_event_f64(ev, k, PyFloat_AsDouble(v));
     } else if (PyUnicode_Check(v)) {
         const char *s = utf8_of(v, NULL, "cbt: a str value");
         if (!s)
@@ -374,7 +501,7 @@ static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
     } else {
         PyErr_Format(PyExc_TypeError,
                      "cbt: value '%U' is a %.100s: values are int, float, bool or str", key,
-                     Py_TYPE(v)->tp_name);
+                     tp_name_of(v));
         return -1;
     }
     if (st != CBT_OK) {
@@ -397,7 +524,7 @@ static int reserved_kw(PyObject *k)
         return 3;
     if (k == g_str_session_id)
         return 4;
-    switch (PyUnicode_GET_LENGTH(k)) {
+    switch (PyUnicode_GetLength(k)) {
     case 5: return PyUnicode_Compare(k, g_str_ts_ns) == 0 ? 1 : 0;
     case 4: return PyUnicode_Compare(k, g_str_pair) == 0 ? 2 : 0;
     case 10:
@@ -424,7 +551,7 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
         return -1;
     }
     PyObject *pair_o = NULL;
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    Py_ssize_t nkw = kwnames ? PyTuple_Size(kwnames) : 0;
     if (nkw > CBT_EVENT_META_MAX + 4) {
         raise_statusf(CBT_ERR_META_FULL, "%s(): %zd values (at most %d)", fn, nkw,
                       CBT_EVENT_META_MAX);
@@ -433,7 +560,7 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
     uint32_t reserved = 0; /* bit i: keyword i is an argument, not a value */
     Py_ssize_t n_values = 0;
     for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *k = PyTuple_GET_ITEM(kwnames, i);
+        PyObject *k = PyTuple_GetItem(kwnames, i);
         PyObject **slot;
         switch (reserved_kw(k)) {
         case 1:
@@ -467,7 +594,7 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
     if (sess_o != Py_None) {
         if (!PyUnicode_Check(sess_o)) {
             PyErr_Format(PyExc_TypeError, "%s(): the session id is a str, not %.100s", fn,
-                         Py_TYPE(sess_o)->tp_name);
+                         tp_name_of(sess_o));
             return -1;
         }
         if (!(sess = utf8_of(sess_o, NULL, "cbt: session id")))
@@ -507,7 +634,7 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
         return -1;
     }
     for (Py_ssize_t i = 0; i < nkw; i++)
-        if (!(reserved & (1u << i)) && set_value(ev, PyTuple_GET_ITEM(kwnames, i), args[nargs + i]) < 0)
+        if (!(reserved & (1u << i)) && set_value(ev, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0)
             return -1;
     return 0;
 }
@@ -576,8 +703,6 @@ static int own_work(CpuStreamObject *self, const char *what)
     return -1;
 }
 
-static PyTypeObject CpuStreamType;
-
 static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
 {
     PyObject *hit = PyDict_GetItemWithError(g_cuda_streams, h);
@@ -590,7 +715,7 @@ static int resolve_cuda_handle(PyObject *h, cbt_stream **out)
     void *cs = PyLong_AsVoidPtr(h);
     if (!cs && PyErr_Occurred())
         return -1;
-    if (PyDict_GET_SIZE(g_cuda_streams) >= CUDA_STREAMS_MAX) {
+    if (PyDict_Size(g_cuda_streams) >= CUDA_STREAMS_MAX) {
         raise_statusf(CBT_ERR_FULL, "cbt: %d CUDA streams are wrapped already", CUDA_STREAMS_MAX);
         return -1;
     }
@@ -652,7 +777,7 @@ static int resolve_stream(PyObject *o, cbt_stream **out)
         if (!PyLong_Check(h) || PyBool_Check(h)) {
             Py_DECREF(h);
             PyErr_Format(PyExc_TypeError, "cbt: %.100s.%s is not an int stream handle",
-                         Py_TYPE(o)->tp_name, attrs[i]);
+                         tp_name_of(o), attrs[i]);
             return -1;
         }
         int r = resolve_cuda_handle(h, out);
@@ -662,7 +787,7 @@ static int resolve_stream(PyObject *o, cbt_stream **out)
     PyErr_Format(PyExc_TypeError,
                  "cbt: a stream is a cbt.CpuStream, a torch.cuda.Stream, an object with "
                  "cuda_stream or ptr, or an int cudaStream_t; not %.100s",
-                 Py_TYPE(o)->tp_name);
+                 tp_name_of(o));
     return -1;
 }
 
@@ -698,16 +823,12 @@ static void run_python(void *arg)
 {
     work_item *w = arg;
     PyObject *fn = w->fn;
-#if PY_VERSION_HEX >= 0x030D0000
-    if (Py_IsFinalizing())
-#else
-    if (_Py_IsFinalizing())
-#endif
+    if (py_finalizing())
         return; /* the interpreter is going away: leave fn be */
     PyGILState_STATE g = PyGILState_Ensure();
     cbt_stream *prev = t_running_stream;
     t_running_stream = w->s;
-    PyMem_RawFree(w);
+    free(w);
     PyObject *r = PyObject_CallNoArgs(fn);
     if (!r)
         PyErr_WriteUnraisable(fn);
@@ -724,7 +845,7 @@ static int u32_arg(PyObject *o, const char *what, uint32_t *out)
     if (!o)
         return 0;
     if (!PyLong_Check(o) || PyBool_Check(o)) {
-        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, Py_TYPE(o)->tp_name);
+        PyErr_Format(PyExc_TypeError, "%s is an int, not %.100s", what, tp_name_of(o));
         return -1;
     }
     int of = 0;
@@ -752,7 +873,7 @@ static PyObject *CpuStream_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:CpuStream", kwlist, &cap_o) ||
         u32_arg(cap_o, "cbt.CpuStream: capacity", &cap) < 0)
         return NULL;
-    CpuStreamObject *self = (CpuStreamObject *)type->tp_alloc(type, 0);
+    CpuStreamObject *self = (CpuStreamObject *)PyType_GenericAlloc(type, 0);
     if (!self)
         return NULL;
     self->pid = getpid();
@@ -789,19 +910,21 @@ static void CpuStream_dealloc(CpuStreamObject *self)
         static int warned;
         if (!warned) {
             warned = 1;
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
+            saved_exc e;
+            exc_save(&e);
             if (PyErr_WarnEx(PyExc_ResourceWarning,
                              "cbt.CpuStream: its last reference died in its own work; the "
                              "stream is leaked (close it from another thread)",
                              1) < 0)
                 PyErr_WriteUnraisable(NULL);
-            PyErr_Restore(et, ev, tb);
+            exc_restore(&e);
         }
     } else if (s) {
         destroy_unlocked(s);
     }
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    PyObject_Free(self); /* the type's tp_free: not a GC type, not subclassable */
+    Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
 }
 
 static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
@@ -857,7 +980,7 @@ static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
         PyErr_SetString(PyExc_TypeError, "CpuStream.enqueue: fn must be callable");
         return NULL;
     }
-    work_item *w = PyMem_RawMalloc(sizeof *w);
+    work_item *w = malloc(sizeof *w);
     if (!w)
         return PyErr_NoMemory();
     Py_INCREF(fn);
@@ -866,7 +989,7 @@ static PyObject *CpuStream_enqueue(CpuStreamObject *self, PyObject *fn)
     cbt_status st = cbt_stream_enqueue(self->s, run_python, w);
     if (st != CBT_OK) {
         Py_DECREF(fn);
-        PyMem_RawFree(w);
+        free(w);
         return raise_status(st, "CpuStream.enqueue");
     }
     Py_RETURN_NONE;
@@ -940,16 +1063,22 @@ static PyGetSetDef CpuStream_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject CpuStreamType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt.CpuStream",
-    .tp_basicsize = sizeof(CpuStreamObject),
-    .tp_dealloc = (destructor)CpuStream_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "CpuStream(capacity=0): a cbt CPU stream (a worker thread running its queue in "
-              "order, stamping marks when it reaches them).",
-    .tp_methods = CpuStream_methods,
-    .tp_getset = CpuStream_getset,
-    .tp_new = CpuStream_new,
+/* A heap type (module_exec makes it). Not GC-tracked: it holds no Python
+ * object. Immutable and not subclassable, as the static type it replaced. */
+static PyType_Slot CpuStream_slots[] = {
+    {Py_tp_dealloc, SLOT_FN_(CpuStream_dealloc)},
+    {Py_tp_doc, "CpuStream(capacity=0): a cbt CPU stream (a worker thread running its queue in "
+                "order, stamping marks when it reaches them)."},
+    {Py_tp_methods, CpuStream_methods},
+    {Py_tp_getset, CpuStream_getset},
+    {Py_tp_new, SLOT_FN_(CpuStream_new)},
+    {0, NULL},
+};
+static PyType_Spec CpuStream_spec = {
+    .name = "cbt.CpuStream",
+    .basicsize = sizeof(CpuStreamObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = CpuStream_slots,
 };
 
 /* ---- init / shutdown / flush / metrics ------------------------------------------- */
@@ -960,7 +1089,7 @@ static int get_u32(PyObject *o, const char *name, uint32_t *out)
         return 0;
     if (!PyLong_Check(o) || PyBool_Check(o)) {
         PyErr_Format(PyExc_TypeError, "cbt.init: %s is an int, not %.100s", name,
-                     Py_TYPE(o)->tp_name);
+                     tp_name_of(o));
         return -1;
     }
     unsigned long v = PyLong_AsUnsignedLong(o);
@@ -995,7 +1124,7 @@ static int get_bool_in(const char *fn, PyObject *o, const char *name, bool *out)
         return -1;
     }
     PyErr_Format(PyExc_TypeError, "%s: %s is a bool, not %.100s", fn, name,
-                 Py_TYPE(o)->tp_name);
+                 tp_name_of(o));
     return -1;
 }
 
@@ -1044,10 +1173,10 @@ static int otlp_protocol_of(const char *fn, PyObject *o, int *out)
     if (!PyUnicode_Check(o)) {
         PyErr_Format(PyExc_TypeError,
                      "%s: otlp_protocol is 'grpc', 'http/protobuf', 'http/json' or None, not "
-                     "%.100s", fn, Py_TYPE(o)->tp_name);
+                     "%.100s", fn, tp_name_of(o));
         return -1;
     }
-    const char *v = PyUnicode_AsUTF8(o);
+    const char *v = PyUnicode_AsUTF8AndSize(o, NULL);
     if (!v)
         return -1;
     if (!strcmp(v, "grpc"))
@@ -1262,7 +1391,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
              *proto = Py_None;
-    if (PyTuple_GET_SIZE(args)) {
+    if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
@@ -1303,10 +1432,10 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     if (level != Py_None) {
         if (!PyUnicode_Check(level)) {
             PyErr_Format(PyExc_TypeError, "cbt.init: trace_level is 'gpu' or None, not %.100s",
-                         Py_TYPE(level)->tp_name);
+                         tp_name_of(level));
             goto out;
         }
-        const char *l = PyUnicode_AsUTF8(level);
+        const char *l = PyUnicode_AsUTF8AndSize(level, NULL);
         if (!l)
             goto out;
         if (strcmp(l, "gpu") != 0 && *l) {
@@ -1319,12 +1448,12 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0)
         goto out;
-    c.trace_output = tout ? PyBytes_AS_STRING(tout) : NULL; /* kept until `out` */
+    c.trace_output = tout ? PyBytes_AsString(tout) : NULL; /* kept until `out` */
     const char *env_level = getenv("CBT_TRACE_LEVEL");
     int recording = c.trace_level ? *c.trace_level != 0 : env_level && *env_level;
     if (root_end != Py_None) {
         if (PyUnicode_Check(root_end)) {
-            const char *r = PyUnicode_AsUTF8(root_end);
+            const char *r = PyUnicode_AsUTF8AndSize(root_end, NULL);
             if (!r)
                 goto out;
             if (!strcmp(r, "request_end") || !strcmp(r, "request"))
@@ -1374,8 +1503,8 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     (void)svc, (void)protocol;
 #endif
-    c.jsonl_path = spans ? PyBytes_AS_STRING(spans) : NULL;
-    const char *trace_p = trace ? PyBytes_AS_STRING(trace) : NULL;
+    c.jsonl_path = spans ? PyBytes_AsString(spans) : NULL;
+    const char *trace_p = trace ? PyBytes_AsString(trace) : NULL;
 #ifdef CBT_WITH_OTLP
     cbt_otlp_config oc;
     int want_otlp = otlp_config("cbt.init", ep, protocol, svc, &oc);
@@ -1471,15 +1600,15 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     Py_INCREF(ret);
     goto out;
 fail_tracer: {
-    PyObject *et, *ev, *tb;
-    PyErr_Fetch(&et, &ev, &tb);
+    saved_exc e;
+    exc_save(&e);
     g_closing++;
     Py_BEGIN_ALLOW_THREADS
     tracer_quiesce();
     cbt_shutdown();
     Py_END_ALLOW_THREADS
     g_closing--;
-    PyErr_Restore(et, ev, tb);
+    exc_restore(&e);
 }
 out:
     Py_XDECREF(spans);
@@ -1617,8 +1746,8 @@ static PyObject *py_metrics(PyObject *self, PyObject *unused)
  * way). After the callable raises, the exception is kept for cbt.replay to
  * raise and no later span reaches it (each counts as a sink error). */
 typedef struct {
-    PyObject *fn;          /* borrowed: cbt.replay's argument outlives the tracer */
-    PyObject *et, *ev, *tb; /* the first exception the callable raised */
+    PyObject *fn;  /* borrowed: cbt.replay's argument outlives the tracer */
+    saved_exc exc; /* the first exception the callable raised */
     int failed;
 } py_span_sink;
 
@@ -1633,7 +1762,7 @@ static int py_replay_stop(void *ctx)
     PyGILState_STATE g = PyGILState_Ensure();
     if (!k->failed && PyErr_CheckSignals() < 0) {
         k->failed = 1;
-        PyErr_Fetch(&k->et, &k->ev, &k->tb);
+        exc_save(&k->exc);
     }
     int failed = k->failed;
     PyGILState_Release(g);
@@ -1655,13 +1784,13 @@ static cbt_status py_span_sink_on_span(void *ctx, const cbt_span *s)
     PyGILState_STATE g = PyGILState_Ensure();
     if (!k->failed) { /* another thread's span may have failed meanwhile */
         PyObject *line = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "replace");
-        PyObject *r = line ? PyObject_CallOneArg(k->fn, line) : NULL;
+        PyObject *r = line ? PyObject_CallFunctionObjArgs(k->fn, line, NULL) : NULL;
         Py_XDECREF(line);
         if (r)
             Py_DECREF(r);
         else {
             k->failed = 1;
-            PyErr_Fetch(&k->et, &k->ev, &k->tb);
+            exc_save(&k->exc);
         }
     }
     int failed = k->failed;
@@ -1815,7 +1944,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     if (speed_o && speed_o != Py_None) {
         if (PyBool_Check(speed_o) || !(PyFloat_Check(speed_o) || PyLong_Check(speed_o))) {
             PyErr_Format(PyExc_TypeError, "cbt.replay: speed is a float, not %.100s",
-                         Py_TYPE(speed_o)->tp_name);
+                         tp_name_of(speed_o));
             goto out;
         }
         ro.speed = PyFloat_AsDouble(speed_o);
@@ -1829,7 +1958,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     }
     if (fn != Py_None && !PyCallable_Check(fn)) {
         PyErr_Format(PyExc_TypeError, "cbt.replay: on_span is a callable or None, not %.100s",
-                     Py_TYPE(fn)->tp_name);
+                     tp_name_of(fn));
         goto out;
     }
     const char *ep = NULL;
@@ -1866,9 +1995,9 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     ro.progress = NULL;
     ro.stop = py_replay_stop;
     ro.stop_ctx = &ks;
-    const char *path_p = PyBytes_AS_STRING(path);
-    const char *spans_p = spans ? PyBytes_AS_STRING(spans) : NULL;
-    const char *trace_p = trace ? PyBytes_AS_STRING(trace) : NULL;
+    const char *path_p = PyBytes_AsString(path);
+    const char *spans_p = spans ? PyBytes_AsString(spans) : NULL;
+    const char *trace_p = trace ? PyBytes_AsString(trace) : NULL;
     cbt_status st;
     Py_BEGIN_ALLOW_THREADS
     st = cbt_replay_open(path_p, &ro, &r);
@@ -1880,7 +2009,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     cbt_config c = cbt_config_default();
     if ((st = cbt_replay_config(r, &c)) != CBT_OK) {
         raise_statusf(st, "cbt.replay: %s: the recorded configuration",
-                      PyBytes_AS_STRING(path));
+                      PyBytes_AsString(path));
         goto out;
     }
     Py_BEGIN_ALLOW_THREADS
@@ -1894,7 +2023,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     }
     started = 1;
     if ((st = cbt_replay_add_builders(r)) != CBT_OK) {
-        raise_statusf(st, "cbt.replay: %s: the recorded span builders", PyBytes_AS_STRING(path));
+        raise_statusf(st, "cbt.replay: %s: the recorded span builders", PyBytes_AsString(path));
         goto out;
     }
     cbt_sink sk;
@@ -1955,8 +2084,7 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
         g_replaying = 0;
     }
     if (ks.failed) { /* the callable's exception, as it raised it */
-        PyErr_Restore(ks.et, ks.ev, ks.tb);
-        ks.et = ks.ev = ks.tb = NULL;
+        exc_restore(&ks.exc);
         goto out;
     }
     if (st != CBT_OK) {
@@ -1972,12 +2100,11 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
         /* a bad frame or a mismatch: the records before it were replayed,
          * their spans delivered; the exception carries the stats */
         raise_statusf(rst, "cbt.replay: %s", cbt_replay_message(r));
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
-        PyErr_NormalizeException(&et, &ev, &tb);
-        if (ev)
-            (void)PyObject_SetAttrString(ev, "stats", d);
-        PyErr_Restore(et, ev, tb);
+        saved_exc e;
+        exc_save(&e);
+        if (e.value)
+            (void)PyObject_SetAttrString(e.value, "stats", d);
+        exc_restore(&e);
         Py_DECREF(d);
         goto out;
     }
@@ -1994,8 +2121,8 @@ static PyObject *py_replay(PyObject *self, PyObject *args, PyObject *kw)
     ret = d;
 out:
     if (started) { /* an error after cbt_init: the replay tracer goes with it */
-        PyObject *et, *ev, *tb;
-        PyErr_Fetch(&et, &ev, &tb);
+        saved_exc e;
+        exc_save(&e);
         Py_BEGIN_ALLOW_THREADS
         cbt_shutdown();
         Py_END_ALLOW_THREADS
@@ -2003,13 +2130,11 @@ out:
 #ifdef CBT_WITH_OTLP
         g_otlp_on = 0;
 #endif
-        PyErr_Restore(et, ev, tb);
+        exc_restore(&e);
     }
     if (claimed)
         g_replaying = 0;
-    Py_XDECREF(ks.et);
-    Py_XDECREF(ks.ev);
-    Py_XDECREF(ks.tb);
+    exc_drop(&ks.exc);
     cbt_replay_close(r);
     if (log)
         fclose(log);
@@ -2025,7 +2150,7 @@ static PyObject *py_strerror(PyObject *self, PyObject *arg)
     (void)self;
     if (!PyLong_Check(arg) || PyBool_Check(arg)) {
         PyErr_Format(PyExc_TypeError, "cbt.strerror: a status is an int, not %.100s",
-                     Py_TYPE(arg)->tp_name);
+                     tp_name_of(arg));
         return NULL;
     }
     int of = 0;
@@ -2086,8 +2211,6 @@ typedef struct {
     cbt_span_ctx c;
 } SpanContextObject;
 
-static PyTypeObject SpanContextType;
-
 static PyObject *ctx_new(const cbt_span_ctx *c)
 {
     SpanContextObject *o = PyObject_New(SpanContextObject, &SpanContextType);
@@ -2125,7 +2248,7 @@ static PyObject *SpanContext_new(PyTypeObject *type, PyObject *args, PyObject *k
         return NULL;
     char tp[CBT_TRACEPARENT_LEN + 16];
     int n = snprintf(tp, sizeof tp, "00-%s-%s-%s", tid, sid, sampled ? "01" : "00");
-    SpanContextObject *o = (SpanContextObject *)type->tp_alloc(type, 0);
+    SpanContextObject *o = (SpanContextObject *)PyType_GenericAlloc(type, 0);
     if (!o)
         return NULL;
     if (n != CBT_TRACEPARENT_LEN || cbt_traceparent_parse(tp, (size_t)n, &o->c) != CBT_OK) {
@@ -2201,16 +2324,30 @@ static PyGetSetDef SpanContext_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject SpanContextType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt.SpanContext",
-    .tp_basicsize = sizeof(SpanContextObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "SpanContext(trace_id, span_id, sampled=True): a span's W3C ids.",
-    .tp_repr = (reprfunc)SpanContext_repr,
-    .tp_hash = (hashfunc)SpanContext_hash,
-    .tp_richcompare = SpanContext_richcompare,
-    .tp_getset = SpanContext_getset,
-    .tp_new = SpanContext_new,
+static void SpanContext_dealloc(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
+    PyObject_Free(self); /* the type's tp_free: not a GC type, not subclassable */
+    Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
+}
+
+/* A heap type (module_exec makes it); not GC-tracked (no Python object
+ * inside), immutable and not subclassable, as the static type it replaced. */
+static PyType_Slot SpanContext_slots[] = {
+    {Py_tp_dealloc, SLOT_FN_(SpanContext_dealloc)},
+    {Py_tp_doc, "SpanContext(trace_id, span_id, sampled=True): a span's W3C ids."},
+    {Py_tp_repr, SLOT_FN_(SpanContext_repr)},
+    {Py_tp_hash, SLOT_FN_(SpanContext_hash)},
+    {Py_tp_richcompare, SLOT_FN_(SpanContext_richcompare)},
+    {Py_tp_getset, SpanContext_getset},
+    {Py_tp_new, SLOT_FN_(SpanContext_new)},
+    {0, NULL},
+};
+static PyType_Spec SpanContext_spec = {
+    .name = "cbt.SpanContext",
+    .basicsize = sizeof(SpanContextObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = SpanContext_slots,
 };
 
 /* ---- PSpan: one cbt_pspan (python/cbt/__init__.py wraps it as cbt.span) ------------ */
@@ -2220,8 +2357,6 @@ typedef struct {
     cbt_pspan ps;
     PyObject *stream_ref; /* the CpuStream it was begun on: kept alive until the end */
 } PSpanObject;
-
-static PyTypeObject PSpanType;
 
 /* attrs (a dict or None) into meta[], at most `max` */
 static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, const char *fn)
@@ -2233,9 +2368,9 @@ static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, con
         PyErr_Format(PyExc_TypeError, "%s: attributes are a dict", fn);
         return -1;
     }
-    if ((size_t)PyDict_GET_SIZE(attrs) > max) {
+    if ((size_t)PyDict_Size(attrs) > max) {
         raise_statusf(CBT_ERR_META_FULL, "%s: %zd attributes (at most %u)", fn,
-                      PyDict_GET_SIZE(attrs), max);
+                      PyDict_Size(attrs), max);
         return -1;
     }
     Py_ssize_t pos = 0;
@@ -2258,7 +2393,7 @@ static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, con
                 return -1;
             m[*n] = cbt_meta_i64(key, (int64_t)x);
         } else if (PyFloat_Check(v)) {
-            m[*n] = cbt_meta_f64(key, PyFloat_AS_DOUBLE(v));
+            m[*n] = cbt_meta_f64(key, PyFloat_AsDouble(v));
         } else if (PyUnicode_Check(v)) {
             Py_ssize_t len;
             const char *s = utf8_of(v, &len, fn);
@@ -2275,7 +2410,7 @@ static int metas_of(PyObject *attrs, cbt_meta *m, uint32_t max, uint32_t *n, con
         } else {
             PyErr_Format(PyExc_TypeError,
                          "%s: attribute '%U' is a %.100s: attributes are int, float, bool or str",
-                         fn, k, Py_TYPE(v)->tp_name);
+                         fn, k, tp_name_of(v));
             return -1;
         }
         (*n)++;
@@ -2303,7 +2438,7 @@ static int parent_of(PyObject *p, cbt_span_ctx *out)
     Py_XDECREF(ctx);
     PyErr_Clear();
     PyErr_Format(PyExc_TypeError, "cbt: a parent is a cbt.SpanContext or a cbt.span, not %.100s",
-                 Py_TYPE(p)->tp_name);
+                 tp_name_of(p));
     return -1;
 }
 
@@ -2400,8 +2535,10 @@ static PyObject *py_span_begin(PyObject *self, PyObject *const *args, Py_ssize_t
 
 static void PSpan_dealloc(PSpanObject *self)
 {
+    PyTypeObject *tp = Py_TYPE((PyObject *)self);
     Py_XDECREF(self->stream_ref);
-    PyObject_Free(self);
+    PyObject_Free(self); /* the type's tp_free: not a GC type, not subclassable */
+    Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
 }
 
 static PyObject *PSpan_end(PSpanObject *self, PyObject *attrs)
@@ -2470,14 +2607,23 @@ static PyGetSetDef PSpan_getset[] = {
     {"open", (getter)PSpan_open, NULL, "True between begin and end", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
-static PyTypeObject PSpanType = {
-    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cbt._cbt.PSpan",
-    .tp_basicsize = sizeof(PSpanObject),
-    .tp_dealloc = (destructor)PSpan_dealloc,
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A span this process opened (cbt/pspan.h); made by cbt.span.",
-    .tp_methods = PSpan_methods,
-    .tp_getset = PSpan_getset,
+/* A heap type (module_exec makes it). Not GC-tracked: its one reference is
+ * to a CpuStream, which refers to nothing, so it cannot be in a cycle.
+ * Python cannot instantiate it (only span_begin makes one), as with the
+ * static type it replaced, which had no tp_new; immutable, not
+ * subclassable. */
+static PyType_Slot PSpan_slots[] = {
+    {Py_tp_dealloc, SLOT_FN_(PSpan_dealloc)},
+    {Py_tp_doc, "A span this process opened (cbt/pspan.h); made by cbt.span."},
+    {Py_tp_methods, PSpan_methods},
+    {Py_tp_getset, PSpan_getset},
+    {0, NULL},
+};
+static PyType_Spec PSpan_spec = {
+    .name = "cbt._cbt.PSpan",
+    .basicsize = sizeof(PSpanObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_IMMUTABLETYPE | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    .slots = PSpan_slots,
 };
 
 static PyObject *py_inject(PyObject *self, PyObject *ctx)
@@ -2527,7 +2673,7 @@ static PyObject *py_context_begin(PyObject *self, PyObject *const *args, Py_ssiz
             PyErr_SetString(PyExc_TypeError, "cbt.context_begin: traceparent is a str or None");
             return NULL;
         }
-        if (!(tp = PyUnicode_AsUTF8(args[0])))
+        if (!(tp = PyUnicode_AsUTF8AndSize(args[0], NULL)))
             return NULL;
     }
     if (args[1] != Py_None) {
@@ -2621,59 +2767,87 @@ static PyMethodDef methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef moddef = {
-    PyModuleDef_HEAD_INIT, "_cbt", "cbt's C extension (python/cbt/_cbt.c)", -1, methods,
-    NULL, NULL, NULL, NULL,
+/* The module's state, owned by the module object whose exec made it: the
+ * objects the globals in g_owned point at (module state, top of file). */
+static PyObject **const g_owned[] = {
+    &g_error,          &g_types,          &g_keys,           &g_cuda_streams,
+    &g_str_ts_ns,      &g_str_pair,       &g_str_event_type, &g_str_session_id,
+    &g_str_value,      &g_cpu_stream_type, &g_span_context_type, &g_pspan_type,
 };
+#define N_OWNED_ (sizeof g_owned / sizeof g_owned[0])
 
-PyMODINIT_FUNC PyInit__cbt(void);
-PyMODINIT_FUNC PyInit__cbt(void)
+typedef struct {
+    int owner;                /* its exec succeeded: the globals borrow refs[] */
+    PyObject *refs[N_OWNED_]; /* refs[i] is what *g_owned[i] points at */
+} module_state;
+
+/* A module object owns the globals (the process's one _cbt state). */
+static int g_module_owned;
+
+/* The limited API this build was made for (0x030A0000: CPython 3.10's), 0
+ * for a full-API build: _cbt.LIMITED_API. */
+#ifdef Py_LIMITED_API
+#define CBT_PY_LIMITED_API_ Py_LIMITED_API
+#else
+#define CBT_PY_LIMITED_API_ 0
+#endif
+
+/* Py_mod_exec. The module's state is the process's (the tracer is one per
+ * process, and so are the name caches, the CUDA stream table, the counts of
+ * calls inside the tracer): while one module object owns it, another exec
+ * (importlib.util.module_from_spec + exec_module, a sub-interpreter's
+ * import) fails with ImportError and changes nothing. importlib.reload of
+ * the module itself does not come here (its state exists: CPython skips the
+ * exec). Once the owner is freed (its last reference gone), a new exec may
+ * own the state again. */
+static int module_exec(PyObject *m)
 {
-    if (PyType_Ready(&CpuStreamType) < 0 || PyType_Ready(&SpanContextType) < 0 ||
-        PyType_Ready(&PSpanType) < 0)
-        return NULL;
-    PyObject *m = PyModule_Create(&moddef);
-    if (!m)
-        return NULL;
-    g_error = PyErr_NewExceptionWithDoc(
-        "cbt.Error",
-        "A cbt call failed: .status is the cbt_status code, the message cbt_strerror's.",
-        NULL, NULL);
-    g_types = PyDict_New();
-    g_keys = PyDict_New();
-    g_cuda_streams = PyDict_New();
-    g_str_ts_ns = PyUnicode_InternFromString("ts_ns");
-    g_str_pair = PyUnicode_InternFromString("pair");
-    g_str_event_type = PyUnicode_InternFromString("event_type");
-    g_str_session_id = PyUnicode_InternFromString("session_id");
-    g_str_value = PyUnicode_InternFromString("value");
-    if (!g_error || !g_types || !g_keys || !g_cuda_streams || !g_str_ts_ns || !g_str_pair ||
-        !g_str_event_type || !g_str_session_id || !g_str_value)
-        goto fail;
+    module_state *ms = PyModule_GetState(m);
+    if (!ms)
+        return -1;
+    if (g_module_owned) {
+        PyErr_SetString(PyExc_ImportError,
+                        "cbt._cbt is loaded already in this process: its state is the "
+                        "process's, as cbt's tracer is one per process, so a second copy of the "
+                        "module (importlib.util.module_from_spec + exec_module, or an import in "
+                        "a sub-interpreter) is refused; use the module `import cbt` gave");
+        return -1;
+    }
+    PyObject **r = ms->refs; /* in g_owned's order; what is made is dropped on failure */
+    if (!(r[0] = PyErr_NewExceptionWithDoc(
+              "cbt.Error",
+              "A cbt call failed: .status is the cbt_status code, the message cbt_strerror's.",
+              NULL, NULL)) ||
+        !(r[1] = PyDict_New()) || !(r[2] = PyDict_New()) || !(r[3] = PyDict_New()) ||
+        !(r[4] = PyUnicode_InternFromString("ts_ns")) ||
+        !(r[5] = PyUnicode_InternFromString("pair")) ||
+        !(r[6] = PyUnicode_InternFromString("event_type")) ||
+        !(r[7] = PyUnicode_InternFromString("session_id")) ||
+        !(r[8] = PyUnicode_InternFromString("value")) ||
+        !(r[9] = PyType_FromModuleAndSpec(m, &CpuStream_spec, NULL)) ||
+        !(r[10] = PyType_FromModuleAndSpec(m, &SpanContext_spec, NULL)) ||
+        !(r[11] = PyType_FromModuleAndSpec(m, &PSpan_spec, NULL)))
+        return -1;
     PyObject *zero = PyLong_FromLong(0);
-    if (!zero || PyObject_SetAttrString(g_error, "status", zero) < 0) {
+    if (!zero || PyObject_SetAttrString(r[0], "status", zero) < 0) {
         Py_XDECREF(zero);
-        goto fail;
+        return -1;
     }
     Py_DECREF(zero);
-    (void)cbt_sampler_from_env(&g_sampler, stderr);
-    Py_INCREF(g_error);
-    Py_INCREF(&CpuStreamType);
-    Py_INCREF(&SpanContextType);
-    Py_INCREF(&PSpanType);
-    if (PyModule_AddObject(m, "Error", g_error) < 0 ||
-        PyModule_AddObject(m, "CpuStream", (PyObject *)&CpuStreamType) < 0 ||
-        PyModule_AddObject(m, "SpanContext", (PyObject *)&SpanContextType) < 0 ||
-        PyModule_AddObject(m, "PSpan", (PyObject *)&PSpanType) < 0)
-        goto fail;
+    if (PyModule_AddObjectRef(m, "Error", r[0]) < 0 ||
+        PyModule_AddObjectRef(m, "CpuStream", r[9]) < 0 ||
+        PyModule_AddObjectRef(m, "SpanContext", r[10]) < 0 ||
+        PyModule_AddObjectRef(m, "PSpan", r[11]) < 0)
+        return -1;
     if (PyModule_AddIntConstant(m, "SESSION_MAX", CBT_SESSION_MAX - 1) < 0 ||
         PyModule_AddIntConstant(m, "EVENT_META_MAX", CBT_EVENT_META_MAX) < 0 ||
         PyModule_AddIntConstant(m, "SPAN_STR_MAX", CBT_META_INLINE_MAX - 1) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_CUDA", CBT_HAVE_CUDA) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_OTLP", CBT_HAVE_OTLP) < 0 ||
         PyModule_AddIntConstant(m, "HAVE_RECORDING", CBT_HAVE_MSGPACK) < 0 ||
+        PyModule_AddIntConstant(m, "LIMITED_API", CBT_PY_LIMITED_API_) < 0 ||
         PyModule_AddStringConstant(m, "__version__", CBT_VERSION_STRING) < 0)
-        goto fail;
+        return -1;
     /* the status codes, by name (OK, ERR_INVAL, ...): cbt/status.h's one list */
     static const struct { const char *n; int v; } codes[] = {
 #define STATUS_CODE_(name, value, message) {#name, CBT_##name},
@@ -2681,12 +2855,72 @@ PyMODINIT_FUNC PyInit__cbt(void)
 #undef STATUS_CODE_
     };
     if (PyModule_AddIntConstant(m, "STATUS_COUNT", CBT_STATUS_COUNT_) < 0)
-        goto fail;
+        return -1;
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         if (PyModule_AddIntConstant(m, codes[i].n, codes[i].v) < 0)
-            goto fail;
-    return m;
-fail:
-    Py_DECREF(m);
-    return NULL;
+            return -1;
+    (void)cbt_sampler_from_env(&g_sampler, stderr);
+    for (size_t i = 0; i < N_OWNED_; i++)
+        *g_owned[i] = r[i];
+    ms->owner = g_module_owned = 1;
+    return 0;
 }
+
+static int module_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    module_state *ms = PyModule_GetState(m);
+    for (size_t i = 0; ms && i < N_OWNED_; i++)
+        Py_VISIT(ms->refs[i]);
+    return 0;
+}
+
+/* m_clear and m_free: the module object goes (its last reference: nothing
+ * that calls into this file is left, since each function and each heap
+ * type holds the module), or its exec failed. The owner's globals go with
+ * it, and a later exec may own the state again. */
+static int module_clear(PyObject *m)
+{
+    module_state *ms = PyModule_GetState(m);
+    if (!ms)
+        return 0;
+    if (ms->owner) {
+        for (size_t i = 0; i < N_OWNED_; i++)
+            *g_owned[i] = NULL;
+        ms->owner = g_module_owned = 0;
+    }
+    for (size_t i = 0; i < N_OWNED_; i++)
+        Py_CLEAR(ms->refs[i]);
+    return 0;
+}
+
+static void module_free(void *m) { (void)module_clear((PyObject *)m); }
+
+/* Py_mod_gil (free-threaded CPython 3.13+, full-API builds only: a
+ * free-threaded CPython cannot load an abi3 module): GIL_USED. The module's
+ * globals (the caches, g_closing, g_starting, g_cuda_gen, a CpuStream's
+ * users) are read and written under the GIL and nothing else; importing it
+ * into a free-threaded CPython turns the GIL on (docs/python.md). */
+static PyModuleDef_Slot module_slots[] = {
+    {Py_mod_exec, SLOT_FN_(module_exec)},
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
+
+static struct PyModuleDef moddef = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_cbt",
+    .m_doc = "cbt's C extension (python/cbt/_cbt.c)",
+    .m_size = sizeof(module_state),
+    .m_methods = methods,
+    .m_slots = module_slots,
+    .m_traverse = module_traverse,
+    .m_clear = module_clear,
+    .m_free = module_free,
+};
+
+/* Multi-phase init: the module object is made by the import system, and
+ * module_exec fills it. */
+PyMODINIT_FUNC PyInit__cbt(void);
+PyMODINIT_FUNC PyInit__cbt(void) { return PyModuleDef_Init(&moddef); }
