@@ -1,100 +1,54 @@
-# Type stubs for the `cbt` package (python/cbt/__init__.py and the C
-# extension python/cbt/_cbt.c); docs/python.md is the reference.
-from typing import Any, Callable, Literal, Optional, Protocol, TypedDict, Union
+# Type stubs for the `cbt` package (python/cbt/__init__.py); the C calls it
+# re-exports are typed in _cbt.pyi (python/cbt/_cbt.c). docs/python.md is the
+# reference; tests/python/test_types.py holds both stubs to the runtime
+# (mypy.stubtest) and type-checks docs/python.md's examples against them.
+from typing import Any, Callable, Literal, Optional, TypedDict, Union
+
+from typing_extensions import Unpack
+
+from . import _cbt as _cbt
+from ._cbt import (
+    CpuStream as CpuStream,
+    Error as Error,
+    SpanContext as SpanContext,
+    _Config,
+    _Path,
+    _Stream,
+    _Value,
+    enabled as enabled,
+    event_type_name as event_type_name,
+    flush as flush,
+    init as init,
+    metrics as metrics,
+    publish as publish,
+    publish_on_stream as publish_on_stream,
+    register_event_type as register_event_type,
+    strerror as strerror,
+)
 
 __version__: str
+__all__ = [
+    "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
+    "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
+    "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer",
+    "current_span", "replay", "ReplayWarning", "build_info",
+]
 
-Value = Union[int, float, bool, str]
-
-class _HasCudaStream(Protocol):
-    cuda_stream: int
-
-class _HasPtr(Protocol):
-    ptr: int
-
-Stream = Union["CpuStream", _HasCudaStream, _HasPtr, int]
-EventType = Any  # str (LMCache value or member name), int, or an object with a str .value
-
-class Error(Exception):
-    """A cbt call failed; .status is the cbt_status code (cbt._cbt.ERR_*)."""
-    status: int
-
-class SpanContext:
-    def __init__(self, trace_id: str, span_id: str, sampled: bool = ...) -> None: ...
-    @property
-    def trace_id(self) -> str: ...
-    @property
-    def span_id(self) -> str: ...
-    @property
-    def sampled(self) -> bool: ...
-    @property
-    def traceparent(self) -> str: ...
-    def __eq__(self, other: object) -> bool: ...
-    def __hash__(self) -> int: ...
-
-class CpuStream:
-    def __init__(self, capacity: int = ...) -> None: ...
-    def sync(self) -> None: ...
-    def enqueue(self, fn: Callable[[], Any]) -> None: ...
-    def stats(self) -> dict[str, int]: ...
-    def close(self) -> None: ...
-    @property
-    def ordinal(self) -> int: ...
-    @property
-    def closed(self) -> bool: ...
-    def __enter__(self) -> "CpuStream": ...
-    def __exit__(self, *exc: Any) -> bool: ...
-
-def init(
-    *,
-    enabled: bool = ...,
-    mp_subscriber: bool = ...,
-    cb_subscriber: bool = ...,
-    queue_capacity: int = ...,
-    lane_capacity: int = ...,
-    max_lanes: int = ...,
-    span_pool: int = ...,
-    registry_capacity: int = ...,
-    max_sessions: int = ...,
-    poll_interval_us: int = ...,
-    idle_sleep_ms: int = ...,
-    shutdown_timeout_ms: int = ...,
-    ring_capacity: int = ...,
-    cuda_ring_capacity: int = ...,
-    session_idle_ms: int = ...,
-    late_grace_ms: int = ...,
-    spans_path: Optional[Union[str, bytes]] = ...,
-    trace_path: Optional[Union[str, bytes]] = ...,
-    otlp_endpoint: Optional[str] = ...,
-    otlp_protocol: Optional[Literal["grpc", "http/protobuf", "http/json"]] = ...,
-    service_name: Optional[str] = ...,
-    mp_root_end: Optional[str] = ...,
-    trace_level: Optional[str] = ...,
-    trace_output: Optional[Union[str, bytes]] = ...,
-    trace_buffer_kib: int = ...,
-) -> None: ...
 def shutdown() -> dict[str, Any]: ...
-def enabled() -> bool: ...
-def publish(event_type: EventType, session_id: Optional[str], ts_ns: Optional[int] = ...,
-            *, pair: Optional[int] = ..., **values: Value) -> None: ...
-def publish_on_stream(stream: Stream, event_type: EventType, session_id: Optional[str], *,
-                      pair: Optional[int] = ..., **values: Value) -> None: ...
-def flush(timeout_ms: int = ...) -> None: ...
-def metrics() -> dict[str, int]: ...
-def strerror(status: int) -> str: ...
 
 class ReplayWarning(UserWarning): ...
 
 def replay(
-    path: Union[str, bytes],
+    path: _Path,
     *,
-    spans_path: Optional[Union[str, bytes]] = ...,
-    trace_path: Optional[Union[str, bytes]] = ...,
+    spans_path: Optional[_Path] = ...,
+    trace_path: Optional[_Path] = ...,
     otlp_endpoint: Optional[str] = ...,
-    on_span: Optional[Callable[[dict[str, Any]], Any]] = ...,
+    on_span: Optional[Callable[[dict[str, Any]], object]] = ...,
     force: bool = ...,
     speed: float = ...,
 ) -> dict[str, Any]: ...
+
 class BuildInfo(TypedDict):
     """cbt.build_info(): what this cbt was built with (docs/python.md, "Install")."""
     version: str
@@ -113,22 +67,26 @@ class BuildInfo(TypedDict):
     cuda_loaded: dict[str, str]
 
 def build_info() -> BuildInfo: ...
-def register_event_type(name: str) -> int: ...
-def event_type_name(event_type: EventType) -> str: ...
 
 class Tracer:
     final_metrics: Optional[dict[str, Any]]
-    def __init__(self, **config: Any) -> None: ...
+    def __init__(self, **config: Unpack[_Config]) -> None: ...
     def __enter__(self) -> "Tracer": ...
-    def __exit__(self, *exc: Any) -> bool: ...
+    # returns False: an exception leaving the block propagates
+    def __exit__(self, *exc: object) -> Literal[False]: ...
 
-def tracer(**config: Any) -> Tracer: ...
+def tracer(**config: Unpack[_Config]) -> Tracer: ...
+
+_Kind = Literal["internal", "server", "client", "producer", "consumer", "unspecified"]
 
 class Span:
+    def __init__(self, name: str, parent: Union[SpanContext, "Span", None], session_id: str,
+                 kind: _Kind, stream: Optional[_Stream], attrs: dict[str, _Value]) -> None: ...
     def __enter__(self) -> "Span": ...
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool: ...
+    # returns False: the span ends failed and the exception propagates
+    def __exit__(self, et: object, ev: object, tb: object) -> Literal[False]: ...
     def begin(self) -> "Span": ...
-    def set(self, **attrs: Value) -> "Span": ...
+    def set(self, **attrs: _Value) -> "Span": ...
     def end(self) -> None: ...
     @property
     def context(self) -> SpanContext: ...
@@ -137,9 +95,9 @@ class Span:
     @property
     def name(self) -> str: ...
 
-def span(name: str, parent: Optional[Union[SpanContext, Span]] = ..., session_id: str = ...,
-         kind: str = ..., stream: Optional[Stream] = ..., **attrs: Value) -> Span: ...
+def span(name: str, parent: Union[SpanContext, Span, None] = ..., session_id: str = ...,
+         kind: _Kind = ..., stream: Optional[_Stream] = ..., **attrs: _Value) -> Span: ...
 def current_span() -> Optional[Span]: ...
-def inject(ctx: Optional[Union[SpanContext, Span]] = ...) -> str: ...
+def inject(ctx: Union[SpanContext, Span, None] = ...) -> str: ...
 def extract(traceparent: str) -> SpanContext: ...
-def context_begin(traceparent: Optional[str], request_id: str) -> SpanContext: ...
+def context_begin(traceparent: Optional[str], request_id: Optional[str]) -> SpanContext: ...

@@ -52,11 +52,20 @@ import threading
 import time
 import urllib.parse
 import weakref
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import cbt  # the package this one is in: imported already
 
 from . import _translate
 
+if TYPE_CHECKING:  # stub-only: cbt.init's keywords (python/cbt/_cbt.pyi)
+    from typing_extensions import Unpack
+
+    from cbt._cbt import _Config
+
 __all__ = ["install", "uninstall", "installed", "counters", "otlp_export_target",
+           "MissingDependency", "LMCACHE_PIN",
            "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES"]
 
 _TRACING = "lmcache.v1.mp_observability.subscribers.tracing"
@@ -128,6 +137,51 @@ _lock = threading.Lock()
 _bridge: "_Bridge | None" = None
 
 
+# The LMCache the bridge is written against, and what installing it costs
+# (docs/lmcache-bridge.md, "Installing LMCache").
+LMCACHE_PIN = "lmcache==0.5.6"
+_FULL_INSTALL = f"pip install {LMCACHE_PIN} (pulls torch and the CUDA wheels, ~6 GB)"
+
+
+class MissingDependency(ImportError):
+    """LMCache's server modules, which the bridge hooks, cannot be imported
+    here: LMCache is not installed, or installed without its dependencies
+    (``pip install --no-deps lmcache``, LMCache's CLI-only mode, has no
+    torch). The message is one line naming the missing piece and the
+    command that installs it; ``.name`` is the module that was missing.
+    ``python -m cbt.lmcache`` prints that line and exits 2."""
+
+
+def _missing_line(e: ImportError) -> str:
+    """The one line saying what ``e`` (raised importing LMCache) lacks."""
+    name = e.name or ""
+    top = name.split(".")[0]
+    if isinstance(e, ModuleNotFoundError) and top == "torch":
+        return f"cbt.lmcache: LMCache's server needs torch, which is not installed: {_FULL_INSTALL}"
+    if isinstance(e, ModuleNotFoundError) and name == "lmcache":
+        return f"cbt.lmcache: LMCache is not installed: {_FULL_INSTALL}"
+    if isinstance(e, ModuleNotFoundError) and top == "lmcache":
+        return (f"cbt.lmcache: this LMCache has no module {name[:100]}: the bridge needs "
+                f"LMCache 0.5.x: pip install {LMCACHE_PIN}")
+    if isinstance(e, ModuleNotFoundError) and top:
+        return (f"cbt.lmcache: LMCache's server needs {top[:100]}, which is not installed "
+                f"(LMCache installed with --no-deps?): pip install {LMCACHE_PIN} installs it")
+    first = (str(e).splitlines() or [""])[0][:200]
+    return (f"cbt.lmcache: LMCache's server modules do not import ({type(e).__name__}: "
+            f"{first}): pip install {LMCACHE_PIN}")
+
+
+def _import_lmcache(*names: str) -> list[ModuleType]:
+    """LMCache's modules ``names``, imported; MissingDependency (one line)
+    when they cannot be, instead of the import's own traceback."""
+    import importlib
+
+    try:
+        return [importlib.import_module(n) for n in names]
+    except ImportError as e:
+        raise MissingDependency(_missing_line(e), name=e.name) from None
+
+
 OTLP_HTTP_PORT = 4318  # OTLP/HTTP's registered port (OTLP/gRPC's is 4317)
 
 
@@ -197,11 +251,10 @@ def _cuda_handle(stream: Any) -> int:
 class _Bridge:
     """The installed bridge: the originals it replaced, cbt's config, counters."""
 
-    def __init__(self, cbt_config: dict, l2_loads: bool, warn):
-        import cbt
+    def __init__(self, cbt_config: dict[str, Any], l2_loads: bool,
+                 warn: Callable[[str], None]) -> None:
         from cbt import _cbt
 
-        self.cbt = cbt
         self.config = dict(cbt_config)
         self.l2_loads = l2_loads
         self.warn = warn
@@ -209,22 +262,25 @@ class _Bridge:
         # buses a stand-in registered on, and the stand-ins on each (weakly:
         # the bridge keeps no bus alive); uninstall() unsubscribes them
         self.buses: "weakref.WeakSet[Any]" = weakref.WeakSet()
-        self.standins: "weakref.WeakKeyDictionary[Any, list]" = weakref.WeakKeyDictionary()
+        self.standins: weakref.WeakKeyDictionary[Any, list[weakref.ref[Any]]] = \
+            weakref.WeakKeyDictionary()
         self.live = 0              # stand-ins registered and not shut down
         # every counter update (drain threads, publishers' threads) under clock
         self.clock = threading.Lock()
-        self.c = collections.Counter()
-        self.dropped = collections.Counter({k: 0 for k in _translate.DROP_KEYS})
+        self.c: collections.Counter[str] = collections.Counter()
+        self.dropped: collections.Counter[str] = collections.Counter(
+            {k: 0 for k in _translate.DROP_KEYS})
         self.stream_ok = True
         # the statuses that mean cbt cannot mark CUDA streams in this process
         self.stream_off = {getattr(_cbt, n) for n in ("ERR_UNSUPPORTED", "ERR_NO_DEVICE",
                                                       "ERR_CUDA") if hasattr(_cbt, n)}
         self.saved: list[tuple[Any, str, Any]] = []
+        self.final_metrics: Optional[dict[str, Any]] = None  # cbt.shutdown's, once stopped
 
     # -- cbt's lifetime ---------------------------------------------------
     def start(self, otlp_endpoint: str | None = None, from_lmcache: bool = False) -> None:
         with _lock:
-            if self.cbt.enabled():
+            if cbt.enabled():
                 return
             cfg = dict(self.config)
             if from_lmcache and "otlp_endpoint" not in cfg:
@@ -237,37 +293,39 @@ class _Bridge:
             # without the keyword builds the MP trees only, and says so
             cfg.setdefault("cb_subscriber", True)
             try:
-                self.cbt.init(**cfg)
+                cbt.init(**cfg)
             except TypeError as x:
                 if "cb_subscriber" not in str(x):
                     raise
                 del cfg["cb_subscriber"]
                 self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
                           "(cb.*) spans")
-                self.cbt.init(**cfg)
+                cbt.init(**cfg)
             self.started_cbt = True
 
     def stop(self) -> None:
         with _lock:
-            if self.started_cbt and self.cbt.enabled():
-                self.final_metrics = self.cbt.shutdown()
+            if self.started_cbt and cbt.enabled():
+                self.final_metrics = cbt.shutdown()
             self.started_cbt = False
 
     # -- counters ---------------------------------------------------------
-    def count(self, c: "collections.Counter", dropped: "collections.Counter | None" = None):
+    def count(self, c: collections.Counter[str],
+              dropped: collections.Counter[str] | None = None) -> None:
         with self.clock:
             self.c.update(c)
             if dropped:
                 self.dropped.update(dropped)
 
-    def _publish_host(self, outs, c, ts_ns: int | None = None) -> None:
+    def _publish_host(self, outs: Sequence[_translate.Part], c: collections.Counter[str],
+                      ts_ns: int | None = None) -> None:
         """outs to cbt.publish (explicit timestamps); out/refused into c."""
         for etype, ts, session, pair, vals in outs:
             try:
-                self.cbt.publish(etype, session, ts if ts_ns is None else ts_ns,
-                                 pair=pair, **vals)
+                cbt.publish(etype, session, ts if ts_ns is None else ts_ns,
+                            pair=pair, **vals)
                 c["events_out"] += 1
-            except self.cbt.Error as x:  # a session too long, cbt stopped, ...
+            except cbt.Error as x:  # a session too long, cbt stopped, ...
                 c["events_refused"] += 1
                 c[f"refused_status_{getattr(x, 'status', '?')}"] += 1
             except (TypeError, ValueError, OverflowError):  # a NUL, a bad timestamp
@@ -278,8 +336,8 @@ class _Bridge:
         """One LMCache event to cbt (the drain thread)."""
         if _is_fed(event):
             return  # published as a stream mark already
-        c: collections.Counter = collections.Counter(events_in=1)
-        dropped: collections.Counter = collections.Counter()
+        c: collections.Counter[str] = collections.Counter(events_in=1)
+        dropped: collections.Counter[str] = collections.Counter()
         try:
             self._publish_host(_translate.to_cbt(event, dropped), c)
         finally:
@@ -290,24 +348,25 @@ class _Bridge:
         it, use LMCache's path (the stand-ins then feed it as any other).
         Never raises: a failure is counted, and only a status saying that cbt
         cannot mark CUDA streams here turns the stream path off."""
-        if not self.stream_ok or not self.cbt.enabled():
+        if not self.stream_ok or not cbt.enabled():
             return False
-        c: collections.Counter = collections.Counter()
-        dropped: collections.Counter = collections.Counter()
+        c: collections.Counter[str] = collections.Counter()
+        dropped: collections.Counter[str] = collections.Counter()
         try:
             outs = _translate.to_cbt(event, dropped)
         except Exception:  # noqa: BLE001 - LMCache's path, whose forward() sees it
             self.count(collections.Counter(stream_untranslatable=1))
             return False
-        done, err = 0, None
+        done = 0
+        err: Optional[Exception] = None
         for etype, _ts, session, pair, vals in outs:
             try:
-                self.cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
-            except (self.cbt.Error, TypeError, ValueError, OverflowError) as x:
+                cbt.publish_on_stream(handle, etype, session, pair=pair, **vals)
+            except (cbt.Error, TypeError, ValueError, OverflowError) as x:
                 err = x
                 break
             done += 1
-        off = (isinstance(err, self.cbt.Error)
+        off = (isinstance(err, cbt.Error)
                and getattr(err, "status", None) in self.stream_off)
         if off:
             with self.clock:
@@ -337,37 +396,35 @@ class _Bridge:
         return True
 
 
-def _make_standins(br: _Bridge):
+class _Registry:
+    """What the stand-in get_span_registry() returns: the stand-ins take it
+    and ignore it (cbt's builders keep their own state)."""
+
+
+def _make_standins(br: _Bridge) -> tuple[dict[str, type], Callable[[], object]]:
     """The stand-in classes and get_span_registry, built on LMCache's own
     EventSubscriber and EventType."""
     EventSubscriber = sys.modules[_EVENT_BUS].EventSubscriber
     EventType = sys.modules[_EVENT].EventType
 
-    class _Registry:
-        """What get_span_registry() returns: the stand-ins take it and ignore
-        it (cbt's builders keep their own state)."""
-
     registry = _Registry()
 
-    def get_span_registry():
+    def get_span_registry() -> object:
         return registry
 
-    def _noop(event):
-        return None
-
-    def make(name: str):
+    def make(name: str) -> type:
         types = [EventType[t] for t in STANDIN_SUBSCRIPTIONS[name]]
         owned = {EventType[t] for t in STANDIN_SUBSCRIPTIONS[name] if _OWNER[t] == name}
 
-        def __init__(self, registry=None, *args, **kwargs):
+        def __init__(self: Any, registry: object = None, *args: Any, **kwargs: Any) -> None:
             self._registered = False
             br.start()  # a hand-built bus: cbt with the install() config
 
-        def get_subscriptions(self):
+        def get_subscriptions(self: Any) -> dict[Any, Callable[[Any], None]]:
             fwd = self._forward
             return {t: (fwd if t in owned else self._skip) for t in types}
 
-        def register(self, bus):
+        def register(self: Any, bus: Any) -> None:
             EventSubscriber.register(self, bus)
             if name == "MPServerTracingSubscriber" and br.l2_loads:
                 for t in EXTRA_EVENT_TYPES:
@@ -378,13 +435,13 @@ def _make_standins(br: _Bridge):
                 br.live += 1
             self._registered = True
 
-        def _forward(self, event):
+        def _forward(self: Any, event: Any) -> None:
             br.forward(event)
 
-        def _skip(self, event):
+        def _skip(self: Any, event: Any) -> None:
             return None
 
-        def shutdown(self):
+        def shutdown(self: Any) -> None:
             # EventBus.stop: after the final drain, last registered first; cbt
             # is shut down (spans ended, exported) when the last one goes
             if not self._registered:
@@ -410,7 +467,8 @@ def _default_warn(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
+def install(*, l2_loads: bool = True, warn: Callable[[str], None] | None = None,
+            **cbt_config: Unpack[_Config]) -> None:
     """Install the bridge in this process (idempotent for one config).
 
     cbt_config: cbt.init's keywords. cbt starts when LMCache's tracing would
@@ -418,23 +476,21 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
     otlp_protocol from LMCache's flag by otlp_export_target's rule unless
     otlp_endpoint is given here), or when a
     stand-in subscriber is made on a hand-built bus. Needs LMCache's
-    observability modules importable (``lmcache.v1.mp_observability``).
+    observability modules importable (``lmcache.v1.mp_observability``):
+    MissingDependency (an ImportError, one line) names what is missing when
+    they are not, e.g. torch under ``pip install --no-deps lmcache``.
     """
     global _bridge
-    import importlib
-
     if _bridge is not None:
         if _bridge.config == cbt_config and _bridge.l2_loads == l2_loads:
             return
         raise RuntimeError("cbt.lmcache is installed with another config: uninstall() first")
-    tracing = importlib.import_module(_TRACING)
-    otel_init = importlib.import_module(_OTEL_INIT)
-    event_bus = importlib.import_module(_EVENT_BUS)
-    importlib.import_module(_EVENT)
-    br = _Bridge(cbt_config, l2_loads, warn or _default_warn)
+    tracing, otel_init, event_bus, _ = _import_lmcache(_TRACING, _OTEL_INIT, _EVENT_BUS, _EVENT)
+    br = _Bridge(dict(cbt_config), l2_loads, warn or _default_warn)
     classes, get_span_registry = _make_standins(br)
 
-    def init_otel_tracing(otlp_endpoint=None, resource_attributes=None):
+    def init_otel_tracing(otlp_endpoint: str | None = None,
+                          resource_attributes: object = None) -> None:
         """cbt.lmcache's stand-in: start cbt with its OTLP exporter."""
         br.start(otlp_endpoint, from_lmcache=True)
 
@@ -442,7 +498,7 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
     _warn_if_initialised(tracing, event_bus, br.warn)
     orig_pos = EventBus.__dict__["publish_on_stream"]
 
-    def publish_on_stream(self, stream, event):
+    def publish_on_stream(self: Any, stream: Any, event: Any) -> None:
         if not self._config.enabled:
             return
         handle = _cuda_handle(stream)
@@ -467,7 +523,8 @@ def install(*, l2_loads: bool = True, warn=None, **cbt_config) -> None:
 _MISSING = object()
 
 
-def _warn_if_initialised(tracing, event_bus, warn) -> bool:
+def _warn_if_initialised(tracing: ModuleType, event_bus: ModuleType,
+                         warn: Callable[[str], None]) -> bool:
     """Warn when LMCache's global bus has LMCache's own tracing subscribers
     registered already (init_observability ran before install()): the bridge
     cannot take their place there, so that bus keeps building LMCache's spans

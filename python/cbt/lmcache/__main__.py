@@ -8,13 +8,16 @@ Every argument goes to ``lmcache.cli.main:main(argv)`` unchanged (LMCache's
 that level is cbt's (LMCache records ``storage`` and ``events``), so cbt takes
 them and records its tracer's inputs (docs/recording.md). Only
 ``--help``/``-h`` as the first argument, or no argument, prints this.
-docs/lmcache-bridge.md.
+LMCache's modules that cannot be imported (no LMCache, or LMCache without
+torch: ``pip install --no-deps lmcache``) are one line on stderr and exit 2
+(cbt.lmcache.MissingDependency). docs/lmcache-bridge.md.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any, Callable, Mapping, Optional
 
 HELP = """usage: python -m cbt.lmcache LMCACHE-ARGS...
 
@@ -43,13 +46,18 @@ cbt's own settings come from the environment as for the C library
   CBT_MP_ROOT_END  request_end (default) or transfer_end (LMCache 0.5.6's rule)
   CBT_TRACE_LEVEL, CBT_TRACE_OUTPUT   as --trace-level gpu / --trace-output
 
+It needs LMCache's server: pip install lmcache==0.5.6 (it pulls torch and
+the CUDA wheels, ~6 GB). Where LMCache cannot run it (pip install --no-deps
+lmcache, LMCache's CLI-only mode: no torch), one line names what is missing
+and the exit status is 2.
+
 `python -m cbt.lmcache --help` prints this; `python -m cbt.lmcache -- --help`
 passes --help to LMCache (its own usage). See docs/lmcache-bridge.md.
 """
 
 
-def cbt_config_from_env(env=os.environ) -> dict:
-    cfg = {}
+def cbt_config_from_env(env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    cfg: dict[str, Any] = {}
     for var, key in (("CBT_SPANS_PATH", "spans_path"), ("CBT_TRACE_PATH", "trace_path"),
                      ("CBT_MP_ROOT_END", "mp_root_end")):
         if env.get(var):
@@ -57,7 +65,7 @@ def cbt_config_from_env(env=os.environ) -> dict:
     return cfg
 
 
-def _flag(args: list[str], i: int, name: str):
+def _flag(args: list[str], i: int, name: str) -> Optional[tuple[Optional[str], int]]:
     """(value, items used) when args[i] is `name VALUE` or `name=VALUE`, else None."""
     a = args[i]
     if a == name:
@@ -67,14 +75,15 @@ def _flag(args: list[str], i: int, name: str):
     return None
 
 
-def take_trace_args(args: list[str]) -> tuple[list[str], dict]:
+def take_trace_args(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     """Take cbt's --trace-level gpu and its --trace-output out of LMCache's
     arguments: (the rest, cbt's config keywords). LMCache's own levels and
     their --trace-output are left where they are; options after a `--` are
     not looked at. Spell the flags in full (argparse's abbreviations are
     LMCache's). ValueError: a flag without its value (or with one that looks
     like a flag), gpu given with another level, two --trace-output with gpu."""
-    levels, outputs = [], []  # (value, index, items)
+    levels: list[tuple[str, int, int]] = []  # (value, index, items)
+    outputs: list[tuple[str, int, int]] = []
     i = 0
     while i < len(args):
         if args[i] == "--":
@@ -98,7 +107,7 @@ def take_trace_args(args: list[str]) -> tuple[list[str], dict]:
         raise ValueError("--trace-level gpu (cbt's) and LMCache's own levels cannot be mixed")
     if len(outputs) > 1:
         raise ValueError("--trace-output is given twice")
-    cfg = {"trace_level": "gpu"}
+    cfg: dict[str, Any] = {"trace_level": "gpu"}
     drop = {j + k for _, j, n in levels for k in range(n)}
     if outputs:
         cfg["trace_output"] = outputs[0][0]
@@ -124,9 +133,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import cbt.lmcache
 
-    cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg)
-    from lmcache.cli.main import main as lmcache_main
-
+    try:
+        cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg)
+        # LMCache's `lmcache` command
+        lmcache_main: Callable[[list[str]], object] = \
+            cbt.lmcache._import_lmcache("lmcache.cli.main")[0].main
+    except cbt.lmcache.MissingDependency as e:
+        # one line, no traceback: what is missing and the pip line for it
+        sys.stderr.write(f"{e}\n")
+        return 2
     rc = lmcache_main(args)
     return rc if isinstance(rc, int) else 0
 

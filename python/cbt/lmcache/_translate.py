@@ -23,8 +23,14 @@ Owns no state but the counters it is given. Pure Python: no lmcache import.
 
 from __future__ import annotations
 
+import collections
 import math
-from typing import Any
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+
+# what cbt holds of one value, and one cbt event to publish: (type, ts_ns,
+# session, pair, values)
+Value = Union[bool, int, float, str]
+Part = Tuple[str, int, str, Optional[int], Dict[str, Value]]
 
 SAMPLE_FIELDS = ("phase", "direction", "device_index", "elapsed_ms", "nbytes",
                  "transfer_key", "start_time_s", "end_time_s")
@@ -66,10 +72,10 @@ def classify(v: Any) -> tuple[bool, Any, str]:
     return False, None, "object"
 
 
-def values(meta: dict, dropped: dict) -> dict:
+def values(meta: Mapping[Any, Any], dropped: collections.Counter[str]) -> dict[str, Value]:
     """meta's values cbt can hold, with Python types kept; dropped[why] += 1
     for each one left out."""
-    out = {}
+    out: dict[str, Value] = {}
     n = 0
     for k, v in meta.items():
         ok, cv, why = classify(v)
@@ -88,7 +94,7 @@ def values(meta: dict, dropped: dict) -> dict:
     return out
 
 
-def pair_of(meta: dict) -> int | None:
+def pair_of(meta: Mapping[Any, Any]) -> int | None:
     for k in PAIR_KEYS:
         v = meta.get(k)
         if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= _I64_MAX:
@@ -96,20 +102,21 @@ def pair_of(meta: dict) -> int | None:
     return None
 
 
-def event_parts(event: Any, on_drop) -> list[tuple[str, int, str, int | None, dict]]:
+def event_parts(event: Any, on_drop: Callable[[str, str], None]
+                ) -> list[tuple[str, int, str, int | None, Mapping[Any, Any]]]:
     """(type, ts_ns, session, pair, metadata as sent) for each cbt event
     ``event`` becomes, the metadata not yet filtered; ``on_drop(key, why)``
     hears of what the split leaves out: a sample that is not an 8-tuple
     ("samples[i]", "bad_sample") and any other key of a phase-samples batch
     (key, "batch_extra")."""
     et = event.event_type
-    etype = et if isinstance(et, str) else et.value
+    etype: str = et if isinstance(et, str) else et.value
     ts_ns = int(event.timestamp * 1e9)  # exactly as LMCache's subscribers do
-    session = event.session_id or ""
-    meta = event.metadata or {}
+    session: str = event.session_id or ""
+    meta: Mapping[Any, Any] = event.metadata or {}
     if etype != PHASE_SAMPLES:
         return [(etype, ts_ns, session, pair_of(meta), meta)]
-    out = []
+    out: list[tuple[str, int, str, int | None, Mapping[Any, Any]]] = []
     for i, sample in enumerate(meta.get("samples", ()) or ()):
         if not isinstance(sample, (list, tuple)) or len(sample) != len(SAMPLE_FIELDS):
             on_drop(f"samples[{i}]", "bad_sample")
@@ -123,9 +130,9 @@ def event_parts(event: Any, on_drop) -> list[tuple[str, int, str, int | None, di
     return out
 
 
-def to_cbt(event: Any, dropped: dict) -> list[tuple[str, int, str, int | None, dict]]:
+def to_cbt(event: Any, dropped: collections.Counter[str]) -> list[Part]:
     """(type, ts_ns, session, pair, values) for each cbt event ``event`` becomes."""
-    def split_drop(key, why):
+    def split_drop(key: str, why: str) -> None:
         dropped["bad_sample" if why == "bad_sample" else "object"] += 1
 
     return [(t, ts, sid, pair, values(meta, dropped))
