@@ -20,7 +20,7 @@ import contextvars as _contextvars
 import json as _json
 import os as _os
 import warnings as _warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import _cbt
 from ._cbt import (  # noqa: F401  (re-exported)
@@ -45,7 +45,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
-    "replay", "ReplayWarning", "build_info",
+    "replay", "ReplayWarning", "build_info", "BuildInfo",
 ]
 
 _KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
@@ -121,14 +121,32 @@ def replay(path: _PathLike, *, spans_path: Optional[_PathLike] = None,
     return r
 
 
+class BuildInfo(TypedDict):
+    """What ``cbt.build_info()`` returns (its docstring says each key)."""
+    version: str
+    cuda: bool
+    cuda_version: str
+    cuda_runtime: Literal["static", "shared", ""]
+    cupti: bool
+    cupti_loading: Literal["dlopen", "linked", ""]
+    nvtx: bool
+    otlp_http: bool
+    otlp_grpc: bool
+    recording: bool
+    limited_api: bool
+    required: bool
+    left_out: list[str]
+    cuda_loaded: dict[str, str]
+
+
 # the CUDA libraries build_info() looks for among the process's mappings
 _CUDA_LIBS = ("libcuda", "libcudart", "libcupti")
 
 
-def _loaded_cuda_libraries() -> dict:
+def _loaded_cuda_libraries() -> dict[str, str]:
     """The first mapped file of each of _CUDA_LIBS, by family: where the
     dynamic loader found it (Linux /proc/self/maps; {} where unreadable)."""
-    found: dict = {}
+    found: dict[str, str] = {}
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
             for line in f:
@@ -146,7 +164,7 @@ def _loaded_cuda_libraries() -> dict:
     return found
 
 
-def build_info() -> dict:
+def build_info() -> BuildInfo:
     """What this cbt was built with, and where the CUDA libraries it uses were
     found in this process (docs/python.md, "Install"). Costs a read of
     /proc/self/maps; never loads anything.
@@ -165,7 +183,7 @@ def build_info() -> dict:
     driver appears once CUDA is first used, CUPTI once it is enabled)."""
     from . import _build_config as b
 
-    return {
+    info: BuildInfo = {
         "version": __version__,
         "cuda": bool(_cbt.HAVE_CUDA),
         "cuda_version": b.CUDA_VERSION,
@@ -176,11 +194,12 @@ def build_info() -> dict:
         "otlp_http": bool(_cbt.HAVE_OTLP),
         "otlp_grpc": bool(_cbt.HAVE_OTLP) and b.OTLP_GRPC,
         "recording": bool(_cbt.HAVE_RECORDING),
-        "limited_api": (_cbt.__file__ or "").endswith(".abi3.so"),
+        "limited_api": bool(_cbt.LIMITED_API),
         "required": b.REQUIRED,
         "left_out": list(b.LEFT_OUT),
         "cuda_loaded": _loaded_cuda_libraries(),
     }
+    return info
 
 
 class Tracer:

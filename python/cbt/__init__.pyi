@@ -31,7 +31,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer",
-    "current_span", "replay", "ReplayWarning", "build_info",
+    "current_span", "replay", "ReplayWarning", "build_info", "BuildInfo",
 ]
 
 def shutdown() -> dict[str, Any]: ...
@@ -50,7 +50,7 @@ def replay(
 ) -> dict[str, Any]: ...
 
 class BuildInfo(TypedDict):
-    """cbt.build_info(): what this cbt was built with (docs/python.md, "Install")."""
+    """What cbt.build_info() returns: what this cbt was built with (docs/python.md, "Install")."""
     version: str
     cuda: bool
     cuda_version: str

@@ -46,7 +46,7 @@ def test_build_info_says_what_the_build_has():
     assert b["cuda"] == bool(cbt._cbt.HAVE_CUDA)
     assert b["otlp_http"] == bool(cbt._cbt.HAVE_OTLP)
     assert b["recording"] == bool(cbt._cbt.HAVE_RECORDING)
-    assert b["limited_api"] == cbt._cbt.__file__.endswith(".abi3.so")
+    assert b["limited_api"] == cbt._cbt.__file__.endswith(".abi3.so") == bool(cbt._cbt.LIMITED_API)
     assert b["cuda_runtime"] == ("static" if b["cuda"] else "")
     assert b["cupti_loading"] == ("dlopen" if b["cupti"] else "")
     assert not b["otlp_grpc"] or b["otlp_http"]
