@@ -13,10 +13,12 @@
  * The first try costs a dlopen (and, on a miss, a few); afterwards one load. */
 int cbt_cupti_load_(void);
 
-/* The path of the libcupti opened, or NULL when none is (not tried yet, or it failed). */
+/* The path of the libcupti opened, or NULL when none could be (both try the
+ * load first, as cbt_cupti_load_ does). */
 const char *cbt_cupti_library_(void);
 
-/* Why libcupti is not open, one line ("" when it is, or not tried yet). */
+/* Why libcupti could not be opened, one line: what was tried and the way out
+ * (CBT_CUPTI_LIBRARY); "" when it is open. */
 const char *cbt_cupti_load_error_(void);
 
 #endif
