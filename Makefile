@@ -8,7 +8,8 @@
 #               skipped (SKIP: lines) is repeated at the end; the Python
 #               package is built and its pytest suite run after the plain
 #               build's tests (scripts/pytest.sh)
-# Other targets: build, test-plain, test-python, test-asan, test-tsan, bench, clean, fuzz.
+# Other targets: build, test-plain, test-python, test-asan, test-tsan, bench, clean, fuzz,
+# wheel (the Python package as a manylinux wheel in dist/: scripts/wheel.sh).
 # CBT_NO_DEPS=1 skips scripts/deps.sh (you provide what it would install);
 # CBT_DEPS_DRY_RUN=1 makes it print what it would install, and go on.
 SHELL := /bin/bash
@@ -18,7 +19,7 @@ CMAKE_FLAGS ?=
 FUZZ_LOG = $(BUILD)/fuzz.log
 PY_LOG = $(BUILD)/python.log
 
-.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-python test-asan test-tsan bench clean fuzz
+.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-python test-asan test-tsan bench clean fuzz wheel
 
 all: build
 
@@ -61,13 +62,23 @@ test-plain: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 	@grep -h "^SKIP:" $(BUILD)/Testing/Temporary/LastTest.log || true
 
-# The Python package (pyproject.toml) built into the venv build/pyenv and its
-# pytest suite (tests/python/); scripts/pytest.sh prints a SKIP: line instead
-# when PyPI cannot be reached. The output is kept in $(PY_LOG) for make test's
+# The Python package (pyproject.toml) built as the repaired wheel `make wheel`
+# makes (into build/wheel/), installed into the venv build/pyenv, and its
+# pytest suite (tests/python/) run against it; test_packaging.py also installs
+# that wheel into a fresh venv with the development packages hidden
+# (scripts/wheel_test.sh). scripts/pytest.sh prints a SKIP: line instead when
+# PyPI cannot be reached. The output is kept in $(PY_LOG) for make test's
 # summary.
 test-python: $(if $(filter test,$(MAKECMDGOALS)),test-plain,deps)
 	@mkdir -p $(BUILD)
 	@set -o pipefail; scripts/pytest.sh 2>&1 | tee $(PY_LOG)
+
+# The Python package as one wheel that installs where none of its build's
+# development packages are: built as `pip install .` builds it, repaired with
+# auditwheel (the libraries it links bundled, tagged manylinux; never the
+# CUDA runtime or CUPTI), checked, and left in dist/ (docs/install.md).
+wheel: deps-lib
+	@scripts/wheel.sh $(CURDIR)/dist
 
 # Sanitizer builds leave CUDA out: the CUDA runtime is not built for them,
 # and the plain build already compiles and runs every CUDA file.
@@ -91,7 +102,7 @@ bench: deps-lib
 	./build-release/bench/bench_publish
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-release
+	rm -rf $(BUILD) build-asan build-tsan build-release dist
 
 # Within make test, deps has already seen to clang and libFuzzer. The output
 # is kept in $(FUZZ_LOG) so that make test can repeat a SKIP: line at its end.

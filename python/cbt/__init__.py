@@ -20,7 +20,7 @@ import contextvars as _contextvars
 import json as _json
 import os as _os
 import warnings as _warnings
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypedDict, Union
 
 from . import _cbt
 from ._cbt import (  # noqa: F401  (re-exported)
@@ -45,7 +45,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
-    "replay", "ReplayWarning",
+    "replay", "ReplayWarning", "build_info", "BuildInfo",
 ]
 
 _KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
@@ -119,6 +119,87 @@ def replay(path: _PathLike, *, spans_path: Optional[_PathLike] = None,
         _warnings.warn(f"cbt.replay: the sinks lost {r['sink_spans_lost']} spans (a failed "
                        f"write or export)", ReplayWarning, stacklevel=2)
     return r
+
+
+class BuildInfo(TypedDict):
+    """What ``cbt.build_info()`` returns (its docstring says each key)."""
+    version: str
+    cuda: bool
+    cuda_version: str
+    cuda_runtime: Literal["static", "shared", ""]
+    cupti: bool
+    cupti_loading: Literal["dlopen", "linked", ""]
+    nvtx: bool
+    otlp_http: bool
+    otlp_grpc: bool
+    recording: bool
+    limited_api: bool
+    required: bool
+    left_out: list[str]
+    cuda_loaded: dict[str, str]
+
+
+# the CUDA libraries build_info() looks for among the process's mappings
+_CUDA_LIBS = ("libcuda", "libcudart", "libcupti")
+
+
+def _loaded_cuda_libraries() -> dict[str, str]:
+    """The first mapped file of each of _CUDA_LIBS, by family: where the
+    dynamic loader found it (Linux /proc/self/maps; {} where unreadable)."""
+    found: dict[str, str] = {}
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                i = line.find("/")
+                if i < 0:
+                    continue
+                p = line[i:].rstrip("\n")
+                base = _os.path.basename(p)
+                for fam in _CUDA_LIBS:
+                    if fam not in found and (base.startswith(fam + ".so")
+                                             or base.startswith(fam + "-")):
+                        found[fam] = p
+    except OSError:
+        pass
+    return found
+
+
+def build_info() -> BuildInfo:
+    """What this cbt was built with, and where the CUDA libraries it uses were
+    found in this process (docs/python.md, "Install"). Costs a read of
+    /proc/self/maps; never loads anything.
+
+    ``version``; ``cuda`` (CUDA streams, device rings, the kernels) with
+    ``cuda_version`` (the toolkit built against) and ``cuda_runtime``
+    ("static": inside the module, "shared", or "" without CUDA); ``cupti``
+    (kernel activity spans) with ``cupti_loading`` ("dlopen": libcupti opened
+    on first use, "linked", ""); ``nvtx``; ``otlp_http`` and ``otlp_grpc``
+    (the exporter's protocols: gRPC needs a libcurl with HTTP/2);
+    ``recording`` (trace recording and replay); ``limited_api`` (built
+    against the CPython limited API: an abi3 module); ``required`` (the
+    build stopped rather than leave a part out) and ``left_out`` (the parts
+    an explicit ``CBT_PY_REQUIRE=OFF`` build went without); ``cuda_loaded``:
+    {"libcuda" | "libcudart" | "libcupti": path} for those mapped now (the
+    driver appears once CUDA is first used, CUPTI once it is enabled)."""
+    from . import _build_config as b
+
+    info: BuildInfo = {
+        "version": __version__,
+        "cuda": bool(_cbt.HAVE_CUDA),
+        "cuda_version": b.CUDA_VERSION,
+        "cuda_runtime": b.CUDA_RUNTIME,
+        "cupti": b.CUPTI,
+        "cupti_loading": b.CUPTI_LOADING,
+        "nvtx": b.NVTX,
+        "otlp_http": bool(_cbt.HAVE_OTLP),
+        "otlp_grpc": bool(_cbt.HAVE_OTLP) and b.OTLP_GRPC,
+        "recording": bool(_cbt.HAVE_RECORDING),
+        "limited_api": bool(_cbt.LIMITED_API),
+        "required": b.REQUIRED,
+        "left_out": list(b.LEFT_OUT),
+        "cuda_loaded": _loaded_cuda_libraries(),
+    }
+    return info
 
 
 class Tracer:

@@ -2,7 +2,7 @@
 # re-exports are typed in _cbt.pyi (python/cbt/_cbt.c). docs/python.md is the
 # reference; tests/python/test_types.py holds both stubs to the runtime
 # (mypy.stubtest) and type-checks docs/python.md's examples against them.
-from typing import Any, Callable, Literal, Optional, Union
+from typing import Any, Callable, Literal, Optional, TypedDict, Union
 
 from typing_extensions import Unpack
 
@@ -31,7 +31,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer",
-    "current_span", "replay", "ReplayWarning",
+    "current_span", "replay", "ReplayWarning", "build_info", "BuildInfo",
 ]
 
 def shutdown() -> dict[str, Any]: ...
@@ -48,6 +48,25 @@ def replay(
     force: bool = ...,
     speed: float = ...,
 ) -> dict[str, Any]: ...
+
+class BuildInfo(TypedDict):
+    """What cbt.build_info() returns: what this cbt was built with (docs/python.md, "Install")."""
+    version: str
+    cuda: bool
+    cuda_version: str
+    cuda_runtime: Literal["static", "shared", ""]
+    cupti: bool
+    cupti_loading: Literal["dlopen", "linked", ""]
+    nvtx: bool
+    otlp_http: bool
+    otlp_grpc: bool
+    recording: bool
+    limited_api: bool
+    required: bool
+    left_out: list[str]
+    cuda_loaded: dict[str, str]
+
+def build_info() -> BuildInfo: ...
 
 class Tracer:
     final_metrics: Optional[dict[str, Any]]

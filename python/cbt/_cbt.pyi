@@ -93,6 +93,7 @@ SPAN_STR_MAX: int      # bytes in a cbt.span attribute string
 HAVE_CUDA: int         # 1: built with CUDA (streams on the GPU)
 HAVE_OTLP: int         # 1: built with the OTLP exporter
 HAVE_RECORDING: int    # 1: built with msgpack-c (trace_level="gpu", replay)
+LIMITED_API: int       # Py_LIMITED_API built against (0x030A0000), 0: the full API
 STATUS_COUNT: int      # the number of status codes
 
 # the cbt_status codes (include/cbt/status.h's CBT_STATUS_LIST)

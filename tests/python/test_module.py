@@ -101,6 +101,11 @@ def test_the_same_module_traces_under_every_other_cpython(tmp_path):
     pkg = tmp_path / "site"
     shutil.copytree(os.path.dirname(cbt.__file__), pkg / "cbt",
                     ignore=shutil.ignore_patterns("__pycache__"))
+    # a repaired wheel's bundled libraries (auditwheel: the module's RPATH is
+    # $ORIGIN/../cbt.libs), as scripts/pytest.sh installs it
+    libs = os.path.join(os.path.dirname(os.path.dirname(cbt.__file__)), "cbt.libs")
+    if os.path.isdir(libs):
+        shutil.copytree(libs, pkg / "cbt.libs")
     code = f"""
 import sys
 sys.path.insert(0, {str(pkg)!r})
