@@ -10,7 +10,9 @@
  *   env_capacity                 CBT_NAMES_CAPACITY is the starting capacity
  *   full_refuses_counts_explains 1500 names fit, the 1501st is CBT_ERR_FULL,
  *                                counted in names_refused since cbt_init,
- *                                explained by cbt_last_error; names already
+ *                                explained by cbt_last_error, without the
+ *                                table's mutex (another thread holding it
+ *                                does not hold the refusal); names already
  *                                there and every built-in one still intern
  *   capacity_raised_by_config    names_capacity raises it at cbt_init (not
  *                                lowered by a smaller one); names survive
@@ -27,7 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "internal/names.h"
 #include "testutil.h"
 
 #define ENV_CAPACITY 1500u
@@ -98,6 +102,28 @@ static void env_capacity(void **state)
 
 static cbt_name g_first; /* the first name of ours: kept across the cases */
 
+/* A new name interned on its own thread, while the test holds the table's
+ * mutex: a refusal must not need it. */
+typedef struct {
+    cbt_status st;
+    int done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} refuse_arg;
+
+static void *refuse_thread(void *p)
+{
+    refuse_arg *a = p;
+    cbt_name h;
+    cbt_status st = cbt_intern("refused.while.locked", &h);
+    pthread_mutex_lock(&a->mu);
+    a->st = st;
+    a->done = 1;
+    pthread_cond_signal(&a->cv);
+    pthread_mutex_unlock(&a->mu);
+    return NULL;
+}
+
 static void full_refuses_counts_explains(void **state)
 {
     (void)state;
@@ -136,6 +162,31 @@ static void full_refuses_counts_explains(void **state)
     m = metrics();
     assert_int_equal(m.names_refused, 2);
     assert_int_equal(m.names_used, ENV_CAPACITY);
+
+    /* a refusal takes no lock: one comes back on every publish carrying the
+     * refused key, from every thread (the brief's no-lock publish) */
+    refuse_arg ra = {.st = CBT_OK};
+    pthread_mutex_init(&ra.mu, NULL);
+    pthread_cond_init(&ra.cv, NULL);
+    cbt_names_hold_lock_(1);
+    pthread_t rt;
+    assert_int_equal(pthread_create(&rt, NULL, refuse_thread, &ra), 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10; /* generous: a refusal is a probe and an atomic add */
+    pthread_mutex_lock(&ra.mu);
+    while (!ra.done && pthread_cond_timedwait(&ra.cv, &ra.mu, &until) == 0) {
+    }
+    int refused_unlocked = ra.done;
+    pthread_mutex_unlock(&ra.mu);
+    cbt_names_hold_lock_(0); /* a refusal that waited for it ends now */
+    pthread_join(rt, NULL);
+    if (!refused_unlocked)
+        fail_msg("cbt_intern of a new name on a full table waited for the table's mutex");
+    assert_int_equal(ra.st, CBT_ERR_FULL);
+    assert_int_equal(metrics().names_refused, 3);
+    pthread_mutex_destroy(&ra.mu);
+    pthread_cond_destroy(&ra.cv);
 
     /* what is there still resolves, built-in names always */
     user_name(nm, sizeof nm, "full", 0);

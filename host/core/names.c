@@ -88,7 +88,7 @@ static uint32_t probe(const char *s, size_t l, uint32_t *found)
 {
     uint32_t i = (uint32_t)cbt_hash_bytes(s, l, HASH_SEED) & (INDEX_SLOTS - 1);
     for (;; i = (i + 1) & (INDEX_SLOTS - 1)) {
-        /* acquire: pairs with the release store in put(): the entry is written */
+        /* acquire: pairs with the release store in put_slot(): the entry is written */
         uint32_t h = atomic_load_explicit(&g_names.index[i], memory_order_acquire);
         if (h == 0 || (entry_len(h) == l && memcmp(entry_str(h), s, l) == 0)) {
             *found = h;
@@ -97,13 +97,20 @@ static uint32_t probe(const char *s, size_t l, uint32_t *found)
     }
 }
 
-/* Write entry h = `s` and index it at `slot`. Under `lock` (or the once). */
-static void put(uint32_t h, const char *s, size_t l, uint32_t slot)
+/* Write entry h = `s` (not yet findable). Under `lock` (or the once). */
+static void put_entry(uint32_t h, const char *s, size_t l)
 {
     name_chunk *c = g_names.chunk[h >> CHUNK_BITS];
     memcpy(c->str[h & (CHUNK - 1)], s, l);
     c->str[h & (CHUNK - 1)][l] = '\0';
     c->len[h & (CHUNK - 1)] = (uint8_t)l;
+}
+
+/* Make entry h findable at `slot`. After `count` covers h (cbt_intern), so
+ * a thread that finds h by probe() also sees a count past it: its
+ * cbt_name_str(h) is the name, never "". */
+static void put_slot(uint32_t h, uint32_t slot)
+{
     /* release: pairs with the acquire loads in probe() */
     atomic_store_explicit(&g_names.index[slot], (uint16_t)h, memory_order_release);
 }
@@ -133,7 +140,9 @@ static void names_seed(void)
         size_t l = strlen(k_well_known[h]);
         uint32_t found;
         uint32_t slot = probe(k_well_known[h], l, &found);
-        put(h, k_well_known[h], l, slot); /* the list holds no name twice (tests/test_names.c) */
+        put_entry(h, k_well_known[h], l);
+        put_slot(h, slot); /* the list holds no name twice (tests/test_names.c); no other
+                              thread runs until the once ends */
     }
     uint32_t env = capacity_from_env();
     atomic_store_explicit(&g_names.capacity, env ? env : CBT_NAMES_CAPACITY_DEFAULT,
@@ -142,14 +151,20 @@ static void names_seed(void)
     atomic_store_explicit(&g_names.count, N_WELL_KNOWN, memory_order_release);
 }
 
+static void full_detail(char *buf, size_t size, unsigned cap)
+{
+    snprintf(buf, size,
+             "the name table is full: it holds %u names besides cbt's built-in ones (raise it "
+             "with names_capacity, in cbt_config or cbt.init, or CBT_NAMES_CAPACITY; at most %u)",
+             cap, CBT_NAMES_CAPACITY_MAX);
+}
+
+/* A refusal: counted, its detail deferred (formatted when read), as a
+ * publish whose key is refused comes here on every call. */
 static cbt_status refuse(uint32_t cap)
 {
     atomic_fetch_add_explicit(&g_names.refused, 1, memory_order_relaxed);
-    cbt_last_error_set_(NULL,
-                        "the name table is full: it holds %u names besides cbt's built-in ones "
-                        "(raise it with names_capacity, in cbt_config or cbt.init, or "
-                        "CBT_NAMES_CAPACITY; at most %u)",
-                        cap, CBT_NAMES_CAPACITY_MAX);
+    cbt_last_error_defer_(NULL, full_detail, cap);
     return CBT_ERR_FULL;
 }
 
@@ -167,6 +182,13 @@ cbt_status cbt_intern(const char *s, cbt_name *out)
         *out = (cbt_name)h;
         return CBT_OK;
     }
+    /* A full table refuses without the lock: a program key it refused comes
+     * back on every publish that carries it, from every thread. A capacity
+     * raised meanwhile is seen under the lock below. */
+    uint32_t n0 = atomic_load_explicit(&g_names.count, memory_order_relaxed);
+    uint32_t cap0 = atomic_load_explicit(&g_names.capacity, memory_order_relaxed);
+    if (n0 - N_WELL_KNOWN >= cap0 || n0 > CBT_NAMES_MAX)
+        return refuse(cap0);
     pthread_mutex_lock(&g_names.lock);
     uint32_t slot = probe(s, l, &h); /* again: another thread may have added it */
     if (h) {
@@ -185,10 +207,11 @@ cbt_status cbt_intern(const char *s, cbt_name *out)
         pthread_mutex_unlock(&g_names.lock);
         return CBT_ERR_NOMEM;
     }
-    put(n, s, l, slot);
+    put_entry(n, s, l);
     /* release: pairs with the acquire loads in cbt_name_str / cbt_name_len
      * (the entry and its chunk pointer are written) */
     atomic_store_explicit(&g_names.count, n + 1, memory_order_release);
+    put_slot(n, slot); /* findable only now, with count past it */
     pthread_mutex_unlock(&g_names.lock);
     *out = (cbt_name)n;
     return CBT_OK;
@@ -209,6 +232,15 @@ uint32_t cbt_name_len(cbt_name n)
     if (n == 0 || n >= atomic_load_explicit(&g_names.count, memory_order_acquire))
         return 0;
     return entry_len(n);
+}
+
+void cbt_names_hold_lock_(int hold)
+{
+    pthread_once(&g_names_once, names_seed);
+    if (hold)
+        pthread_mutex_lock(&g_names.lock);
+    else
+        pthread_mutex_unlock(&g_names.lock);
 }
 
 void cbt_names_raise_capacity_(uint32_t capacity)

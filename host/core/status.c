@@ -38,9 +38,21 @@ const char *cbt_strerror(cbt_status st)
 static _Thread_local char t_detail[256];
 static _Thread_local const char *t_field;
 
+/* A deferred detail (cbt_last_error_defer_): formatted when read. */
+static _Thread_local cbt_last_error_fmt_ t_defer_fmt;
+static _Thread_local unsigned t_defer_arg;
+
 void cbt_last_error_vset_(const char *field, const char *fmt, va_list ap)
 {
     vsnprintf(t_detail, sizeof t_detail, fmt, ap);
+    t_field = field;
+    t_defer_fmt = NULL;
+}
+
+void cbt_last_error_defer_(const char *field, cbt_last_error_fmt_ fmt, unsigned arg)
+{
+    t_defer_fmt = fmt;
+    t_defer_arg = arg;
     t_field = field;
 }
 
@@ -56,8 +68,16 @@ void cbt_last_error_clear_(void)
 {
     t_detail[0] = '\0';
     t_field = NULL;
+    t_defer_fmt = NULL;
 }
 
-const char *cbt_last_error(void) { return t_detail; }
+const char *cbt_last_error(void)
+{
+    if (t_defer_fmt) {
+        t_defer_fmt(t_detail, sizeof t_detail, t_defer_arg);
+        t_defer_fmt = NULL;
+    }
+    return t_detail;
+}
 
 const char *cbt_last_error_field(void) { return t_field ? t_field : ""; }

@@ -14,4 +14,8 @@ void cbt_names_raise_capacity_(uint32_t capacity);
  * refused since the process started (relaxed reads). */
 void cbt_names_usage_(uint32_t *used, uint32_t *capacity, uint64_t *refused);
 
+/* Take (1) or release (0) the table's insertion mutex from outside: for
+ * tests/test_names.c, which checks that a full table refuses without it. */
+void cbt_names_hold_lock_(int hold);
+
 #endif /* CBT_HOST_INTERNAL_NAMES_H */

@@ -289,8 +289,10 @@ static inline uint32_t cbt_name_len(cbt_name n)
 /* Intern `s` and store its handle in *out. Returns the same handle for equal
  * strings. Cost: a hash probe without a lock for a name already there (a
  * built-in one included); a new name takes a mutex, and every 1024th one
- * allocates 64 KiB. Call once, keep the handle. Never waits for anything
- * but another thread's insertion.
+ * allocates 64 KiB. A new name refused by a full table takes no lock either
+ * (so a refused key on a hot path costs a probe and an atomic add). Call
+ * once, keep the handle. Never waits for anything but another thread's
+ * insertion of a new name.
  * Errors, *out untouched: CBT_ERR_INVAL (NULL or empty), CBT_ERR_META_TOO_LONG
  * (longer than CBT_NAME_LEN_MAX - 1), CBT_ERR_FULL (a new name and the table
  * holds its capacity of a program's names: counted in

@@ -100,8 +100,9 @@ CBT_API const char *cbt_strerror(cbt_status st);
  * newline. The calls that write it, and what they write:
  *   cbt_init()                   CBT_ERR_INVAL: the field, its value and the
  *                                rule it breaks ("lane_capacity 4194304
- *                                cells x max_lanes 64 is 16 GiB of lanes,
- *                                more than 4 GiB: ..."), the line cbt_init
+ *                                cells x max_lanes 64 is 16384 MiB of
+ *                                lanes, more than the 4096 MiB allowed:
+ *                                ..."), the line cbt_init
  *                                also prints on stderr; CBT_ERR_VERSION: the
  *                                sizes. Cleared when cbt_init() starts.
  *   cbt_intern()                 CBT_ERR_FULL: the table's capacity and how

@@ -172,7 +172,8 @@ def build_info() -> BuildInfo:
     ``version``; ``cuda`` (CUDA streams, device rings, the kernels) with
     ``cuda_version`` (the toolkit built against) and ``cuda_runtime``
     ("static": inside the module, "shared", or "" without CUDA); ``cupti``
-    (kernel activity spans) with ``cupti_loading`` ("dlopen": libcupti opened
+    (CUPTI kernel activity compiled into the library: the Python API itself
+    never enables it, docs/python.md) with ``cupti_loading`` ("dlopen": libcupti opened
     on first use, "linked", ""); ``nvtx``; ``otlp_http`` and ``otlp_grpc``
     (the exporter's protocols: gRPC needs a libcurl with HTTP/2);
     ``recording`` (trace recording and replay); ``limited_api`` (built

@@ -16,7 +16,7 @@
  * name into a handle once); the event is built on the C stack (only its used
  * part is written) and handed to the inline cbt_publish. The caches hold only
  * names that resolved, so they are bounded by cbt's own tables (256 event
- * types with their aliases, 1024 names).
+ * types with their aliases; the name table's capacity, cbt/names.h).
  *
  * The GIL is released around every cbt call that can wait (docs/python.md,
  * "The GIL"), so a cbt that waits holds the calling thread, never the
@@ -613,9 +613,11 @@ static int resolve_key(PyObject *key, cbt_name *out, const char *what)
         PyObject *e = echo(key);
         if (e && st == CBT_ERR_FULL)
             raise_statusf(st, "%s %U: %s", what, e, cbt_last_error());
-        else if (e)
+        else if (e && (st == CBT_ERR_INVAL || st == CBT_ERR_META_TOO_LONG))
             raise_statusf(st, "cbt: the name %U is %zu bytes (names are 1 to %d)", e, len,
                           CBT_NAME_LEN_MAX - 1);
+        else if (e)
+            raise_statusf(st, "cbt: the name %U", e); /* CBT_ERR_NOMEM */
         Py_XDECREF(e);
         return -1;
     }
@@ -846,10 +848,35 @@ typedef struct {
     uint64_t failed_total; /* ... since the stream was made (stats()["items_failed"]) */
 } work_errors;
 
+/* Say what e holds and nobody reported (sync() and close() could not:
+ * the stream object is gone, or was closed while a call pinned it) as an
+ * unraisable exception: sys.unraisablehook, not lost. Any exception being
+ * raised meanwhile is kept. */
+static void work_errors_unraisable(work_errors *e, const char *when)
+{
+    if (!e || !e->first)
+        return;
+    saved_exc outer;
+    exc_save(&outer);
+    PyObject *where = PyUnicode_FromFormat(
+        "a cbt.CpuStream %s with %llu failed callable(s) no sync() or close() reported; the "
+        "first",
+        when, (unsigned long long)e->failed);
+    PyObject *exc = e->first;
+    e->first = NULL;
+    e->failed = 0;
+    exc_raise(exc);
+    PyErr_WriteUnraisable(where);
+    Py_XDECREF(where);
+    exc_restore(&outer);
+}
+
 static void work_errors_put(work_errors *e)
 {
     if (e && --e->refs == 0) {
-        Py_XDECREF(e->first);
+        /* the last queued item outlived the stream object (freed on its own
+         * worker): its failures are still said */
+        work_errors_unraisable(e, "freed before its last queued callables ran,");
         free(e);
     }
 }
@@ -906,7 +933,10 @@ static void cpu_unpin(CpuStreamObject *c)
     if (c->closing && c->users == 0 && t_running_stream != c->closing) {
         cbt_stream *s = c->closing;
         c->closing = NULL;
-        destroy_unlocked(s);
+        destroy_unlocked(s); /* runs what was queued */
+        /* the close() that asked for this returned before the queue ran:
+         * failures of the work it drained are said now, not lost */
+        work_errors_unraisable(c->errs, "closed while a call used it,");
     }
     Py_DECREF(c);
 }
@@ -1200,6 +1230,11 @@ static void destroy_unlocked(cbt_stream *s)
 
 static void CpuStream_dealloc(CpuStreamObject *self)
 {
+    /* a deallocation may come while an exception is being raised (the last
+     * reference dropped on an error path): the calls below must not see it,
+     * and it must survive them */
+    saved_exc raising;
+    exc_save(&raising);
     cbt_stream *s = self->s ? self->s : self->closing;
     self->s = self->closing = NULL;
     if (s && self->pid != getpid()) {
@@ -1223,26 +1258,14 @@ static void CpuStream_dealloc(CpuStreamObject *self)
     } else if (s) {
         destroy_unlocked(s);
     }
-    PyObject *exc;
-    uint64_t n = self->errs ? self->errs->failed : 0;
-    if (take_work_errors(self, "the CpuStream's deallocation (no sync() or close() did)", &exc)) {
-        /* never reported: said as an unraisable exception, not lost */
-        saved_exc outer;
-        exc_save(&outer);
-        PyObject *where = PyUnicode_FromFormat(
-            "a cbt.CpuStream deallocated with %llu failed callable(s) no sync() or close() "
-            "reported; the first",
-            (unsigned long long)n);
-        exc_raise(exc);
-        PyErr_WriteUnraisable(where);
-        Py_XDECREF(where);
-        exc_restore(&outer);
-    }
+    /* never reported: said as an unraisable exception, not lost */
+    work_errors_unraisable(self->errs, "deallocated");
     work_errors_put(self->errs);
     self->errs = NULL;
     PyTypeObject *tp = Py_TYPE((PyObject *)self);
     PyObject_Free(self); /* the type's tp_free: not a GC type, not subclassable */
     Py_DECREF(tp);       /* an instance of a heap type holds a reference to it */
+    exc_restore(&raising);
 }
 
 static PyObject *CpuStream_sync(CpuStreamObject *self, PyObject *unused)
@@ -3273,8 +3296,10 @@ static int g_module_owned;
  * (importlib.util.module_from_spec + exec_module, a sub-interpreter's
  * import) fails with ImportError and changes nothing. importlib.reload of
  * the module itself does not come here (its state exists: CPython skips the
- * exec). Once the owner is freed (its last reference gone), a new exec may
- * own the state again. */
+ * exec). Only once the owner is freed (its last reference gone) could a new
+ * exec own the state again; in practice it lives to the interpreter's end
+ * (its heap types and cbt's atexit hook hold it), so a re-import after
+ * clearing sys.modules is refused too. */
 static int module_exec(PyObject *m)
 {
     module_state *ms = PyModule_GetState(m);

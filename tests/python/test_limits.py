@@ -311,6 +311,62 @@ def test_cpu_stream_never_reported_failure_is_unraisable():
     assert "1 failed callable" in out[0][1], out
 
 
+def test_cpu_stream_freed_while_an_exception_is_raised_keeps_it():
+    # The stream's last reference dies on an error path (the sort's key
+    # raised KeyError, dropping the list of keys that held it): its
+    # deallocation says the unreported failure as unraisable, and the
+    # KeyError being raised must reach the caller untouched (it once became
+    # "SystemError: ... returned NULL without setting an exception").
+    out, err = run_py("""
+        import json, sys, time, cbt
+        seen = []
+        sys.unraisablehook = lambda u: seen.append(type(u.exc_value).__name__)
+        def key(x):
+            if x == 1:
+                s = cbt.CpuStream()
+                s.enqueue(lambda: 1 / 0)
+                time.sleep(0.2)
+                return s
+            raise KeyError("mine")
+        try:
+            [1, 2].sort(key=key)
+            got = "no exception"
+        except BaseException as e:
+            got = type(e).__name__ + ": " + str(e)
+        print(json.dumps([got, seen]))
+    """)
+    assert out[0] == "KeyError: 'mine'", (out, err)
+    assert out[1] == ["ZeroDivisionError"], (out, err)
+
+
+def test_cpu_stream_closed_during_a_pinned_call_says_drained_failures():
+    # close() while a call pins the stream returns before the queue drains;
+    # the work that fails in the drain is said to sys.unraisablehook when the
+    # last call holding the stream ends, not lost
+    out, err = run_py("""
+        import json, sys, time, cbt
+        seen = []
+        sys.unraisablehook = lambda u: seen.append((type(u.exc_value).__name__, str(u.object)))
+        st = cbt.CpuStream()
+        st.enqueue(lambda: time.sleep(0.3))
+        st.enqueue(lambda: 1 / 0)
+        class ClosingType:  # its .value closes the stream inside the pinned call
+            def __hash__(self):
+                return id(self) >> 4
+            @property
+            def value(self):
+                st.close()  # returns before the queue ran: nothing failed yet
+                return "mp.store.start"
+        try:
+            cbt.publish_on_stream(st, ClosingType(), "r1")
+        except cbt.Error:
+            pass
+        print(json.dumps(seen))
+    """)
+    assert len(out) == 1 and out[0][0] == "ZeroDivisionError", (out, err)
+    assert "closed while a call used it" in out[0][1], (out, err)
+
+
 # ---- NaN and the infinities -------------------------------------------------------------------
 
 NONFINITE = {"v_nan": float("nan"), "v_inf": float("inf"), "v_ninf": float("-inf")}
