@@ -36,7 +36,7 @@ venv="${CBT_PYVENV:-$root/.venv}"
 want="${PINS[*]}"
 marker="$venv/.cbt-pydeps"
 
-if [ -x "$venv/bin/python" ] && [ "$(cat "$marker" 2>/dev/null)" = "$want" ]; then
+if [ -x "$venv/bin/python" ] && grep -qxF "$want" "$marker" 2>/dev/null; then
   exit 0
 fi
 
@@ -57,29 +57,10 @@ exec 9>"${TMPDIR:-/tmp}/cbt-pydeps-$(id -u).lock"
 if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
-if [ -x "$venv/bin/python" ] && [ "$(cat "$marker" 2>/dev/null)" = "$want" ]; then
+if [ -x "$venv/bin/python" ] && grep -qxF "$want" "$marker" 2>/dev/null; then
   exit 0 # made while we waited
 fi
 
-fresh=0
-if [ ! -x "$venv/bin/python" ]; then
-  echo "cbt: creating the Python venv $venv" >&2
-  if ! python3 -m venv "$venv"; then
-    rm -rf "$venv"
-    echo "cbt: 'python3 -m venv $venv' failed (Debian: is python3-venv installed?)" >&2
-    exit 1
-  fi
-  fresh=1
-fi
-echo "cbt: installing $want into $venv" >&2
-# Fail fast without a network: a short timeout, one retry.
-if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
-      --timeout 15 --retries 1 "${PINS[@]}"; then
-  echo "cbt: pip could not install $want (is PyPI reachable?)" >&2
-  if [ "$fresh" = 1 ]; then
-    rm -rf "$venv" # leave no half-made venv behind
-  fi
-  exit 1
-fi
-printf '%s\n' "$want" >"$marker"
+. "$root/scripts/venv_pins.sh"
+cbt_venv_pins "$venv" "$marker" cbt "${PINS[@]}" || exit 1
 echo "cbt: Python venv ready: $venv" >&2

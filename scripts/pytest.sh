@@ -24,39 +24,22 @@ PINS="scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 msgspec==0.23.0 opentel
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${CBT_PYENV:-$root/build/pyenv}"
 marker="$venv/.cbt-pytest"
-py="${CBT_PYTHON3:-python3}"
 
 skip() { echo "SKIP: python: $*"; exit 0; }
-
-command -v "$py" >/dev/null 2>&1 || skip "$py is not installed"
-"$py" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
-  skip "'python3 -m venv' is not available (Debian: the python3-venv package)"
 
 mkdir -p "$(dirname "$venv")"
 exec 9>"$(dirname "$venv")/.pyenv.lock"
 command -v flock >/dev/null 2>&1 && flock 9
 
-if ! [ -x "$venv/bin/python" ] || [ "$(cat "$marker" 2>/dev/null)" != "$PINS" ]; then
-  if ! [ -x "$venv/bin/python" ]; then
-    echo "cbt: creating the Python venv $venv" >&2
-    "$py" -m venv "$venv" || { rm -rf "$venv"; echo "cbt: python3 -m venv $venv failed" >&2; exit 1; }
-  fi
-  echo "cbt: installing $PINS into $venv" >&2
-  # shellcheck disable=SC2086
-  if ! PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q \
-        --timeout 15 --retries 1 $PINS; then
-    # a reachable index that fails is a failure; an unreachable one a skip
-    if ! "$venv/bin/python" -m pip download -q --no-deps --timeout 10 --retries 0 \
-          -d "${TMPDIR:-/tmp}/cbt-pyprobe-$$" pytest==9.2.0 >/dev/null 2>&1; then
-      rm -rf "${TMPDIR:-/tmp}/cbt-pyprobe-$$"
-      skip "PyPI (or the configured index) cannot be reached: the package and its tests were not built"
-    fi
-    rm -rf "${TMPDIR:-/tmp}/cbt-pyprobe-$$"
-    echo "cbt: pip could not install $PINS" >&2
-    exit 1
-  fi
-  printf '%s\n' "$PINS" >"$marker"
-fi
+. "$root/scripts/venv_pins.sh"
+# shellcheck disable=SC2086
+cbt_venv_pins "$venv" "$marker" cbt $PINS
+case $? in
+  0) ;;
+  2) skip "PyPI (or the configured index) cannot be reached: the package and its tests were not built" ;;
+  3) skip "'python3 -m venv' is not available (Debian: the python3-venv package)" ;;
+  *) echo "cbt: pip could not make the test venv $venv" >&2; exit 1 ;;
+esac
 
 cd "$root" || exit 1
 # the shipped artifact, not a second build: scripts/wheel.sh builds the wheel

