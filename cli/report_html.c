@@ -460,7 +460,12 @@ static void timeline_section(FILE *f, const rpt_summary *s)
                     bottom - (bottom - top) * s->tl_p99[k] / maxp);
     fputs("\"/>", f);
     char a[16], b[32];
-    snprintf(b, sizeof b, "%.3g req/s", maxr);
+    if (maxr >= 1e6)
+        snprintf(b, sizeof b, "%.3gM/s", maxr / 1e6);
+    else if (maxr >= 1e3)
+        snprintf(b, sizeof b, "%.3gk/s", maxr / 1e3);
+    else
+        snprintf(b, sizeof b, "%.3g/s", maxr);
     label_at(f, left - 6, top + 10, b, "end");
     label_at(f, left - 6, bottom, "0", "end");
     label_at(f, right + 6, top + 10, rpt_fmt_dur(maxp, a), "start");

@@ -161,6 +161,8 @@ static rpt_tok lex_string(rpt_lex *lx)
         if (c < 0x20)
             return fail(lx, c == '\n' ? "the line ends inside a string"
                                       : "a raw control character (0x%02x) in a string", c);
+        if (c != '\\')
+            continue; /* the run stopped at the end of the buffer: read on */
         take(lx); /* the backslash */
         c = peek(lx);
         if (c < 0)
