@@ -144,9 +144,11 @@ static void completeness(FILE *f, const rpt_summary *s)
     ITEM(s->split_traces, "cbt-split", "split traces: %llu (%llu spans after their trace was "
          "closed: raise --max-open)", (unsigned long long)s->split_traces,
          (unsigned long long)s->split_spans);
-    ITEM(s->evicted_open, "cbt-evicted", "open-trace table: %llu traces closed by its bound "
-         "(%llu without a root)", (unsigned long long)s->evicted_open,
-         (unsigned long long)s->evicted_rootless);
+    ITEM(s->evicted_open, s->split_traces || s->evicted_rootless ? "cbt-evicted" : "cbt-note",
+         "open-trace table: %llu traces closed to make room (%llu without a root); %s",
+         (unsigned long long)s->evicted_open, (unsigned long long)s->evicted_rootless,
+         s->split_traces ? "some got spans afterwards (split traces)"
+                         : "no span came for them afterwards");
     ITEM(1, "cbt-spans-incomplete", "spans ended incomplete: %llu",
          (unsigned long long)s->spans_incomplete);
     for (unsigned k = 0; k < s->n_evict; k++)

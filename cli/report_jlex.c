@@ -7,14 +7,17 @@
 
 #include "report_jlex.h"
 
-int rpt_lex_init(rpt_lex *lx, FILE *f)
+int rpt_lex_init_buf(rpt_lex *lx, FILE *f, size_t bufsize)
 {
     memset(lx, 0, sizeof *lx);
     lx->f = f;
     lx->line = 1;
-    lx->buf = malloc(RPT_LEX_BUF);
+    lx->bufsize = bufsize ? bufsize : 1;
+    lx->buf = malloc(lx->bufsize);
     return lx->buf ? 0 : -1;
 }
+
+int rpt_lex_init(rpt_lex *lx, FILE *f) { return rpt_lex_init_buf(lx, f, RPT_LEX_BUF); }
 
 void rpt_lex_free(rpt_lex *lx)
 {
@@ -29,7 +32,7 @@ static inline int peek(rpt_lex *lx)
         return lx->buf[lx->pos];
     if (lx->eof)
         return -1;
-    lx->len = fread(lx->buf, 1, RPT_LEX_BUF, lx->f);
+    lx->len = fread(lx->buf, 1, lx->bufsize, lx->f);
     lx->pos = 0;
     lx->bytes += lx->len;
     if (lx->len == 0) {

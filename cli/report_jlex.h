@@ -52,7 +52,8 @@ typedef enum rpt_tok {
 
 typedef struct rpt_lex {
     FILE *f;               /* the caller's */
-    unsigned char *buf;    /* RPT_LEX_BUF bytes */
+    unsigned char *buf;    /* bufsize bytes */
+    size_t bufsize;
     size_t pos, len;
     bool eof, io_error;
     uint64_t line;         /* 1-based line of the next byte */
@@ -71,6 +72,9 @@ typedef struct rpt_lex {
 
 /* Set up on f (stays the caller's). -1: the buffer could not be allocated. */
 int rpt_lex_init(rpt_lex *lx, FILE *f);
+/* The same with a read buffer of `bufsize` bytes (tests: a token, a string,
+ * an escape cut at every byte by the buffer's end). */
+int rpt_lex_init_buf(rpt_lex *lx, FILE *f, size_t bufsize);
 void rpt_lex_free(rpt_lex *lx);
 
 /* The next token. Whitespace other than '\n' is skipped. */

@@ -138,9 +138,12 @@ static void completeness(FILE *f, const rpt_summary *s)
                    "are in the input)\n",
                 (unsigned long long)s->split_traces, (unsigned long long)s->split_spans);
     if (s->evicted_open)
-        fprintf(f, "  open-trace table: %llu traces closed by its bound before the input "
-                   "ended (%llu of them without a root)\n",
-                (unsigned long long)s->evicted_open, (unsigned long long)s->evicted_rootless);
+        fprintf(f, "  %sopen-trace table: %llu traces closed to make room before the input "
+                   "ended (%llu of them without a root); %s\n",
+                s->split_traces || s->evicted_rootless ? "" : "note: ",
+                (unsigned long long)s->evicted_open, (unsigned long long)s->evicted_rootless,
+                s->split_traces ? "some of them got spans afterwards (split traces, above)"
+                                : "no span came for them afterwards");
     if (s->spans_incomplete) {
         fprintf(f, "  spans ended incomplete: %llu (", (unsigned long long)s->spans_incomplete);
         for (unsigned k = 0; k < s->n_evict; k++)
