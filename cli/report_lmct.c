@@ -55,6 +55,13 @@ static cbt_status on_span(void *ctx, const cbt_span *s)
     return CBT_OK;
 }
 
+/* The replay's messages start with the file's name, usually: keep one. */
+static const char *without_path(const char *msg, const char *path)
+{
+    size_t n = strlen(path);
+    return !strncmp(msg, path, n) && msg[n] == ':' && msg[n + 1] == ' ' ? msg + n + 2 : msg;
+}
+
 int rpt_lmct_feed(const char *path, unsigned file, rpt_agg *a, FILE *err)
 {
     cbt_replay_options ro = cbt_replay_options_default();
@@ -63,7 +70,7 @@ int rpt_lmct_feed(const char *path, unsigned file, rpt_agg *a, FILE *err)
     cbt_replay *r = NULL;
     cbt_status st = cbt_replay_open(path, &ro, &r);
     if (st) {
-        fprintf(err, "cbt report: %s: %s\n", path, cbt_replay_message(NULL));
+        fprintf(err, "cbt report: %s: %s\n", path, without_path(cbt_replay_message(NULL), path));
         return st == CBT_ERR_UNSUPPORTED || st == CBT_ERR_NOMEM ? 1 : 2;
     }
     cbt_config cfg = cbt_config_default();
@@ -92,11 +99,12 @@ int rpt_lmct_feed(const char *path, unsigned file, rpt_agg *a, FILE *err)
     int rc = 0;
     if (rst == CBT_ERR_LMCT_TRUNCATED) {
         rpt_agg_note(a, true, "%s: %s (the records before it were replayed)", path,
-                     cbt_replay_message(r));
+                     without_path(cbt_replay_message(r), path));
     } else if (rst == CBT_ERR_REPLAY_MISMATCH) {
         rc = 2; /* said on the log */
     } else if (rst) {
-        fprintf(err, "cbt report: %s: %s: %s\n", path, cbt_strerror(rst), cbt_replay_message(r));
+        fprintf(err, "cbt report: %s: %s: %s\n", path, cbt_strerror(rst),
+                without_path(cbt_replay_message(r), path));
         rc = 2;
     }
     cbt_metrics m = CBT_STRUCT_INIT(cbt_metrics);
