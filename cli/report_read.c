@@ -345,6 +345,8 @@ static int parse_cbt_span(rpt_lex *lx, rpt_span *o)
 /* ---- OTLP JSON ------------------------------------------------------------------ */
 
 enum { S_LINE, S_TOP, S_RS_ARR, S_RS_OBJ, S_SS_ARR, S_SS_OBJ, S_SPANS };
+/* states S_TOP .. S_SPANS each walk one open container, with its flag in first[] */
+_Static_assert(sizeof ((rpt_source *)0)->first == S_SPANS, "a first[] flag per container");
 
 /* a time: a decimal string (the protobuf JSON mapping of fixed64) or a number */
 static int otlp_time(rpt_lex *lx, const char *field, uint64_t *out)

@@ -93,7 +93,8 @@ typedef struct rpt_source {
     rpt_format fmt;
     unsigned file;
     int state;        /* where an OTLP walk stands (report_read.c) */
-    bool first[4];    /* the walk's open containers: first element still to come */
+    bool first[6];    /* the walk's six open containers (request, resourceSpans, one of
+                         them, scopeSpans, one of them, spans): first element to come */
     uint64_t spans, bad_lines;
     char service[RPT_NAME_MAX]; /* the resource's service.name, last seen */
     rpt_bad_line_fn on_bad;

@@ -376,6 +376,42 @@ static void otlp_json_lines(void **state)
     assert_non_null(strstr(bl.why[0], "startTimeUnixNano"));
 }
 
+/* valid lines of both formats with bytes changed, cut, repeated: every
+ * input ends (a sanitizer build checks the memory on the way) */
+static void readers_on_mutated_lines(void **state)
+{
+    (void)state;
+    static char buf[1 << 15];
+    const char *seed[2] = {span_lines, otlp_lines};
+    const char ins[] = "{}[]\":,\\\n0-e.u";
+    for (int round = 0; round < 400; round++) {
+        const char *sd = seed[round % 2];
+        size_t n = strlen(sd);
+        memcpy(buf, sd, n);
+        for (int m = 0, k = (int)(rnd() % 20) + 1; m < k && n > 2; m++) {
+            size_t p = rnd() % n;
+            switch (rnd() % 3) {
+            case 0: buf[p] = (char)(rnd() & 0xff); break;
+            case 1: buf[p] = ins[rnd() % (sizeof ins - 1)]; break;
+            default: memmove(buf + p, buf + p + 1, n - p - 1); n--; break;
+            }
+        }
+        FILE *f = tmpfile();
+        fwrite(buf, 1, n, f);
+        rewind(f);
+        rpt_source src;
+        assert_int_equal(rpt_source_open(&src, f, round % 2 ? RPT_FMT_OTLP : RPT_FMT_SPANS, 0,
+                                         NULL, NULL), 0);
+        rpt_span sp;
+        int r, guard = 0;
+        while ((r = rpt_source_next(&src, &sp)) == 1 && guard++ < 1000)
+            assert_true(sp.end_ns >= sp.start_ns);
+        assert_int_equal(r, 0);
+        rpt_source_close(&src);
+        fclose(f);
+    }
+}
+
 static void detect_formats(void **state)
 {
     (void)state;
@@ -754,6 +790,7 @@ int main(void)
         cmocka_unit_test(sketch_buckets_cover_every_value),
         cmocka_unit_test(lexer_same_tokens_at_every_buffer_size),
         cmocka_unit_test(lexer_garbage_ends),
+        cmocka_unit_test(readers_on_mutated_lines),
         cmocka_unit_test(span_file_lines),
         cmocka_unit_test(otlp_json_lines),
         cmocka_unit_test(detect_formats),
