@@ -872,7 +872,7 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
     bool loss_note = false;
     for (unsigned k = 0; k < S->n_notes; k++)
         loss_note = loss_note || S->note_is_loss[k];
-    S->whole = !S->bad_lines && !S->incomplete_roots && !S->orphans && !S->split_traces &&
+    S->whole = S->spans && !S->bad_lines && !S->incomplete_roots && !S->orphans && !S->split_traces &&
                !S->spans_incomplete && !S->spans_dropped_attrs && !S->spans_dropped_events &&
                !S->spans_other_name && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
                !S->extra_roots;

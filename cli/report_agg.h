@@ -118,7 +118,7 @@ typedef struct rpt_summary {
     uint64_t spans, requests;
     uint64_t first_ns, last_ns;      /* earliest start, latest end of any span */
     /* completeness */
-    bool whole;                      /* nothing below is non-zero */
+    bool whole;                      /* spans came, and nothing below is non-zero */
     uint64_t bad_lines;
     rpt_example bad[RPT_EXAMPLES];
     unsigned n_bad;

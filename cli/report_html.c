@@ -474,6 +474,9 @@ static void timeline_section(FILE *f, const rpt_summary *s)
     label_at(f, right + 6, bottom, "0", "start");
     snprintf(b, sizeof b, "%s per bar", rpt_fmt_dur((double)s->tl_width, a));
     label_at(f, (left + right) / 2, bottom + 20, b, "middle");
+    label_at(f, left, bottom + 20, "0", "start");
+    snprintf(b, sizeof b, "+%s", rpt_fmt_dur((double)s->tl_width * n, a));
+    label_at(f, right, bottom + 20, b, "end");
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>",
             left, right, bottom, bottom);
     fputs("</svg><p class=\"cbt-legend\"><span style=\"color:#9ecae1\">&#9632;</span> requests "

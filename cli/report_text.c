@@ -36,6 +36,11 @@ const char *rpt_fmt_dur(double ns, char buf[16])
 
 void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
 {
+    if (s->spans == 0) {
+        snprintf(buf, cap, "EMPTY: the inputs hold no spans%s", s->bad_lines ? " (only bad lines)"
+                                                                           : "");
+        return;
+    }
     if (s->whole) {
         snprintf(buf, cap, "whole: no bad lines, incomplete roots, orphans, incomplete or "
                            "dropped spans");

@@ -122,7 +122,7 @@ run 2 q.jsonl --bogus;             has "unknown option '--bogus'"
 run 2 q.jsonl --html;              has "--html needs a file name"
 run 1 q.jsonl --html "$D/no/such/dir/r.html"; has "cannot write .*r.html"
 : >empty.jsonl
-run 0 empty.jsonl;                 has "0 spans, 0 requests"
+run 0 empty.jsonl;                 has "0 spans, 0 requests"; has "^COMPLETENESS: EMPTY"
 "$CBT" report --help | grep -q "cbt report FILE" || fail "cbt report --help"
 "$CBT" --help | grep -q "cbt report FILE" || fail "cbt --help lacks report"
 
