@@ -531,8 +531,14 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
         S->extra_roots += t->extra_roots;
         if (t->over_cap)
             S->traces_over_cap++;
-        uint64_t iv_busy[2 * RPT_TRACE_SPANS_MAX], iv_cov[2 * RPT_TRACE_SPANS_MAX];
-        unsigned ns = 0;
+        /* iv_busy: every stream-timed span (GPU busy's fallback, as cbt.gpu_busy_ns
+         * is defined); iv_lbusy / iv_lcov: the leaves among them (no stream-timed
+         * child), for the partition into host-side, waiting and running: a
+         * stream-timed wrapper (mp.retrieve around its kernels) is open while its
+         * kernels wait, and must not make their wait look like running */
+        uint64_t iv_busy[2 * RPT_TRACE_SPANS_MAX], iv_lbusy[2 * RPT_TRACE_SPANS_MAX],
+            iv_lcov[2 * RPT_TRACE_SPANS_MAX];
+        unsigned ns = 0, nl = 0;
         uint64_t qsum = 0;
         uint16_t op_name[RPT_TRACE_SPANS_MAX];
         uint64_t op_sum[RPT_TRACE_SPANS_MAX];
@@ -549,9 +555,18 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
                 continue;
             iv_busy[2 * ns] = c->start;
             iv_busy[2 * ns + 1] = c->end;
-            iv_cov[2 * ns] = c->enq < 0 ? 0 : (uint64_t)c->enq;
-            iv_cov[2 * ns + 1] = c->end;
             ns++;
+            bool leaf = true;
+            for (uint32_t j = 0; j < t->n_kept && leaf; j++)
+                leaf = !(j != k && (t->spans[j].flags & F_STREAM) &&
+                         (t->spans[j].flags & F_PARENT) && !memcmp(t->spans[j].pid, c->sid, 8));
+            if (leaf) {
+                iv_lbusy[2 * nl] = c->start;
+                iv_lbusy[2 * nl + 1] = c->end;
+                iv_lcov[2 * nl] = c->enq < 0 ? 0 : (uint64_t)c->enq;
+                iv_lcov[2 * nl + 1] = c->end;
+                nl++;
+            }
             qsum += (uint64_t)c->queue;
             unsigned o = 0;
             while (o < n_ops && op_name[o] != c->name)
@@ -565,8 +580,8 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
         uint64_t lo = t->r_start, hi = t->max_end > lo ? t->max_end : lo;
         uint64_t lat = hi - lo, root_dur = t->r_end - t->r_start;
         uint64_t busy_all = ns ? union_len(iv_busy, ns, 0, UINT64_MAX) : 0;
-        uint64_t busy_in = ns ? union_len(iv_busy, ns, lo, hi) : 0;
-        uint64_t cov = ns ? union_len(iv_cov, ns, lo, hi) : 0;
+        uint64_t busy_in = nl ? union_len(iv_lbusy, nl, lo, hi) : 0;
+        uint64_t cov = nl ? union_len(iv_lcov, nl, lo, hi) : 0;
         if (busy_in > cov)
             busy_in = cov;
         uint64_t host = lat - cov, wait = cov - busy_in;

@@ -13,7 +13,9 @@
  *                after the request's end included)
  *   request span the root's own duration
  *   host-side    latency minus the time some stream-timed span of the
- *                request was queued or running ([enqueue, end] unions)
+ *                request was queued or running ([enqueue, end] unions of the
+ *                innermost ones: a stream-timed span with a stream-timed
+ *                child is a wrapper, open while its children wait)
  *   GPU queue    the root's cbt.gpu_queue_ns, else the sum of its spans'
  *                cbt.queue_ns
  *   GPU busy     the root's cbt.gpu_busy_ns, else the union of its

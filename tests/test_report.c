@@ -722,6 +722,39 @@ static void one_request_figures(void **state)
     rpt_agg_free(a);
 }
 
+/* a stream-timed wrapper W (enqueued 10, runs [12, 150]) around two kernels:
+ * K1 enqueued 13 runs [20, 40], K2 enqueued 14 runs [100, 140] (it waited 86
+ * behind something). The partition uses the kernels: covered [13, 140] = 127,
+ * running 20 + 40 = 60, waiting 67, host-side 200 - 127 = 73. GPU busy (no
+ * cbt.gpu_busy_ns on the root) is the union of all three: [12, 150] = 138. */
+static void wrapper_does_not_hide_the_wait(void **state)
+{
+    (void)state;
+    rpt_agg *a = rpt_agg_new(NULL);
+    rpt_span s = mk(1, 2, 1, "W", 12, 150);
+    s.queue_ns = 2;
+    rpt_agg_add(a, &s);
+    s = mk(1, 3, 2, "K1", 20, 40);
+    s.queue_ns = 7;
+    rpt_agg_add(a, &s);
+    s = mk(1, 4, 2, "K2", 100, 140);
+    s.queue_ns = 86;
+    rpt_agg_add(a, &s);
+    s = mk(1, 1, 0, "request", 0, 200);
+    rpt_agg_add(a, &s);
+    const rpt_summary *S = rpt_agg_finish(a);
+    assert_int_equal((uint64_t)S->latency.p50, 200);
+    assert_int_equal((uint64_t)S->host.p50, 73);
+    assert_int_equal((uint64_t)S->gpu_busy.p50, 138);
+    assert_int_equal((uint64_t)S->gpu_queue.p50, 95);
+    unsigned lb = 8; /* 200 < 2^8 */
+    assert_true(fabs(S->lat_host[lb] - 73) < 1e-9);
+    assert_true(fabs(S->lat_wait[lb] - 67) < 1e-9);
+    assert_true(fabs(S->lat_busy[lb] - 60) < 1e-9);
+    assert_string_equal(S->names[S->slowest_queue].name, "K2");
+    rpt_agg_free(a);
+}
+
 static void name_percentiles_within_error(void **state)
 {
     (void)state;
@@ -799,6 +832,7 @@ int main(void)
         cmocka_unit_test(completeness_counts),
         cmocka_unit_test(split_by_the_open_bound),
         cmocka_unit_test(one_request_figures),
+        cmocka_unit_test(wrapper_does_not_hide_the_wait),
         cmocka_unit_test(name_percentiles_within_error),
         cmocka_unit_test(timeline_coarsens),
     };
