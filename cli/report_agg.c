@@ -22,6 +22,7 @@ typedef struct cspan {
     uint8_t sid[8], pid[8];
     uint16_t name;
     uint8_t flags;
+    int32_t stream; /* cbt.stream, -1: none */
 } cspan;
 
 typedef struct trace {
@@ -47,9 +48,21 @@ typedef struct name_ent {
     rpt_sketch dur, queue, busy;
 } name_ent;
 
+typedef struct stream_ent {
+    char label[48], device[16];
+    int64_t stream;
+    uint64_t count;
+    double run;
+    rpt_sketch queue;
+} stream_ent;
+
 struct rpt_agg {
     rpt_opts o;
     rpt_summary sum;
+    /* streams */
+    stream_ent *streams;
+    unsigned n_streams;
+    int16_t stream_ix[2 * RPT_STREAMS_MAX];
     /* names */
     name_ent *names;
     unsigned n_names;
@@ -112,18 +125,20 @@ rpt_agg *rpt_agg_new(const rpt_opts *o)
         hsize <<= 1;
     a->hmask = hsize - 1;
     a->names = calloc(RPT_NAMES_MAX + 1, sizeof *a->names);
+    a->streams = calloc(RPT_STREAMS_MAX + 1, sizeof *a->streams);
     a->tr = calloc(a->o.max_open, sizeof *a->tr);
     a->heads = malloc(hsize * sizeof *a->heads);
     a->closed_fp = calloc(1u << CLOSED_FP_BITS, sizeof *a->closed_fp);
     a->tl_hist = calloc(RPT_TIMELINE_BINS, sizeof *a->tl_hist);
     a->tl_tmp = calloc(RPT_TIMELINE_BINS, sizeof *a->tl_tmp);
     a->slow = calloc(a->o.slowest ? a->o.slowest : 1, sizeof *a->slow);
-    if (!a->names || !a->tr || !a->heads || !a->closed_fp || !a->tl_hist || !a->tl_tmp || !a->slow) {
+    if (!a->names || !a->streams || !a->tr || !a->heads || !a->closed_fp || !a->tl_hist || !a->tl_tmp || !a->slow) {
         rpt_agg_free(a);
         return NULL;
     }
     memset(a->heads, 0xff, hsize * sizeof *a->heads);
     memset(a->name_ix, 0xff, sizeof a->name_ix);
+    memset(a->stream_ix, 0xff, sizeof a->stream_ix);
     for (uint32_t i = 0; i < a->o.max_open; i++)
         a->tr[i].next = i + 1 < a->o.max_open ? i + 1 : NONE;
     a->free_head = 0;
@@ -142,6 +157,9 @@ void rpt_agg_free(rpt_agg *a)
             rpt_sketch_free(&a->names[i].queue);
             rpt_sketch_free(&a->names[i].busy);
         }
+    if (a->streams)
+        for (unsigned i = 0; i <= RPT_STREAMS_MAX; i++)
+            rpt_sketch_free(&a->streams[i].queue);
     if (a->tr)
         for (uint32_t i = 0; i < a->o.max_open; i++)
             free(a->tr[i].spans);
@@ -151,6 +169,8 @@ void rpt_agg_free(rpt_agg *a)
     for (unsigned k = 0; k < RPT_HITRATE_BUCKETS; k++)
         rpt_sketch_free(&a->hit[k]);
     free(a->names);
+    free(a->streams);
+    free(a->sum.streams);
     free(a->tr);
     free(a->heads);
     free(a->closed_fp);
@@ -236,6 +256,42 @@ static uint16_t name_id(rpt_agg *a, const char *s)
         }
         if (!strcmp(a->names[ix].name, s))
             return (uint16_t)ix;
+    }
+}
+
+static stream_ent *stream_of(rpt_agg *a, const rpt_span *s)
+{
+    char label[48];
+    if (s->device[0])
+        snprintf(label, sizeof label, "%s stream %lld", s->device, (long long)s->stream);
+    else
+        snprintf(label, sizeof label, "stream %lld", (long long)s->stream);
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)label; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    unsigned mask = 2 * RPT_STREAMS_MAX - 1;
+    for (unsigned k = (unsigned)h & mask;; k = (k + 1) & mask) {
+        int16_t ix = a->stream_ix[k];
+        if (ix < 0) {
+            if (a->n_streams >= RPT_STREAMS_MAX) {
+                stream_ent *o = &a->streams[RPT_STREAMS_MAX];
+                a->sum.spans_other_stream++;
+                if (!o->label[0]) {
+                    snprintf(o->label, sizeof o->label, "(other streams)");
+                    o->stream = RPT_ABSENT;
+                }
+                return o;
+            }
+            ix = (int16_t)a->n_streams++;
+            stream_ent *e = &a->streams[ix];
+            memcpy(e->label, label, sizeof label);
+            snprintf(e->device, sizeof e->device, "%s", s->device);
+            e->stream = s->stream;
+            a->stream_ix[k] = ix;
+            return e;
+        }
+        if (!strcmp(a->streams[ix].label, label))
+            return &a->streams[ix];
     }
 }
 
@@ -475,6 +531,7 @@ static void keep_slowest(rpt_agg *a, const trace *t, uint64_t lat, int64_t gq, i
                          ? (c->enq > (int64_t)t->r_start ? c->enq - (int64_t)t->r_start : 0)
                          : RPT_ABSENT;
         o->incomplete = (c->flags & F_INCOMPLETE) != 0;
+        o->stream = c->stream;
         unsigned d = 0;
         const cspan *cur = c;
         while ((cur->flags & F_PARENT) && d < 16) {
@@ -567,7 +624,9 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
                 iv_lcov[2 * nl + 1] = c->end;
                 nl++;
             }
-            qsum += (uint64_t)c->queue;
+            int pk = (c->flags & F_PARENT) ? find_kept(t, c->pid) : -1;
+            if (pk < 0 || !(t->spans[pk].flags & F_STREAM))
+                qsum += (uint64_t)c->queue; /* the outermost only, as cbt.gpu_queue_ns */
             unsigned o = 0;
             while (o < n_ops && op_name[o] != c->name)
                 o++;
@@ -674,6 +733,12 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (stream) {
         rpt_sketch_add(&ne->queue, (uint64_t)s->queue_ns);
         S->any_stream_timed = true;
+        if (s->stream >= 0) {
+            stream_ent *se = stream_of(a, s);
+            se->count++;
+            se->run += (double)(s->end_ns - s->start_ns);
+            rpt_sketch_add(&se->queue, (uint64_t)s->queue_ns);
+        }
     }
     if (s->error)
         ne->errors++;
@@ -750,6 +815,7 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     memcpy(c->sid, s->span_id, 8);
     memcpy(c->pid, s->parent_id, 8);
     c->name = nm;
+    c->stream = s->stream >= 0 && s->stream <= INT32_MAX ? (int32_t)s->stream : -1;
     c->flags = (uint8_t)((s->has_parent ? F_PARENT : 0) | (s->incomplete ? F_INCOMPLETE : 0) |
                          (stream ? F_STREAM : 0));
 }
@@ -780,6 +846,14 @@ static int cmp_names(const void *x, const void *y)
     if (p->count != q->count)
         return (p->count < q->count) - (p->count > q->count);
     return strcmp(p->name, q->name);
+}
+
+static int cmp_streams(const void *x, const void *y)
+{
+    const rpt_stream_sum *p = x, *q = y;
+    if (p->queue.sum != q->queue.sum)
+        return (p->queue.sum < q->queue.sum) - (p->queue.sum > q->queue.sum);
+    return strcmp(p->label, q->label);
 }
 
 static int cmp_slow(const void *x, const void *y)
@@ -845,6 +919,25 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
             best = S->names[k].queue.sum;
             S->slowest_queue = (int)k;
         }
+    /* streams, by queue time */
+    unsigned nst = a->n_streams + (a->streams[RPT_STREAMS_MAX].count ? 1 : 0);
+    S->streams = calloc(nst ? nst : 1, sizeof *S->streams);
+    if (S->streams) {
+        for (unsigned k = 0; k <= RPT_STREAMS_MAX; k++) {
+            stream_ent *e = &a->streams[k];
+            if (!e->count)
+                continue;
+            rpt_stream_sum *r = &S->streams[S->n_streams++];
+            snprintf(r->label, sizeof r->label, "%s", e->label);
+            snprintf(r->device, sizeof r->device, "%s", e->device);
+            r->stream = e->stream;
+            r->count = e->count;
+            r->run = e->run;
+            r->queue = quant(&e->queue);
+            S->sketch_lost += e->queue.lost;
+        }
+        qsort(S->streams, S->n_streams, sizeof *S->streams, cmp_streams);
+    }
     /* requests */
     S->latency = quant(&a->lat);
     S->root_dur = quant(&a->root);
@@ -889,7 +982,7 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
         loss_note = loss_note || S->note_is_loss[k];
     S->whole = S->spans && !S->bad_lines && !S->incomplete_roots && !S->orphans && !S->split_traces &&
                !S->spans_incomplete && !S->spans_dropped_attrs && !S->spans_dropped_events &&
-               !S->spans_other_name && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
+               !S->spans_other_name && !S->spans_other_stream && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
                !S->extra_roots;
     return S;
 }

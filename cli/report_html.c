@@ -12,6 +12,8 @@
  *   svg.cbt-plot#plot-timeline    requests per second and p99 over the run
  *   svg.cbt-plot.cbt-waterfall#plot-waterfall-N   the N-th slowest request
  *   #slowest-queue .cbt-op-name   the operation that queued most
+ *   #slowest-stream .cbt-stream-name  the stream whose spans queued most
+ *   svg.cbt-plot#plot-streams     queue time per stream
  *   #completeness (.cbt-whole or .cbt-not-whole), #completeness-verdict */
 #include <errno.h>
 #include <math.h>
@@ -162,6 +164,8 @@ static void completeness(FILE *f, const rpt_summary *s)
          (unsigned long long)s->traces_over_cap, RPT_TRACE_SPANS_MAX);
     ITEM(s->spans_other_name, "cbt-other-names", "%llu spans under \"(other names)\"",
          (unsigned long long)s->spans_other_name);
+    ITEM(s->spans_other_stream, "cbt-other-streams", "%llu spans under \"(other streams)\"",
+         (unsigned long long)s->spans_other_stream);
     ITEM(s->sketch_lost, "cbt-lost", "%llu values left out of the percentiles (no memory)",
          (unsigned long long)s->sketch_lost);
     for (unsigned k = 0; k < s->n_notes; k++)
@@ -392,6 +396,42 @@ static void requests_section(FILE *f, const rpt_summary *s)
         fputs("<h3>Queue time per operation (cbt.queue_ns)</h3>", f);
         bands_plot(f, "plot-queue", qb, nq, "queue time percentiles per operation");
     }
+    /* per stream */
+    if (s->n_streams) {
+        const rpt_stream_sum *st = &s->streams[0];
+        char a[16], bb[16], c[16], d[16];
+        if (st->queue.sum > 0) {
+            fputs("<p id=\"slowest-stream\" class=\"cbt-slowest\" data-stream=\"", f);
+            esc(f, st->label);
+            fputs("\">Slowest stream: <b class=\"cbt-stream-name\">", f);
+            esc(f, st->label);
+            fprintf(f, "</b>: %llu spans waited %s in all (p50 %s, p99 %s).</p>",
+                    (unsigned long long)st->count, rpt_fmt_dur(st->queue.sum, a),
+                    rpt_fmt_dur(st->queue.p50, bb), rpt_fmt_dur(st->queue.p99, c));
+        }
+        fputs("<h3>Queue time per stream (cbt.device, cbt.stream)</h3><table id=\"table-streams\">"
+              "<tr><th>stream</th><th>spans</th><th>queue p50</th><th>p90</th><th>p99</th>"
+              "<th>max</th><th>queued</th><th>ran</th></tr>", f);
+        band sb[40];
+        unsigned ns = 0;
+        memset(sb, 0, sizeof sb);
+        for (unsigned k = 0; k < s->n_streams; k++) {
+            const rpt_stream_sum *x = &s->streams[k];
+            fputs("<tr><td class=\"cbt-stream\">", f);
+            esc(f, x->label);
+            fprintf(f, "</td><td>%llu</td>", (unsigned long long)x->count);
+            q_cells(f, &x->queue);
+            fprintf(f, "<td>%s</td><td>%s</td></tr>", rpt_fmt_dur(x->queue.sum, a),
+                    rpt_fmt_dur(x->run, d));
+            if (ns < 40) {
+                snprintf(sb[ns].name, sizeof sb[ns].name, "%s%s", x->label,
+                         k == 0 && x->queue.sum > 0 ? " (most)" : "");
+                sb[ns++].q = &x->queue;
+            }
+        }
+        fputs("</table>", f);
+        bands_plot(f, "plot-streams", sb, ns, "queue time percentiles per stream");
+    }
     fputs("</section>\n", f);
 }
 
@@ -534,6 +574,9 @@ static void slowest_section(FILE *f, const rpt_summary *s)
                     xs, y + 2, xe - xs, rh - 4,
                     sp->incomplete ? "#bbbbbb" : sp->enqueue >= 0 ? "#66c2a5" : "#8da0cb",
                     rpt_fmt_dur((double)(sp->end - sp->start), a));
+            if (sp->stream >= 0)
+                fprintf(f, "<text class=\"cbt-wf-stream\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" "
+                           "fill=\"#666\">s%d</text>", xs + 2, y + rh * 0.68, (int)sp->stream);
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s%s</text></g>", x1 + 6,
                     y + rh * 0.7, rpt_fmt_dur((double)(sp->end - sp->start), b),
                     sp->orphan ? " orphan" : sp->incomplete ? " incomplete" : "");

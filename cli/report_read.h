@@ -49,6 +49,8 @@ typedef struct rpt_span {
     uint64_t start_ns, end_ns;
     /* cbt's timing attributes (docs/spans.md), RPT_ABSENT when not there */
     int64_t queue_ns, enqueue_ns, gpu_queue_ns, gpu_busy_ns, gpu_tail_ns;
+    int64_t stream;    /* cbt.stream (the stream's ordinal), RPT_ABSENT when not there */
+    char device[16];   /* cbt.device ("cpu", "cuda:0"), "" when not there */
     double hit_rate;   /* NaN when not there */
     uint32_t dropped_attrs, dropped_events, truncated_attrs;
     uint16_t file;     /* index of the file it came from */

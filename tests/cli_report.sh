@@ -38,11 +38,19 @@ has "<b class=\"cbt-op-name\">cb.scatter</b>" q.html
 has "id=\"completeness\" class=\"cbt-whole\"" q.html
 hasnt "<script|src=\"http|href=\"http|@import|url\\(" q.html
 
+# a planted slow stream: named too
+"$GEN" --out ps.jsonl --spans 3000 --plant-stream 2 2>/dev/null
+run 0 ps.jsonl --html ps.html
+has "^SLOWEST STREAM: cpu stream 2: [0-9]+ spans waited"
+has "id=\"slowest-stream\" class=\"cbt-slowest\" data-stream=\"cpu stream 2\"" ps.html
+has "<svg class=\"cbt-plot\" id=\"plot-streams\"" ps.html
+
 # 2. the same as OTLP JSON (the collector's file exporter: one request per line)
 "$GEN" --out q.otlp.json --format otlp --batch 64 --spans 3000 --plant-queue cb.gather 2>/dev/null
 run 0 q.otlp.json --html o.html
 has "q.otlp.json: OTLP JSON, 300[0-9] spans, service report-gen"
 has "^MOST QUEUEING: cb.gather"
+has "^  cpu stream [0-3] +[0-9]+ "
 has "data-op=\"cb.gather\"" o.html
 
 # 3. two servers' files: roots and host work in one, stream work in the other

@@ -257,7 +257,8 @@ static const char span_lines[] =
     "{\"trace_id\":\"" TID "\",\"span_id\":\"69d23c704ef80815\",\"parent_span_id\":"
     "\"50dc5b51ff2cfb2d\",\"name\":\"cb.scatter\",\"kind\":\"internal\",\"start_ns\":1000,"
     "\"end_ns\":3000,\"status\":\"error\",\"incomplete\":true,\"attributes\":{\"session_id\":"
-    "\"req-1\",\"cbt.queue_ns\":250,\"cbt.enqueue_ns\":750,\"cbt.evicted\":\"idle\",\"keys\":"
+    "\"req-1\",\"cbt.queue_ns\":250,\"cbt.enqueue_ns\":750,\"cbt.evicted\":\"idle\",\"cbt.stream\":3,"
+    "\"cbt.device\":\"cuda:1\",\"keys\":"
     "[1,2],\"nested\":{\"x\":1}},\"dropped_attributes\":2,\"events\":[{\"name\":\"e\","
     "\"time_unix_nano\":1,\"attributes\":{},\"dropped_attributes\":0}],\"dropped_events\":1,"
     "\"truncated_attributes\":0}\n"
@@ -289,6 +290,9 @@ static void span_file_lines(void **state)
     assert_int_equal(s[0].enqueue_ns, 750);
     assert_int_equal(s[0].gpu_tail_ns, RPT_ABSENT);
     assert_string_equal(s[0].evicted, "idle");
+    assert_int_equal(s[0].stream, 3);
+    assert_string_equal(s[0].device, "cuda:1");
+    assert_int_equal(s[1].stream, RPT_ABSENT);
     assert_string_equal(s[0].session, "req-1");
     assert_int_equal(s[0].dropped_attrs, 2);
     assert_int_equal(s[0].dropped_events, 1);
@@ -650,13 +654,19 @@ static void one_request_figures(void **state)
     rpt_agg_add(a, &s);
     s = mk(1, 3, 1, "X", 20, 50);
     s.queue_ns = 10;
+    s.stream = 1;
+    snprintf(s.device, sizeof s.device, "cpu");
     rpt_agg_add(a, &s);
     s = mk(1, 4, 1, "Y", 60, 90);
     s.queue_ns = 45;
+    s.stream = 2;
+    snprintf(s.device, sizeof s.device, "cuda:0");
     rpt_agg_add(a, &s);
     s = mk(1, 5, 1, "Z", 100, 120);
     s.queue_ns = 5;
     s.enqueue_ns = 95;
+    s.stream = 2;
+    snprintf(s.device, sizeof s.device, "cuda:0");
     rpt_agg_add(a, &s);
     s = mk(1, 1, 0, "request", 0, 100);
     s.gpu_tail_ns = 20;
@@ -680,6 +690,13 @@ static void one_request_figures(void **state)
     assert_true(fabs(S->lat_host[lb] - 15) < 1e-9);
     assert_true(fabs(S->lat_wait[lb] - 25) < 1e-9);
     assert_true(fabs(S->lat_busy[lb] - 80) < 1e-9);
+    /* per stream: cuda:0 stream 2 waited 50, cpu stream 1 10 */
+    assert_int_equal(S->n_streams, 2);
+    assert_string_equal(S->streams[0].label, "cuda:0 stream 2");
+    assert_int_equal(S->streams[0].count, 2);
+    assert_true(fabs(S->streams[0].queue.sum - 50) < 1e-9);
+    assert_true(fabs(S->streams[0].run - 50) < 1e-9);
+    assert_string_equal(S->streams[1].label, "cpu stream 1");
     /* Y queued most */
     assert_true(S->slowest_queue >= 0);
     assert_string_equal(S->names[S->slowest_queue].name, "Y");
@@ -700,6 +717,7 @@ static void one_request_figures(void **state)
     rpt_text_write(f, S, 40);
     fclose(f);
     assert_non_null(strstr(txt, "MOST QUEUEING: Y waited 45 ns"));
+    assert_non_null(strstr(txt, "SLOWEST STREAM: cuda:0 stream 2: 2 spans waited 50 ns"));
     free(txt);
     f = open_memstream(&txt, &len);
     assert_int_equal(rpt_html_write(f, S), 0);
@@ -708,8 +726,10 @@ static void one_request_figures(void **state)
                                 "'none'; style-src 'unsafe-inline'; img-src data:\">"));
     assert_non_null(strstr(txt, "id=\"slowest-queue\" class=\"cbt-slowest\" data-op=\"Y\""));
     assert_non_null(strstr(txt, "<b class=\"cbt-op-name\">Y</b>"));
+    assert_non_null(strstr(txt, "id=\"slowest-stream\" class=\"cbt-slowest\" "
+                                "data-stream=\"cuda:0 stream 2\""));
     const char *ids[] = {"plot-latency", "plot-bands", "plot-breakdown", "plot-queue",
-                         "plot-hitrate", "plot-timeline", "plot-waterfall-1"};
+                         "plot-hitrate", "plot-timeline", "plot-waterfall-1", "plot-streams"};
     for (unsigned k = 0; k < sizeof ids / sizeof *ids; k++) {
         char want[64];
         snprintf(want, sizeof want, "id=\"%s\"", ids[k]);
@@ -726,7 +746,8 @@ static void one_request_figures(void **state)
  * K1 enqueued 13 runs [20, 40], K2 enqueued 14 runs [100, 140] (it waited 86
  * behind something). The partition uses the kernels: covered [13, 140] = 127,
  * running 20 + 40 = 60, waiting 67, host-side 200 - 127 = 73. GPU busy (no
- * cbt.gpu_busy_ns on the root) is the union of all three: [12, 150] = 138. */
+ * cbt.gpu_busy_ns on the root) is the union of all three: [12, 150] = 138;
+ * GPU queue (no cbt.gpu_queue_ns) the outermost's, as cbt sums it: W's 2. */
 static void wrapper_does_not_hide_the_wait(void **state)
 {
     (void)state;
@@ -746,7 +767,7 @@ static void wrapper_does_not_hide_the_wait(void **state)
     assert_int_equal((uint64_t)S->latency.p50, 200);
     assert_int_equal((uint64_t)S->host.p50, 73);
     assert_int_equal((uint64_t)S->gpu_busy.p50, 138);
-    assert_int_equal((uint64_t)S->gpu_queue.p50, 95);
+    assert_int_equal((uint64_t)S->gpu_queue.p50, 2);
     unsigned lb = 8; /* 200 < 2^8 */
     assert_true(fabs(S->lat_host[lb] - 73) < 1e-9);
     assert_true(fabs(S->lat_wait[lb] - 67) < 1e-9);
