@@ -726,6 +726,14 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (s->file < RPT_FILES_MAX)
         S->files[s->file].spans++;
     uint16_t nm = name_id(a, s->name);
+    uint32_t i = open_trace(a, s, nm);
+    trace *t = &a->tr[i];
+    if (find_kept(t, s->span_id) >= 0) {
+        /* the same span again (a file given twice, a span exported twice): its
+         * first copy stands */
+        S->duplicate_spans++;
+        return;
+    }
     name_ent *ne = &a->names[nm];
     ne->count++;
     rpt_sketch_add(&ne->dur, s->end_ns - s->start_ns);
@@ -765,8 +773,6 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (s->truncated_attrs)
         S->spans_truncated++;
 
-    uint32_t i = open_trace(a, s, nm);
-    trace *t = &a->tr[i];
     t->n_seen++;
     if (s->end_ns > t->max_end)
         t->max_end = s->end_ns;
@@ -980,7 +986,7 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
     bool loss_note = false;
     for (unsigned k = 0; k < S->n_notes; k++)
         loss_note = loss_note || S->note_is_loss[k];
-    S->whole = S->spans && !S->bad_lines && !S->incomplete_roots && !S->orphans && !S->split_traces &&
+    S->whole = S->spans && !S->bad_lines && !S->duplicate_spans && !S->incomplete_roots && !S->orphans && !S->split_traces &&
                !S->spans_incomplete && !S->spans_dropped_attrs && !S->spans_dropped_events &&
                !S->spans_other_name && !S->spans_other_stream && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
                !S->extra_roots;

@@ -142,6 +142,7 @@ typedef struct rpt_summary {
     rpt_example noroot[RPT_EXAMPLES];
     unsigned n_noroot;
     uint64_t orphans, extra_roots;
+    uint64_t duplicate_spans;                 /* a span id seen again in its trace: skipped */
     rpt_example orphan[RPT_EXAMPLES];
     unsigned n_orphan;
     uint64_t split_traces, split_spans;       /* spans after their trace was closed */

@@ -143,6 +143,8 @@ static void completeness(FILE *f, const rpt_summary *s)
     for (unsigned k = 0; k < s->n_orphan; k++)
         ITEM(1, "cbt-example", "%s", s->orphan[k].text);
     ITEM(s->extra_roots, "cbt-extra-roots", "extra roots: %llu", (unsigned long long)s->extra_roots);
+    ITEM(s->duplicate_spans, "cbt-duplicates", "duplicate spans: %llu (skipped)",
+         (unsigned long long)s->duplicate_spans);
     ITEM(s->split_traces, "cbt-split", "split traces: %llu (%llu spans after their trace was "
          "closed: raise --max-open)", (unsigned long long)s->split_traces,
          (unsigned long long)s->split_spans);

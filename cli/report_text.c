@@ -64,6 +64,8 @@ void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
     ADD(s->orphans, "%llu orphan%s", (unsigned long long)s->orphans, s->orphans == 1 ? "" : "s");
     ADD(s->extra_roots, "%llu extra root%s", (unsigned long long)s->extra_roots,
         s->extra_roots == 1 ? "" : "s");
+    ADD(s->duplicate_spans, "%llu duplicate span%s", (unsigned long long)s->duplicate_spans,
+        s->duplicate_spans == 1 ? "" : "s");
     ADD(s->split_traces, "%llu split trace%s", (unsigned long long)s->split_traces,
         s->split_traces == 1 ? "" : "s");
     ADD(s->spans_incomplete, "%llu span%s ended incomplete",
@@ -138,6 +140,10 @@ static void completeness(FILE *f, const rpt_summary *s)
         fprintf(f, "  extra roots: %llu spans without a parent in a trace that has a root "
                    "(the earliest-starting one is the request)\n",
                 (unsigned long long)s->extra_roots);
+    if (s->duplicate_spans)
+        fprintf(f, "  duplicate spans: %llu (a span id seen again in its trace: the same file "
+                   "given twice, a span exported twice); skipped\n",
+                (unsigned long long)s->duplicate_spans);
     if (s->split_traces)
         fprintf(f, "  split traces: %llu (%llu spans arrived after their trace was closed: "
                    "the open-trace table, --max-open, was too small for how far apart they "

@@ -551,6 +551,7 @@ static void completeness_counts(void **state)
     rpt_agg_add(a, &s);
     s = mk(1, 2, 1, "mp.store", 10, 50);
     rpt_agg_add(a, &s);
+    rpt_agg_add(a, &s); /* the same span twice: a duplicate, skipped */
     /* trace 2: a root, a child, an orphan (its parent 9 never comes) */
     s = mk(2, 1, 0, "request", 0, 100);
     rpt_agg_add(a, &s);
@@ -577,7 +578,10 @@ static void completeness_counts(void **state)
     rpt_agg_bad_line(a, 0, 17, "not JSON");
     const rpt_summary *S = rpt_agg_finish(a);
     assert_false(S->whole);
-    assert_int_equal(S->spans, 10);
+    assert_int_equal(S->spans, 11);
+    assert_int_equal(S->duplicate_spans, 1);
+    assert_int_equal(S->names[0].count, 3); /* mp.store: traces 1, 2 and 3, not the copy */
+    assert_string_equal(S->names[0].name, "mp.store");
     assert_int_equal(S->requests, 3);
     assert_int_equal(S->bad_lines, 1);
     assert_int_equal(S->bad[0].line, 17);

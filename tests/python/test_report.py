@@ -27,10 +27,11 @@ def _span(trace: int, sid: int, parent: int, name: str, start: int, end: int,
         "truncated_attributes": 0})
 
 
-def _write_spans(path: str, requests: int = 50, planted: str = "cb.scatter") -> None:
+def _write_spans(path: str, requests: int = 50, planted: str = "cb.scatter",
+                 first: int = 1) -> None:
     t = 1_800_000_000_000_000_000
     lines = []
-    for r in range(1, requests + 1):
+    for r in range(first, first + requests):
         t0 = t + r * 100_000
         enq = t0 + 5_000
         ops = []
@@ -68,11 +69,14 @@ def test_report_names_the_planted_queue(tmp_path):
 def test_report_several_paths_and_pathlike(tmp_path):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     _write_spans(str(a), 10)
-    _write_spans(str(b), 10, planted="cb.gather")
+    _write_spans(str(b), 10, planted="cb.gather", first=11)
     out = io.StringIO()
-    # the same trace ids in both files: each trace's spans come twice
     assert cbt.report([a, os.fsencode(str(b))], slowest=0, out=out) == 0
-    assert "cbt report: 2 files, 80 spans" in out.getvalue()
+    assert "cbt report: 2 files, 80 spans, 20 requests" in out.getvalue()
+    assert "COMPLETENESS: whole" in out.getvalue()
+    out = io.StringIO()
+    assert cbt.report([a, a], slowest=0, out=out) == 0  # a file given twice
+    assert "NOT WHOLE: 40 duplicate spans" in out.getvalue()
 
 
 def test_report_bad_inputs(tmp_path, capsys):
