@@ -602,7 +602,7 @@ int rpt_html_write(FILE *f, const rpt_summary *s)
           "<meta name=\"generator\" content=\"cbt report\">\n<title>cbt report</title>\n"
           "<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}"
           "table{border-collapse:collapse;margin:8px 0 16px}td,th{padding:2px 8px;"
-          "text-align:right;border-bottom:1px solid #eee}td:first-child,th:first-child{"
+          "text-align:right;border-bottom:1px solid #eee;white-space:nowrap}td:first-child,th:first-child{"
           "text-align:left}section{margin-bottom:28px}.cbt-not-whole{border-left:6px solid "
           "#d62728;padding-left:12px}.cbt-whole{border-left:6px solid #2ca02c;padding-left:"
           "12px}.cbt-example{color:#555;list-style:none;font-family:monospace}.cbt-loss{"
