@@ -11,6 +11,9 @@
  *   svg.cbt-plot#plot-hitrate     latency per hit-rate bucket
  *   svg.cbt-plot#plot-timeline    requests per second and p99 over the run
  *   svg.cbt-plot.cbt-waterfall#plot-waterfall-N   the N-th slowest request
+ * A plot with nothing measured is still drawn, empty (class cbt-empty), with
+ * a line saying why; #slowest-queue and #slowest-stream exist only when
+ * something queued.
  *   #slowest-queue .cbt-op-name   the operation that queued most
  *   #slowest-stream .cbt-stream-name  the stream whose spans queued most
  *   svg.cbt-plot#plot-streams     queue time per stream
@@ -103,6 +106,14 @@ static void label_at(FILE *f, double x, double y, const char *s, const char *anc
     fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"%s\">", x, y, anchor);
     esc(f, s);
     fputs("</text>", f);
+}
+
+/* A plot with nothing to draw: still there (its id), saying why. */
+static void empty_plot(FILE *f, const char *id, const char *why)
+{
+    svg_open(f, id, "cbt-empty", 40, why);
+    label_at(f, LABEL, 24, why, "start");
+    fputs("</svg>", f);
 }
 
 /* ---- sections ------------------------------------------------------------------ */
@@ -397,9 +408,15 @@ static void requests_section(FILE *f, const rpt_summary *s)
             }
         fputs("<h3>Queue time per operation (cbt.queue_ns)</h3>", f);
         bands_plot(f, "plot-queue", qb, nq, "queue time percentiles per operation");
+    } else {
+        fputs("<h3>Queue time per operation (cbt.queue_ns)</h3>", f);
+        empty_plot(f, "plot-queue", "not measured: no span carries cbt.queue_ns");
     }
     /* per stream */
-    if (s->n_streams) {
+    if (!s->n_streams) {
+        fputs("<h3>Queue time per stream (cbt.device, cbt.stream)</h3>", f);
+        empty_plot(f, "plot-streams", "not measured: no stream-timed span carries cbt.stream");
+    } else {
         const rpt_stream_sum *st = &s->streams[0];
         char a[16], bb[16], c[16], d[16];
         if (st->queue.sum > 0) {
@@ -447,7 +464,8 @@ static void hitrate_section(FILE *f, const rpt_summary *s)
         any = any || s->hit[k].n;
     fputs("<section id=\"hitrate\"><h2>Hit rate vs latency</h2>", f);
     if (!any) {
-        fputs("<p class=\"cbt-note\">No root carries <code>hit_rate</code>.</p></section>\n", f);
+        empty_plot(f, "plot-hitrate", "no root carries hit_rate");
+        fputs("</section>\n", f);
         return;
     }
     band b[RPT_HITRATE_BUCKETS];

@@ -118,6 +118,19 @@ else
   echo "SKIP (part): cbt was built without msgpack-c: no recordings"
 fi
 
+# a demo without queue times: every plot still there, the empty ones saying why
+"$CBT" demo --cpu --requests 10 --spans nq.jsonl --output nq.json --trees 0 --slowest 0 >/dev/null 2>&1
+run 0 nq.jsonl --html nq.html
+for id in plot-latency plot-bands plot-breakdown plot-queue plot-streams plot-hitrate plot-timeline plot-waterfall-1; do
+  has "<svg class=\"cbt-plot[^\"]*\" id=\"$id\"" nq.html
+done
+if grep -q '"cbt.queue_ns"' nq.jsonl; then
+  has "id=\"slowest-queue\"" nq.html
+else
+  has "<svg class=\"cbt-plot cbt-empty\" id=\"plot-queue\"" nq.html
+  hasnt "id=\"slowest-queue\"" nq.html
+fi
+
 # 7. what it refuses: each named, exit 2 (or 1 for an output it cannot write)
 run 2 missing.jsonl;               has "cbt report: missing.jsonl: cannot open: No such file"
 run 2 "$D";                        has "not a regular file"
