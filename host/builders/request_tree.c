@@ -39,9 +39,8 @@ typedef struct tree_child {
     uint64_t pair;
     uint64_t seq;     /* open order: first-in first-out pairing, newest-first shutdown */
     uint64_t opened;  /* event time it opened, for the idle bound */
-    uint64_t queue;   /* TIMED_*: its cbt.queue_ns */
     uint8_t op;
-    uint8_t timed;    /* TIMED_* */
+    uint8_t timed;    /* TIMED_* (its cbt.queue_ns is on its span) */
 } tree_child;
 
 struct cbt_tree_session {
@@ -647,9 +646,8 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
     set_ids(e, c, s->id, s->id_len);
     cbt_span_set_from_event(c, ev);
     uint8_t timed = TIMED_NO;
-    uint64_t queue = 0;
     if (ev->flags & CBT_EVF_ENQUEUED) {
-        queue = cbt_span_set_queue_at_(c, ev->enqueue_ns, ev->ts, ev->stream, ev->device);
+        cbt_span_set_queue_at_(c, ev->enqueue_ns, ev->ts, ev->stream, ev->device);
         timed = pidx >= 0 && s->children[pidx].timed ? TIMED_INNER : TIMED_OUTER;
     }
     if (late) {
@@ -659,7 +657,6 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
     tree_child *ch = &s->children[s->n_children++];
     ch->span = c;
     ch->pair = ev->pair;
-    ch->queue = queue;
     ch->timed = timed;
     ch->op = (uint8_t)op;
     ch->seq = ++e->seq;
@@ -726,8 +723,14 @@ static cbt_status on_end(cbt_tree *e, cbt_tree_session *s, int op, const cbt_eve
     cbt_span_set_from_event(ch.span, ev);
     cbt_end_status_apply_(ch.span, ev);
     ch.span->end_ns = ev->ts > ch.span->start_ns ? ev->ts : ch.span->start_ns;
-    if (ch.timed == TIMED_OUTER)
-        gpu_account(s, ch.queue, ch.span->start_ns, ch.span->end_ns);
+    if (ch.timed == TIMED_OUTER) {
+        const cbt_attr *q = cbt_span_attr(ch.span, CBT_N_QUEUE_NS);
+        /* the sum is of the children's cbt.queue_ns as they carry it: one
+         * whose attributes were full at its START (dropped, counted) adds
+         * its interval to the busy time and nothing to the sum */
+        gpu_account(s, q && q->type == CBT_META_I64 ? (uint64_t)q->v.i64 : 0, ch.span->start_ns,
+                    ch.span->end_ns);
+    }
     if (p->on_child_end)
         p->on_child_end(e, s, op, ch.span, ev);
     cbt_span_ctx ctx = ch.span->ctx;
