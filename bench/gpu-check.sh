@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh — the one-shot device check: build cbt for the H200
 # (Release, sm_90), run the GPU tests, the no-wait check of the CUDA paths
-# (test_gpu_nowait, step "nowait"), the scatter and L2-load benchmark, the
+# (test_gpu_nowait, step "nowait"), a kernel queued behind a long one
+# (test_gpu_queue, step "queue"), the scatter and L2-load benchmark, the
 # GPU demo, the host benchmarks, then compute-sanitizer (memcheck, racecheck)
 # over the GPU tests and ncu over one 8-chunk scatter launch; log each step to $OUT as
 # it goes and keep $OUT/summary.txt up to date after every step (a timeout of
@@ -772,6 +773,30 @@ main() {
     [ "$nw_rc" -eq 77 ] && [ -n "$nw_skip" ] && nw_rc=0 # its own skip: judged as one
     record nowait "$nw_label" gpu "$nw_rc" "$nw_skip" "$([ -f "$nw_inject" ] || echo 'no NVTX test tool in this build')"
     sum_add "$(step_text "$TESTLOG" | grep '^NOWAIT ' | sed 's/^NOWAIT /          /' || true)"
+    write_summary
+  fi
+
+  # ---- 6c. queue time on the device -----------------------------------------------------------
+  # test_gpu_queue alone (ctest ran it too): a kernel launched behind a 100 ms
+  # spin on its CUDA stream must carry cbt.queue_ns >= the spin (less the
+  # device clock's error), the same kernel on the idle stream far less. Its
+  # QUEUE lines (the figures) go to the summary; its output to tests.log.
+  local qt_bin=$BUILD/tests/test_gpu_queue
+  local qt_label="test_gpu_queue (a kernel queued behind a 100 ms spin: its cbt.queue_ns)"
+  if [ "$HAVE_GPU" -ne 1 ]; then
+    echo "test_gpu_queue: not run, no GPU" >>"$TESTLOG"
+    record queue "$qt_label" gpu "$NO_DEVICE"
+  elif [ ! -x "$qt_bin" ]; then
+    echo "test_gpu_queue: not built ($qt_bin)" >>"$TESTLOG"
+    record queue "$qt_label" gpu "$NOT_BUILT" "" "$( [ "$CMOCKA" = none ] && echo 'no cmocka.h: the tests were not built' || echo build.log)"
+  else
+    { echo; echo "==== queue: test_gpu_queue ===="; } >>"$TESTLOG"
+    run_step "queue (test_gpu_queue)" 60 "$TESTLOG" --bin "$qt_bin" "$qt_bin"
+    local qt_rc=$RC qt_skip
+    qt_skip=$(step_text "$TESTLOG" | skip_reason)
+    [ "$qt_rc" -eq 77 ] && [ -n "$qt_skip" ] && qt_rc=0 # its own skip: judged as one
+    record queue "$qt_label" gpu "$qt_rc" "$qt_skip"
+    sum_add "$(step_text "$TESTLOG" | grep '^QUEUE ' | sed 's/^QUEUE /          /' || true)"
     write_summary
   fi
 
