@@ -6,7 +6,8 @@
  * times; cbt.stream / cbt.device name the stream; the request root's
  * cbt.gpu_queue_ns sums its stream-timed children's queue times and
  * cbt.gpu_busy_ns is the union of their intervals, not the sum (exactly,
- * on explicit times, and on two real streams running at once); kernel
+ * on explicit times, and on two real streams running at once), a nested
+ * stream-timed span counted once, in its parent; kernel
  * spans measure cbt_launch_begin to their first CTA; pspans begun on a
  * stream carry it too; and no span that a stream did not time carries any
  * of these (the root, a host-side child, an event with the caller's own
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cbt/cb.h"
 #include "cbt/kernel_span.h"
 #include "cbt/pspan.h"
 #include "internal/clock.h"
@@ -176,6 +178,36 @@ static void root_busy_is_the_union(void **state)
     assert_int_equal(tu_attr_i64(es, "cbt.queue_ns"), 0);
     assert_int_equal((uint64_t)tu_attr_i64(es, "cbt.enqueue_ns"), es->start_ns + MS);
     assert_int_equal(tu_attr_i64(tu_need_span("request", "early", 0), "cbt.gpu_queue_ns"), 0);
+    tu_stop();
+}
+
+/* Nested stream-timed spans (CacheBlend: cb.scatter inside cb.retrieve,
+ * both through a stream) are one operation: the root counts the outer one
+ * only. retrieve [10, 40] enqueued at 4, scatter [12, 30] enqueued at 5:
+ * cb.request's queue is 6 ms (not 6 + 7) and its busy time 30 ms. */
+static void nested_child_counts_once(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_subscriber cb;
+    assert_int_equal(cbt_cb_subscriber_create(0, &cb), CBT_OK);
+    assert_int_equal(cbt_add_subscriber(&cb), CBT_OK);
+    const char *sid = "nest";
+    pub_at(CBT_EV_CB_REQUEST_START, sid, 1, 0, 0);
+    pub_at(CBT_EV_CB_RETRIEVE_SUBMITTED, sid, 2, 0, 0);
+    pub_at(CBT_EV_CB_RETRIEVE_START, sid, 10, 4, 3);
+    pub_at(CBT_EV_CB_SCATTER_START, sid, 12, 5, 3);
+    pub_at(CBT_EV_CB_SCATTER_END, sid, 30, 0, 3);
+    pub_at(CBT_EV_CB_RETRIEVE_END, sid, 40, 0, 3);
+    pub_at(CBT_EV_CB_REQUEST_END, sid, 41, 0, 0);
+    tu_flush();
+    const cbt_span *sc = tu_find("cb.scatter", NULL, 0);
+    assert_non_null(sc);
+    assert_int_equal(tu_attr_i64(sc, "cbt.queue_ns"), 7 * MS);
+    const cbt_span *root = tu_find("cb.request", NULL, 0);
+    assert_non_null(root);
+    assert_int_equal(tu_attr_i64(root, "cbt.gpu_queue_ns"), 6 * MS);
+    assert_int_equal(tu_attr_i64(root, "cbt.gpu_busy_ns"), 30 * MS);
     tu_stop();
 }
 
@@ -372,6 +404,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(queued_behind_long_op, tu_teardown),
         cmocka_unit_test_teardown(root_busy_is_the_union, tu_teardown),
+        cmocka_unit_test_teardown(nested_child_counts_once, tu_teardown),
         cmocka_unit_test_teardown(root_busy_union_on_two_streams, tu_teardown),
         cmocka_unit_test_teardown(unmeasured_spans_have_none, tu_teardown),
         cmocka_unit_test_teardown(kernel_and_pspan_queue, tu_teardown),
