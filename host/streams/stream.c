@@ -343,9 +343,12 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, u
     sl->n_slots = k;
     if (ev) {
         unsigned char *rec = room_at(s, pos);
-        /* stamped with the enqueue time: one rdtscp (clock.h; elsewhere
-         * CLOCK_MONOTONIC through the vDSO), no system call, no lock */
-        cbt_rec_write(rec, z, ev, cbt_clock_ticks_ordered(), NULL, NULL);
+        /* stamped with the enqueue time (the queue-time's host end): one
+         * rdtsc (clock.h; elsewhere CLOCK_MONOTONIC through the vDSO), no
+         * system call, no lock. Not rdtscp: the stamp is written into the
+         * record before the commit below, so it was read before the worker
+         * can see the mark and stamp it with its own ordered read */
+        cbt_rec_write(rec, z, ev, cbt_clock_ticks(), NULL, NULL);
         if (ev->pair == 0) { /* in the record, so the caller's event is not copied */
             uint64_t pair = s->ordinal;
             memcpy(rec + 16 + offsetof(cbt_event, pair), &pair, sizeof pair);

@@ -209,8 +209,8 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
         return CBT_ERR_FULL;
     }
     /* the enqueue time: before the record, so the device cannot reach the
-     * mark before it (one rdtscp; no system call) */
-    uint64_t enqueued = cbt_clock_ticks_ordered();
+     * mark before it (one rdtsc; no system call) */
+    uint64_t enqueued = cbt_clock_ticks();
     if (cudaEventRecord(p->ev[idx], (cudaStream_t)s->cuda_stream) != cudaSuccess) {
         cbt_evpool_put(&p->free, idx);
         return CBT_ERR_CUDA;
