@@ -837,13 +837,16 @@ main() {
     record demo "cbt demo --gpu" gpu "$NO_DEVICE"
   elif [ -x "$BUILD/cbt" ]; then
     { echo; echo "==== cbt demo --gpu ===="; } >>"$TESTLOG"
+    # --plant-queue (issue 24): 20 ms of host-function work ahead of each
+    # request's first operation on its CUDA stream, so the queue-time line
+    # shows waits the device caused, and the replay below compares them too
     run_step "cbt demo --gpu" 90 "$TESTLOG" "$BUILD/cbt" demo --gpu --requests 64 --trees 1 \
       --slowest 2 --output "$WORK/cbt-demo-trace.json" --spans "$WORK/cbt-demo-spans.jsonl" \
-      --trace-level gpu --trace-output "$WORK/cbt-demo.lct"
+      --trace-level gpu --trace-output "$WORK/cbt-demo.lct" --plant-queue
     local demo_rc=$RC dskip
     dskip=$(step_text "$TESTLOG" | skip_reason)
     record demo "cbt demo --gpu" gpu "$demo_rc" "$dskip"
-    sum_add "$(step_text "$TESTLOG" | grep -E '^(requests|KV moved|trace recording)' | tail -n 3 | sed 's/^/          /' || true)"
+    sum_add "$(step_text "$TESTLOG" | grep -E '^(queue time|requests|KV moved|trace recording)' | tail -n 4 | sed 's/^/          /' || true)"
     write_summary
     # issue 13: the recording of that GPU run replayed by the replay tracer
     # (no device use: device times arrive through the recorded clock lines)
