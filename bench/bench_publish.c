@@ -18,6 +18,10 @@
  *                   burst as a server builds it (not timed)
  *   publish_slept_cold  the same, the prepared event left untouched (cold)
  *                   across the sleep: what reading the caller's cold event adds
+ *   publish_on_stream ns per cbt_publish_on_stream() of the same prepared
+ *                   event on a CPU stream whose worker is held (so the
+ *                   producer's side alone is timed: the claim, the enqueue
+ *                   stamp of queue time, the copy, the commit)
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
  *   sampled_out     ns per request-sampled check that skips a publish
  *   pspan_*         ns per cbt_pspan_begin + cbt_pspan_end, sampled out / in
@@ -33,6 +37,7 @@
  * 64-byte cells (cbt.h): a lane of 2^17 cells holds a round of 8192 events
  * of up to 16 cells.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -153,6 +158,64 @@ static double bench_publish_on(int rounds, int per_round, int build, int cb)
     cbt_shutdown();
     if (fails)
         fprintf(stderr, "bench: %llu publishes failed (queue full?)\n", (unsigned long long)fails);
+    double m = median(r, rounds);
+    free(r);
+    return m;
+}
+
+/* A work item that holds a CPU stream's worker until opened. */
+typedef struct hold {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} hold;
+
+static void hold_fn(void *arg)
+{
+    hold *h = arg;
+    pthread_mutex_lock(&h->mu);
+    while (!h->open)
+        pthread_cond_wait(&h->cv, &h->mu);
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ns per cbt_publish_on_stream of the 2-value event on a CPU stream, the
+ * worker held behind a work item while a round is published (timed), then
+ * let go and synced (not timed). */
+static double bench_publish_on_stream(int rounds, int per_round)
+{
+    start_tracer(1u << 17);
+    cbt_stream *st = NULL;
+    if (cbt_stream_cpu_create((uint32_t)per_round * 2, &st) != CBT_OK) {
+        cbt_shutdown();
+        return -1.0;
+    }
+    double *r = calloc((size_t)rounds, sizeof *r);
+    static cbt_event ev;
+    cbt_event_init(&ev, CBT_EV_MP_STORE_START, SESSION_ID);
+    cbt_event_i64(&ev, CBT_N_NUM_TOKENS, 4096);
+    cbt_event_i64(&ev, CBT_N_STORED_COUNT, 16);
+    uint64_t fails = 0;
+    for (int k = -2; k < rounds; k++) { /* two rounds of warm-up */
+        hold h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+        cbt_stream_enqueue(st, hold_fn, &h);
+        double t0 = now_s();
+        for (int i = 0; i < per_round; i++)
+            fails += cbt_publish_on_stream(st, &ev) != CBT_OK;
+        double dt = now_s() - t0;
+        if (k >= 0)
+            r[k] = dt * 1e9 / per_round;
+        pthread_mutex_lock(&h.mu);
+        h.open = 1;
+        pthread_cond_signal(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+        cbt_stream_sync(st);
+        cbt_flush(10000);
+    }
+    cbt_stream_destroy(st);
+    cbt_shutdown();
+    if (fails)
+        fprintf(stderr, "bench: %llu stream publishes failed\n", (unsigned long long)fails);
     double m = median(r, rounds);
     free(r);
     return m;
@@ -525,6 +588,7 @@ int main(int argc, char **argv)
     double build = bench_publish_on(rounds, PER_ROUND, 1, 0);
     double cb_on = bench_publish_on(rounds, PER_ROUND, 0, 1);
     double cb_build = bench_publish_on(rounds, PER_ROUND, 1, 1);
+    double on_stream = bench_publish_on_stream(rounds, 4096);
     paced_result pw, ps, pc;
     bench_publish_paced(quick ? 20000 : 200000, 0, 0, &pw);
     bench_publish_paced(quick ? 2000 : 10000, 1, 1, &ps);
@@ -547,6 +611,8 @@ int main(int argc, char **argv)
     printf("stamp_realtime %8.2f ns         (clock_gettime, for comparison)\n", cgt);
     printf("publish_on     %8.2f ns/event   (prepared event, tracer running; target <= 20)\n", on);
     printf("build_publish  %8.2f ns/event   (init + 2 values + publish)\n", build);
+    printf("publish_on_stream %5.2f ns/event   (the same on a CPU stream, its worker held: the "
+           "producer's side, enqueue stamp included)\n", on_stream);
     printf("publish_paced  %8.2f ns/event   (median; p99 %.2f, mean %.2f, first of a burst "
            "%.2f: bursts of 4, then 5-20 us of other work; target <= 60)\n",
            pw.med, pw.p99, pw.mean, pw.first_med);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/gpu-check.sh — the one-shot device check: build cbt for the H200
 # (Release, sm_90), run the GPU tests, the no-wait check of the CUDA paths
-# (test_gpu_nowait, step "nowait"), the scatter and L2-load benchmark, the
+# (test_gpu_nowait, step "nowait"), a kernel queued behind a long one
+# (test_gpu_queue, step "queue"), the scatter and L2-load benchmark, the
 # GPU demo, the host benchmarks, then compute-sanitizer (memcheck, racecheck)
 # over the GPU tests and ncu over one 8-chunk scatter launch; log each step to $OUT as
 # it goes and keep $OUT/summary.txt up to date after every step (a timeout of
@@ -775,6 +776,30 @@ main() {
     write_summary
   fi
 
+  # ---- 6c. queue time on the device -----------------------------------------------------------
+  # test_gpu_queue alone (ctest ran it too): a kernel launched behind a 100 ms
+  # spin on its CUDA stream must carry cbt.queue_ns >= the spin (less the
+  # device clock's error), the same kernel on the idle stream far less. Its
+  # QUEUE lines (the figures) go to the summary; its output to tests.log.
+  local qt_bin=$BUILD/tests/test_gpu_queue
+  local qt_label="test_gpu_queue (a kernel queued behind a 100 ms spin: its cbt.queue_ns)"
+  if [ "$HAVE_GPU" -ne 1 ]; then
+    echo "test_gpu_queue: not run, no GPU" >>"$TESTLOG"
+    record queue "$qt_label" gpu "$NO_DEVICE"
+  elif [ ! -x "$qt_bin" ]; then
+    echo "test_gpu_queue: not built ($qt_bin)" >>"$TESTLOG"
+    record queue "$qt_label" gpu "$NOT_BUILT" "" "$( [ "$CMOCKA" = none ] && echo 'no cmocka.h: the tests were not built' || echo build.log)"
+  else
+    { echo; echo "==== queue: test_gpu_queue ===="; } >>"$TESTLOG"
+    run_step "queue (test_gpu_queue)" 60 "$TESTLOG" --bin "$qt_bin" "$qt_bin"
+    local qt_rc=$RC qt_skip
+    qt_skip=$(step_text "$TESTLOG" | skip_reason)
+    [ "$qt_rc" -eq 77 ] && [ -n "$qt_skip" ] && qt_rc=0 # its own skip: judged as one
+    record queue "$qt_label" gpu "$qt_rc" "$qt_skip"
+    sum_add "$(step_text "$TESTLOG" | grep '^QUEUE ' | sed 's/^QUEUE /          /' || true)"
+    write_summary
+  fi
+
   # ---- 7. benchmarks and the demo --------------------------------------------------------------
   # bench NAME CAP KIND TAG ARGS... — run bench/NAME into $OUT/NAME.log and record it
   bench() {
@@ -812,13 +837,16 @@ main() {
     record demo "cbt demo --gpu" gpu "$NO_DEVICE"
   elif [ -x "$BUILD/cbt" ]; then
     { echo; echo "==== cbt demo --gpu ===="; } >>"$TESTLOG"
+    # --plant-queue (issue 24): 20 ms of host-function work ahead of each
+    # request's first operation on its CUDA stream, so the queue-time line
+    # shows waits the device caused, and the replay below compares them too
     run_step "cbt demo --gpu" 90 "$TESTLOG" "$BUILD/cbt" demo --gpu --requests 64 --trees 1 \
       --slowest 2 --output "$WORK/cbt-demo-trace.json" --spans "$WORK/cbt-demo-spans.jsonl" \
-      --trace-level gpu --trace-output "$WORK/cbt-demo.lct"
+      --trace-level gpu --trace-output "$WORK/cbt-demo.lct" --plant-queue
     local demo_rc=$RC dskip
     dskip=$(step_text "$TESTLOG" | skip_reason)
     record demo "cbt demo --gpu" gpu "$demo_rc" "$dskip"
-    sum_add "$(step_text "$TESTLOG" | grep -E '^(requests|KV moved|trace recording)' | tail -n 3 | sed 's/^/          /' || true)"
+    sum_add "$(step_text "$TESTLOG" | grep -E '^(queue time|requests|KV moved|trace recording)' | tail -n 4 | sed 's/^/          /' || true)"
     write_summary
     # issue 13: the recording of that GPU run replayed by the replay tracer
     # (no device use: device times arrive through the recorded clock lines)

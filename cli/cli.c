@@ -23,7 +23,7 @@ static void usage(FILE *f)
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
             "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
             "                [--enable-tracing --otlp-endpoint URL [--otlp-protocol P]]\n"
-            "                [--trace-level gpu [--trace-output FILE.lct]]\n"
+            "                [--trace-level gpu [--trace-output FILE.lct]] [--plant-queue]\n"
             "       cbt replay FILE.lct [--spans OUT.jsonl] [--output trace.json]\n"
             "                  [--otlp-endpoint URL] [--speed N | --asap] [--force]\n"
             "       cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
@@ -56,6 +56,8 @@ static void usage(FILE *f)
             "                     (CBT_TRACE_LEVEL); replay it anywhere with cbt replay FILE\n"
             "  --trace-output F   the recording (CBT_TRACE_OUTPUT; default: a timestamped\n"
             "                     file under $TMPDIR, named on stderr)\n"
+            "  --plant-queue      a slow stream: 20 ms of other work ahead of each request's\n"
+            "                     first stream operation, so it shows queue time (cbt.queue_ns)\n"
             "\n"
             "  replay   replay a recording (FILE.lct) into the spans of its live run, or\n"
             "           publish a file of events (--events, JSON lines) through cbt's MP\n"
@@ -176,6 +178,8 @@ static int cmd_demo(int argc, char **argv)
             i++;
         } else if (!strcmp(a, "--cacheblend")) {
             o.cacheblend = 1;
+        } else if (!strcmp(a, "--plant-queue")) {
+            o.plant_queue_ms = CBT_DEMO_PLANT_MS;
         } else if (!strcmp(a, "--cpu")) {
             o.backend = CBT_DEMO_CPU;
         } else if (!strcmp(a, "--gpu")) {
@@ -205,6 +209,10 @@ static int cmd_demo(int argc, char **argv)
         return 2;
     }
     o.otlp_endpoint = tracing ? endpoint : NULL;
+    if (o.cacheblend && o.plant_queue_ms) {
+        fprintf(stderr, "cbt: --plant-queue plants on the MP demo's streams; drop --cacheblend\n");
+        return 2;
+    }
     if (o.cacheblend && o.backend == CBT_DEMO_GPU) {
         fprintf(stderr, "cbt: --cacheblend runs on the CPU backend; drop --gpu\n");
         return 2;

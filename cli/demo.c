@@ -63,6 +63,7 @@ typedef struct worker {
     const void *l2_src[MAX_CHUNKS];
     job jobs[3];
     demo_dev *dev; /* the GPU backend's buffers; NULL on the CPU backend */
+    uint32_t plant_ms; /* --plant-queue (planted_work's argument: lives as long as the stream) */
     uint64_t rng;
     uint64_t hit_tokens, requested_tokens, bytes_moved;
     int failed;
@@ -97,6 +98,22 @@ cbt_demo_opts cbt_demo_defaults(void)
                        .output = "cbt-trace.json", .spans = "cbt-spans.jsonl", .trees = 3,
                        .slowest = 3, .backend = CBT_DEMO_AUTO, .otlp_protocol = -1};
     return o;
+}
+
+/* --plant-queue: someone else's long work on the stream (a prefill, say),
+ * which cbt does not trace; what comes after it on the stream waits. */
+static void planted_work(void *arg)
+{
+    uint32_t ms = *(const uint32_t *)arg;
+    struct timespec d = {(time_t)(ms / 1000u), (long)(ms % 1000u) * 1000000L};
+    while (nanosleep(&d, &d) != 0)
+        ;
+}
+
+static void plant(worker *w)
+{
+    if (w->plant_ms && cbt_stream_enqueue(w->stream, planted_work, &w->plant_ms) != CBT_OK)
+        w->failed = 1;
 }
 
 static void pub(cbt_event_type type, const char *sid)
@@ -181,6 +198,7 @@ static void run_request(worker *w, uint32_t r)
     }
     if (hits) {
         pub(CBT_EV_MP_RETRIEVE_SUBMITTED, sid);
+        plant(w); /* the retrieve is this request's first stream operation */
         pub_stream(w, CBT_EV_MP_RETRIEVE_START, sid, CBT_N_NUM_TOKENS, hit_tokens);
         job *l2 = &w->jobs[0];
         l2->l2 = 1;
@@ -199,6 +217,8 @@ static void run_request(worker *w, uint32_t r)
     if (kind != 8) {
         uint32_t new_tokens = req_tokens - hit_tokens;
         pub(CBT_EV_MP_STORE_SUBMITTED, sid);
+        if (!hits)
+            plant(w); /* no retrieve: the store is the first */
         pub_stream(w, CBT_EV_MP_STORE_START, sid, CBT_N_NUM_TOKENS, new_tokens);
         if (new_tokens) {
             job *ga = &w->jobs[2];
@@ -332,6 +352,51 @@ static double kernel_gbps(const cbt_span *spans, uint32_t n)
         }
     }
     return ns > 0 ? bytes / ns : 0.0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* How long the stream-timed spans waited in their streams' queues
+ * (cbt.queue_ns, docs/spans.md "Queue time"): the distribution, and the
+ * span that waited longest. */
+static void queue_summary(FILE *out, const cbt_span *spans, uint32_t n, uint32_t planted_ms)
+{
+    uint64_t *q = calloc(n ? n : 1, sizeof *q);
+    if (!q)
+        return;
+    uint32_t k = 0, worst = 0;
+    uint64_t max = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const cbt_attr *a = cbt_span_attr(&spans[i], CBT_N_QUEUE_NS);
+        if (!a || a->type != CBT_META_I64)
+            continue;
+        uint64_t v = a->v.i64 > 0 ? (uint64_t)a->v.i64 : 0;
+        if (k == 0 || v > max) {
+            max = v;
+            worst = i;
+        }
+        q[k++] = v;
+    }
+    if (k) {
+        qsort(q, k, sizeof *q, cmp_u64);
+        const cbt_span *w = &spans[worst];
+        const cbt_attr *sid = cbt_span_attr(w, CBT_N_SESSION_ID);
+        const cbt_attr *st = cbt_span_attr(w, CBT_N_CBT_STREAM);
+        fprintf(out,
+                "queue time: %u stream-timed spans, cbt.queue_ns p50 %.3f ms, p99 %.3f ms, "
+                "max %.3f ms (%s of %.*s on stream %lld)\n",
+                k, q[k / 2] / 1e6, q[(k * 99) / 100 < k ? (k * 99) / 100 : k - 1] / 1e6,
+                max / 1e6, cbt_name_str(w->name), sid ? (int)sid->str_len : 1,
+                sid ? cbt_attr_str(w, sid) : "-", st ? (long long)st->v.i64 : -1ll);
+    }
+    if (planted_ms)
+        fprintf(out, "planted: %u ms of other work ahead of each request's first stream "
+                     "operation (--plant-queue)\n", planted_ms);
+    free(q);
 }
 
 /* ---- --cacheblend: three roles, one trace ------------------------------------------------ */
@@ -557,6 +622,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         worker *w = &ws[i];
         w->o = o;
         w->id = i;
+        w->plant_ms = o->plant_queue_ms;
         w->rng = o->seed * 0x9e3779b97f4a7c15ull + i + 1;
         if (worker_setup(w, gpu) != 0) {
             rc = 1;
@@ -627,6 +693,8 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         fprintf(out, "\nFirst %u request trees (offsets from the request's start):\n", o->trees);
         cbt_tree_print(out, spans, n, o->trees);
     }
+    if (spans)
+        queue_summary(out, spans, n, o->plant_queue_ms);
     fprintf(out,
             "\nrequests %u (roots closed %llu, deferred %llu, lazy %llu) | spans %u "
             "(%llu from kernels) | hit rate %.3f (%llu/%llu tokens)\n"

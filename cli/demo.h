@@ -3,8 +3,13 @@
  * Each request runs lookup_prefetch with a mix of hits and misses, then a
  * retrieve (on hits) and a store on its worker's stream, and ends its session
  * right after enqueuing, so REQUEST_END races the stream work as in the
- * seed's scenarios 5 and 6. Until the device path lands, the stream is the
- * CPU backend and the "kernels" are host copies of the same byte counts.
+ * seed's scenarios 5 and 6. The stream is a CPU stream running the kernels'
+ * C references, or with --gpu a CUDA stream running the CUDA kernels.
+ * --plant-queue puts other work (a host function that sleeps: the stream's
+ * worker on the CPU, a cudaLaunchHostFunc on the GPU, which holds the CUDA
+ * stream as a long kernel would) ahead of each request's first stream
+ * operation, so that operation and its kernels wait in the stream's queue:
+ * a visibly slow stream (docs/cli.md).
  */
 #ifndef CBT_HOST_DEMO_H
 #define CBT_HOST_DEMO_H
@@ -41,7 +46,13 @@ typedef struct cbt_demo_opts {
     int cacheblend;       /* the CacheBlend three-role workload (demo_cb.h) instead */
     const char *trace_level;  /* --trace-level: "gpu" records an LMCT file (cbt/replay.h) */
     const char *trace_output; /* --trace-output: its path (NULL: the library's default) */
+    uint32_t plant_queue_ms;  /* --plant-queue: before each request's first operation on its
+                                 stream, that long of other work on the same stream (0: off) */
 } cbt_demo_opts;
+
+/* --plant-queue's work: long enough to stand out from a worker's wake-up
+ * (tens of microseconds) and from the demo's own operations (milliseconds). */
+#define CBT_DEMO_PLANT_MS 20u
 
 /* Set once SIGTERM (or SIGINT) arrived: the demo stops issuing requests and
  * shuts down as usual, which closes the trace and span files cleanly. */

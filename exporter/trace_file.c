@@ -1,12 +1,32 @@
 /* exporter/trace_file.c — owns the Chrome trace-event JSON file (see
  * trace_file.h), the default output when no backend is configured.
  *
- * Lanes (pid / tid):
+ * Lanes (pid / tid), a timeline per device and stream:
  *   1 "cbt requests"  two lanes per trace: the root span ("<session>") and
- *                     its host-side children ("<session> ops")
- *   2 "GPU kernels"   one lane per kernel operation (cb.scatter, cb.gather,
- *                     cb.l2_load, ...), the kernels' own %globaltimer times
+ *                     its host-side children ("<session> ops"), where each
+ *                     host enqueue onto a stream is a zero-length slice
+ *                     "enqueue <span>" at its cbt.enqueue_ns. Spans do not
+ *                     carry the host thread that made them, so host work
+ *                     is laid out by request, not by thread.
+ *   4 "CPU streams"   a CPU stream's spans (those with cbt.stream and
+ *                     cbt.device "cpu"): its operations on "stream <n>",
+ *                     its kernels on "stream <n> kernels"
+ *   100 + d "GPU d"   the same for the CUDA streams of device d
+ *   2 "GPU kernels"   kernel spans no stream timed (CUPTI's gpu.kernel, a
+ *                     launch without a stream): one lane per kernel
+ *                     operation (cb.scatter, cb.gather, cb.l2_load, ...)
  *   3 "GPU SMs"       per-CTA records, one lane per SM
+ * Kernels have lanes of their own beside their stream's operations: their
+ * times come from %globaltimer, the operations' from stream marks, so a
+ * kernel may stick out of its operation by the clock fit's error, which a
+ * viewer would draw as a broken nesting on one lane.
+ * Flows: each stream-timed span's host enqueue is joined to its slice by a
+ * flow ("ph":"s" at cbt.enqueue_ns on the enqueue slice's lane, "ph":"f"
+ * with "bp":"e" at the span's start on its stream lane; name "enqueue", cat
+ * "queue", id the span id in hex), written right after that slice, so the
+ * arrow spans the queue time. Each flow start follows the slice it binds to
+ * in the file: Perfetto orders events of one time by duration, then by
+ * their place in the file.
  * A span's events (cbt_span_add_event) follow its slice as instant events
  * ("ph":"i", thread scope) on the same lane at their own times, named by the
  * event's name; their args are the event's attributes plus "span_id" and
@@ -46,6 +66,21 @@ typedef struct tf_lane {
     uint8_t used;
 } tf_lane;
 
+/* Stream lanes named so far (a bounded table: past it a stream's lanes are
+ * still used, unnamed). */
+#define TF_STREAMS 4096
+#define TF_DEVICES 256 /* devices whose process is named */
+#define TF_PID_CPU_STREAMS 4
+#define TF_PID_GPU0 100
+/* stream lanes' tids, apart from the request lanes' and the SMs' */
+#define TF_STREAM_TID0 1000000ll
+
+typedef struct tf_stream {
+    uint32_t ordinal;
+    int32_t pid;
+    uint8_t named; /* bit 0: its operations' lane, bit 1: its kernels' */
+} tf_stream;
+
 typedef struct trace_file {
     FILE *f;
     int first;      /* no event written yet */
@@ -56,7 +91,9 @@ typedef struct trace_file {
     uint32_t next_lane;
     uint8_t op_named[CBT_KOP_COUNT_ + 1];
     uint8_t sm_named[1024];
+    uint8_t cpu_named, gpu_named[TF_DEVICES];
     tf_lane lanes[TF_LANES];
+    tf_stream streams[TF_STREAMS];
     char line[CBT_SPAN_JSON_MAX + 1024]; /* any span's slice fits (internal/json.h) */
 } trace_file;
 
@@ -96,13 +133,15 @@ static cbt_status emit_jbuf(trace_file *t, cbt_jbuf *b)
     return emit(t, b->p, b->need);
 }
 
+/* A metadata event (a process's or a lane's name). Every event of the file
+ * has ph, ts, pid and tid: a process's name says tid 0, and both say ts 0
+ * (viewers ignore both there). */
 static void meta_name(trace_file *t, const char *what, int pid, int64_t tid, const char *name,
                       size_t len)
 {
     cbt_jbuf b = {t->line, sizeof t->line, 0};
-    cbt_jbuf_fmt(&b, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d", what, pid);
-    if (tid >= 0)
-        cbt_jbuf_fmt(&b, ",\"tid\":%lld", (long long)tid);
+    cbt_jbuf_fmt(&b, "{\"name\":\"%s\",\"ph\":\"M\",\"ts\":0,\"pid\":%d,\"tid\":%lld", what,
+                 pid, (long long)(tid >= 0 ? tid : 0));
     cbt_jbuf_cstr(&b, ",\"args\":{\"name\":");
     cbt_jbuf_str(&b, name, len);
     cbt_jbuf_cstr(&b, "}}");
@@ -211,14 +250,111 @@ static cbt_status tf_on_span(void *ctx, const cbt_span *s)
     return st != CBT_OK || ferror(t->f) ? tf_break(t) : CBT_OK;
 }
 
-/* The span's slice and its events' markers. */
+/* The stream that timed `s` (cbt.stream, cbt.device): its process (pid)
+ * and its lanes' base tid, named on first sight; 0 when none timed it. */
+static int stream_lane(trace_file *t, const cbt_span *s, int *pid, int64_t *tid0)
+{
+    const cbt_attr *st = cbt_span_attr(s, CBT_N_CBT_STREAM);
+    const cbt_attr *dv = cbt_span_attr(s, CBT_N_CBT_DEVICE);
+    if (!st || st->type != CBT_META_I64 || st->v.i64 <= 0 || st->v.i64 > UINT32_MAX || !dv ||
+        dv->type != CBT_META_STR)
+        return 0;
+    const char *d = cbt_attr_str(s, dv);
+    int dev = -1;
+    if (dv->str_len > 5 && memcmp(d, "cuda:", 5) == 0) {
+        dev = 0;
+        for (uint32_t i = 5; i < dv->str_len && dev < 100000; i++) {
+            if (d[i] < '0' || d[i] > '9')
+                return 0;
+            dev = dev * 10 + (d[i] - '0');
+        }
+    } else if (!(dv->str_len == 3 && memcmp(d, "cpu", 3) == 0)) {
+        return 0; /* a device this file does not know: the request's lanes */
+    }
+    *pid = dev < 0 ? TF_PID_CPU_STREAMS : TF_PID_GPU0 + dev;
+    *tid0 = TF_STREAM_TID0 + 2 * (int64_t)st->v.i64;
+    if (dev < 0 && !t->cpu_named) {
+        t->cpu_named = 1;
+        meta_name(t, "process_name", *pid, -1, "CPU streams", 11);
+    } else if (dev >= 0 && dev < TF_DEVICES && !t->gpu_named[dev]) {
+        t->gpu_named[dev] = 1;
+        char n[32];
+        int len = snprintf(n, sizeof n, "GPU %d", dev);
+        meta_name(t, "process_name", *pid, -1, n, (size_t)len);
+    }
+    return 1;
+}
+
+/* Name stream lane `tid` of `pid` (bit: 1 operations, 2 kernels) once. */
+static void name_stream_lane(trace_file *t, int pid, int64_t tid0, uint32_t ordinal, uint8_t bit)
+{
+    uint32_t h = ordinal * 2654435761u ^ (uint32_t)pid;
+    for (uint32_t probe = 0; probe < 16; probe++) {
+        tf_stream *e = &t->streams[(h + probe) % TF_STREAMS];
+        if (e->named && (e->ordinal != ordinal || e->pid != pid))
+            continue;
+        if (e->named & bit)
+            return;
+        e->ordinal = ordinal;
+        e->pid = pid;
+        e->named |= bit;
+        char n[48];
+        int len = snprintf(n, sizeof n, bit == 1 ? "stream %u" : "stream %u kernels", ordinal);
+        meta_name(t, "thread_name", pid, tid0 + (bit == 1 ? 0 : 1), n, (size_t)len);
+        return;
+    }
+}
+
+static void jbuf_ts(cbt_jbuf *b, const char *key, uint64_t ns)
+{
+    cbt_jbuf_fmt(b, ",\"%s\":%llu.%03u", key, (unsigned long long)(ns / 1000), (unsigned)(ns % 1000));
+}
+
+/* The host side of a stream-timed span: the enqueue slice on its request's
+ * ops lane and the flow's start on it, just after it in the file. */
+static cbt_status emit_enqueue(trace_file *t, const cbt_span *s, uint64_t enq)
+{
+    uint32_t lane = trace_lane(t, s);
+    int64_t tid = 2 * (int64_t)lane + 1;
+    cbt_jbuf b = {t->line, sizeof t->line, 0};
+    cbt_jbuf_cstr(&b, "{\"name\":");
+    char n[CBT_NAME_LEN_MAX + 16];
+    int len = snprintf(n, sizeof n, "enqueue %s", cbt_name_str(s->name));
+    cbt_jbuf_str(&b, n, len > 0 ? (size_t)len : 0);
+    cbt_jbuf_cstr(&b, ",\"cat\":\"enqueue\",\"ph\":\"X\"");
+    jbuf_ts(&b, "ts", enq);
+    cbt_jbuf_fmt(&b, ",\"dur\":0,\"pid\":1,\"tid\":%lld,\"args\":{\"span_id\":", (long long)tid);
+    cbt_jbuf_hex(&b, s->ctx.span_id, 8);
+    cbt_jbuf_cstr(&b, "}}");
+    cbt_status st = emit_jbuf(t, &b);
+    if (st != CBT_OK)
+        return st;
+    b.need = 0;
+    cbt_jbuf_cstr(&b, "{\"name\":\"enqueue\",\"cat\":\"queue\",\"ph\":\"s\",\"id\":");
+    cbt_jbuf_hex(&b, s->ctx.span_id, 8);
+    jbuf_ts(&b, "ts", enq);
+    cbt_jbuf_fmt(&b, ",\"pid\":1,\"tid\":%lld}", (long long)tid);
+    return emit_jbuf(t, &b);
+}
+
+/* The span's slice and its events' markers; for a stream-timed span its
+ * host enqueue and the flow between them. */
 static cbt_status tf_span(trace_file *t, const cbt_span *s)
 {
     int op = kernel_op_of(s);
     int pid;
-    int64_t tid;
+    int64_t tid, tid0;
     const char *cat;
-    if (op >= 0) {
+    const cbt_attr *enq = cbt_span_attr(s, CBT_N_ENQUEUE_NS);
+    int on_stream = stream_lane(t, s, &pid, &tid0);
+    if (on_stream) {
+        uint32_t ord = (uint32_t)cbt_span_attr(s, CBT_N_CBT_STREAM)->v.i64;
+        uint8_t bit = op >= 0 ? 2 : 1;
+        name_stream_lane(t, pid, tid0, ord, bit);
+        tid = tid0 + (op >= 0);
+        const char *n = cbt_name_str(s->name);
+        cat = op >= 0 ? "kernel" : strncmp(n, "cb.", 3) == 0 ? "cb" : "mp";
+    } else if (op >= 0) {
         pid = 2;
         tid = op;
         cat = "kernel";
@@ -234,6 +370,10 @@ static cbt_status tf_span(trace_file *t, const cbt_span *s)
         const char *n = cbt_name_str(s->name);
         cat = strncmp(n, "cb.", 3) == 0 ? "cb" : "mp";
     }
+    int flow = on_stream && enq && enq->type == CBT_META_I64 && enq->v.i64 > 0;
+    cbt_status st = CBT_OK;
+    if (flow && (st = emit_enqueue(t, s, (uint64_t)enq->v.i64)) != CBT_OK)
+        return st;
     cbt_jbuf b = {t->line, sizeof t->line, 0};
     cbt_jbuf_cstr(&b, "{\"name\":");
     cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
@@ -244,7 +384,16 @@ static cbt_status tf_span(trace_file *t, const cbt_span *s)
     cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld", pid, (long long)tid);
     args_of(&b, s);
     cbt_jbuf_cstr(&b, "}");
-    cbt_status st = emit_jbuf(t, &b);
+    st = emit_jbuf(t, &b);
+    if (flow && st == CBT_OK) {
+        /* the flow's end, bound to the slice just written (same start) */
+        b.need = 0;
+        cbt_jbuf_cstr(&b, "{\"name\":\"enqueue\",\"cat\":\"queue\",\"ph\":\"f\",\"bp\":\"e\",\"id\":");
+        cbt_jbuf_hex(&b, s->ctx.span_id, 8);
+        jbuf_ts(&b, "ts", s->start_ns);
+        cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld}", pid, (long long)tid);
+        st = emit_jbuf(t, &b);
+    }
     uint32_t ne = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
     for (uint32_t e = 0; e < ne && st == CBT_OK; e++) {
         const cbt_span_event *ev = &s->events[e];

@@ -13,7 +13,8 @@
 # libFuzzer is missing (scripts/deps.sh installs both; make test repeats the
 # SKIP line at its end).
 #
-#   scripts/fuzz.sh            20 s per target
+#   scripts/fuzz.sh            20 s per target, two targets at a time
+#   FUZZ_JOBS=1 scripts/fuzz.sh   one at a time
 #   FUZZ_SECONDS=120 scripts/fuzz.sh
 #   CLANG=clang-14 scripts/fuzz.sh
 set -euo pipefail
@@ -28,7 +29,7 @@ if ! command -v "$CC_FUZZ" >/dev/null 2>&1; then
 fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/cbt-fuzz.XXXXXX")"
-trap 'rm -rf "$work"' EXIT
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 
 # libFuzzer and the sanitizer runtimes present? (clang without compiler-rt's
 # runtimes, Debian's libclang-rt-N-dev, fails here)
@@ -41,28 +42,53 @@ fi
 
 # run_target NAME MAX_LEN SOURCES...: build tests/NAME.c with SOURCES, run it
 # on $work/NAME-corpus for SECONDS_BUDGET; on a finding print it and exit 1
+# Targets run FUZZ_JOBS at a time (default 2: each is one single-threaded
+# process, and make test runs this last, with nothing else on the machine),
+# each for SECONDS_BUDGET; results are printed in order once all have ended.
+FUZZ_JOBS="${FUZZ_JOBS:-2}"
+targets=()
+
+# fuzz_one NAME MAX_LEN CORPUS — one target's run; its exit status in
+# $work/NAME.rc, its output in $work/NAME.log
+fuzz_one() {
+  local name="$1" max_len="$2" corpus="$3" rc=0
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$work/$name" -max_total_time="$SECONDS_BUDGET" -max_len="$max_len" -timeout=10 \
+      -artifact_prefix="$work/$name-" -print_final_stats=1 "$corpus" > "$work/$name.log" 2>&1 || rc=$?
+  echo "$rc" > "$work/$name.rc"
+}
+
 run_target() {
   local name="$1" max_len="$2"
   shift 2
-  local bin="$work/$name" corpus="$work/$name-corpus" log="$work/$name.log"
   "$CC_FUZZ" -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Ihost -I. "tests/$name.c" "$@" -lm -o "$bin"
-  echo "fuzz: running $bin for ${SECONDS_BUDGET}s"
-  if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-     "$bin" -max_total_time="$SECONDS_BUDGET" -max_len="$max_len" -timeout=10 \
-            -artifact_prefix="$work/$name-" -print_final_stats=1 "$corpus" > "$log" 2>&1; then
-    tail -n 12 "$log" | grep -E 'stat::number_of_executed_units|Done' || true
-    echo "fuzz: $name OK (no crash in ${SECONDS_BUDGET}s)"
-  else
-    local rc=$?
-    tail -n 60 "$log"
-    for f in "$work/$name"-crash-* "$work/$name"-leak-* "$work/$name"-timeout-*; do
-      [ -e "$f" ] || continue
-      echo "fuzz: reproducer $f:"; od -c "$f" | head -20
-    done
-    echo "fuzz: $name FAILED (exit $rc)"
-    exit 1
-  fi
+    -Wall -Wextra -Werror -D_GNU_SOURCE -Iinclude -Ihost -I. "tests/$name.c" "$@" -lm -o "$work/$name"
+  while [ "$(jobs -rp | wc -l)" -ge "$FUZZ_JOBS" ]; do wait -n || true; done
+  echo "fuzz: running $work/$name for ${SECONDS_BUDGET}s"
+  fuzz_one "$name" "$max_len" "$corpus" &
+  targets+=("$name")
+}
+
+# every target's result, in order; exit 1 when one failed
+report() {
+  wait
+  local failed=0 name rc
+  for name in "${targets[@]}"; do
+    rc=$(cat "$work/$name.rc" 2>/dev/null || echo 1)
+    if [ "$rc" = 0 ]; then
+      tail -n 12 "$work/$name.log" | grep -E 'stat::number_of_executed_units|Done' || true
+      echo "fuzz: $name OK (no crash in ${SECONDS_BUDGET}s)"
+    else
+      tail -n 60 "$work/$name.log"
+      for f in "$work/$name"-crash-* "$work/$name"-leak-* "$work/$name"-timeout-*; do
+        [ -e "$f" ] || continue
+        echo "fuzz: reproducer $f:"; od -c "$f" | head -20
+      done
+      echo "fuzz: $name FAILED (exit $rc)"
+      failed=1
+    fi
+  done
+  [ "$failed" = 0 ] || exit 1
 }
 
 corpus="$work/fuzz_traceparent-corpus"
@@ -136,3 +162,5 @@ else
   echo "SKIP: fuzz: fuzz_lmct_reader: msgpack-c not found (msgpack.h, -lmsgpackc: libmsgpack-dev)"
   echo "SKIP: fuzz: fuzz_replay: msgpack-c not found (msgpack.h, -lmsgpackc: libmsgpack-dev)"
 fi
+
+report

@@ -91,6 +91,8 @@ endif()
 # server's cb.lookup under the scheduler's cb.lookup.rpc and the server's
 # cb.retrieve under the worker's cb.start_load_kv
 expect_exit(2 "--cacheblend runs on the CPU backend" demo --cacheblend --gpu)
+expect_exit(2 "--plant-queue plants on the MP demo's streams; drop --cacheblend"
+            demo --cacheblend --plant-queue)
 file(REMOVE ${WORKDIR}/cli-cb-spans.jsonl)
 expect_exit(0 "cb.lookup.rpc[^\n]*\n[^\n]*cb.lookup  [^\n]*\n(.|\n)*cb.start_load_kv[^\n]*\n[^\n]*cb.retrieve "
             demo --cacheblend --requests 4 --trees 1 --slowest 0 --output cli-cb-trace.json

@@ -297,6 +297,7 @@ static void test_span_h(void)
     CHECK(cbt_span_set_bool(&sp, CBT_N_FAILED, false) == CBT_OK);
     CHECK(cbt_span_set_str(&sp, CBT_N_MODEL, "llama", 5) == CBT_OK);
     cbt_span_set_from_event(&sp, &e);
+    CHECK(!cbt_span_set_queue(&sp, &e)); /* nothing measured: nothing set */
     uint32_t ev = 7;
     CHECK(cbt_span_add_event(&sp, CBT_N_EXCEPTION, 1, &ev) == CBT_OK && ev == 0);
     CHECK(cbt_span_event_set_str(&sp, ev, CBT_N_EXC_TYPE, "TimeoutError", 12) == CBT_OK);

@@ -182,12 +182,13 @@ want "no GPU here" '^device +none: no GPU here'
 want "the tests were built with the carried cmocka" 'cmocka: carried \(\.carry/cmocka\)$'
 want "some tests ran and passed, none failed" '^tests +ctest .*[1-9][0-9]* passed, 0 failed'
 want "the GPU tests are skipped for want of a device" '^tests +ctest .*: skipped, no device \([0-9]+ of [0-9]+ skipped: .*test_gpu_'
-for t in test_gpu_kernels test_gpu_ring test_gpu_stream test_gpu_nowait test_gpu_cupti; do
+for t in test_gpu_kernels test_gpu_ring test_gpu_stream test_gpu_nowait test_gpu_queue test_gpu_cupti; do
   want "  $t: Skipped" "^ +$t +(\*\*\*)?Skipped"
 done
 want "bench_scatter_gpu skipped, no device" '^scatter +bench_scatter_gpu: skipped, no device'
 want "the demo skipped, no device" '^demo +cbt demo --gpu: skipped, no device'
 want "the nowait step skipped, no device" '^nowait +test_gpu_nowait .*: skipped, no device'
+want "the queue step skipped, no device" '^queue +test_gpu_queue .*: skipped, no device'
 want "ncu skipped, no device" '^ncu +.*: skipped, no device'
 want "memcheck skipped, no device" '^memcheck +test_gpu_kernels: skipped, no device'
 want "racecheck skipped, no device" '^racecheck +test_gpu_kernels: skipped, no device'

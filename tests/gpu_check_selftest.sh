@@ -259,6 +259,9 @@ done
 # the nowait step's test: its figures, and the NVTX tool it is given
 printf '#!/bin/sh\necho "NOWAIT create on a busy stream: 0.1 ms (nvtx=${NVTX_INJECTION64_PATH:-none})"\nexit 0\n' \
   >"$F/build/tests/test_gpu_nowait"
+# the queue step's test: its figures
+printf '#!/bin/sh\necho "QUEUE kernel behind a 100 ms spin: cbt.queue_ns 100.2 ms (fake)"\nexit 0\n' \
+  >"$F/build/tests/test_gpu_queue"
 : >"$F/build/tests/libcbt_nvtx_inject.so"
 cp /bin/true "$F/build/tests/test_gpu_stream" # an ELF: the libraries step has one binary to ldd
 chmod +x "$F"/bin/* "$F"/build/bench/* "$F"/build/cbt "$F"/build/tests/*
@@ -293,6 +296,8 @@ check "fakes pass, GPU: <= 8 files in \$OUT ($(nfiles "$FOUT"))" [ "$(nfiles "$F
 check "fakes pass, GPU: the nowait step ran test_gpu_nowait" has "$FOUT/summary.txt" '^nowait +test_gpu_nowait .*: ok$'
 check "  with the NVTX test tool, its NOWAIT line in the summary" \
   has "$FOUT/summary.txt" '^ +create on a busy stream: 0\.1 ms \(nvtx=.*/libcbt_nvtx_inject\.so\)'
+check "fakes pass, GPU: the queue step ran test_gpu_queue" has "$FOUT/summary.txt" '^queue +test_gpu_queue .*: ok$'
+check "  its QUEUE line in the summary" has "$FOUT/summary.txt" '^ +kernel behind a 100 ms spin: cbt\.queue_ns 100\.2 ms \(fake\)'
 
 fake_run skip 1
 check "a GPU test and the bench skip ON A GPU machine: exit 1 (got $FRC)" [ "$FRC" -eq 1 ]
@@ -304,6 +309,7 @@ fake_run skip 0
 check "the same skips WITHOUT a GPU: exit 0 (got $FRC)" [ "$FRC" -eq 0 ]
 check "  the bench is skipped, no device" has "$FOUT/summary.txt" '^scatter +bench_scatter_gpu: skipped, no device \(bench_scatter_gpu needs a CUDA device'
 check "  the nowait step too" has "$FOUT/summary.txt" '^nowait +test_gpu_nowait .*: skipped, no device$'
+check "  the queue step too" has "$FOUT/summary.txt" '^queue +test_gpu_queue .*: skipped, no device$'
 check "  the demo and the tools too" eval 'has "$FOUT/summary.txt" "^demo +cbt demo --gpu: skipped, no device$" && has "$FOUT/summary.txt" "^racecheck +test_gpu_kernels: skipped, no device$"'
 
 # no GPU found: nvidia-smi lists none, nothing under /dev

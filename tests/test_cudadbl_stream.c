@@ -10,8 +10,9 @@
  * through its fitted clock. Nothing waits: cbt_stream_cuda_create returns
  * while the stream's reference is still pending (no synchronisation; the
  * marks wait for it at the harvester), and a publisher stopped halfway
- * through taking a pooled event holds no other publisher up. Host logic
- * only: docs/testing.md. */
+ * through taking a pooled event holds no other publisher up. A mark's
+ * queue time is its completion minus its host enqueue, on one clock. Host
+ * logic only: docs/testing.md. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -404,6 +405,73 @@ static void mark_not_held_by_a_stopped_publisher(void **state)
     tu_stop();
 }
 
+/* Queue time on the CUDA path (docs/spans.md, "Queue time"): a mark's
+ * enqueue time is the host clock just before its cudaEventRecord, mapped
+ * by the same clock map as the mark's completion, so the mp.store a stream
+ * reaches 100 ms (device) after its reference, enqueued 20 ms after it,
+ * waited the difference, exactly: cbt.queue_ns == start - cbt.enqueue_ns,
+ * the enqueue within the host's reading around the call. One the device
+ * reached "before" its host enqueue (clocks apart) is clamped at 0, its
+ * measured enqueue kept. The stream and device are named; the root sums. */
+static void queue_time_on_cuda_marks(void **state)
+{
+    (void)state;
+    cbt_stream *s = start(0, 0.0f);
+    uint32_t r = cudadbl_records();
+    pub(s, "ref0"); /* completed at device 0: the reference's host time */
+    struct timespec d = {0, 20000000};
+    nanosleep(&d, NULL);
+    tu_pub(CBT_EV_MP_REQUEST_START, "cq");
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, "cq");
+    uint64_t before = cbt_clock_unix_now();
+    tu_pub_on(s, CBT_EV_MP_STORE_START, "cq");
+    uint64_t after = cbt_clock_unix_now();
+    tu_pub_on(s, CBT_EV_MP_STORE_END, "cq");
+    tu_pub(CBT_EV_MP_REQUEST_END, "cq");
+    tu_pub(CBT_EV_MP_REQUEST_START, "ce");
+    tu_pub(CBT_EV_MP_STORE_SUBMITTED, "ce");
+    tu_pub_on(s, CBT_EV_MP_STORE_START, "ce");
+    tu_pub_on(s, CBT_EV_MP_STORE_END, "ce");
+    tu_pub(CBT_EV_MP_REQUEST_END, "ce");
+    assert_int_equal(cudadbl_records(), r + 5);
+    nanosleep(&d, NULL); /* the device "gets there" later: the enqueue time is
+                            the call's, not the harvester's when it resolves */
+    assert_int_equal(cudadbl_complete(r, 0.0f), 0);
+    assert_int_equal(cudadbl_complete(r + 1, 100.0f), 0);
+    assert_int_equal(cudadbl_complete(r + 2, 130.0f), 0);
+    assert_int_equal(cudadbl_complete(r + 3, 1.0f), 0);  /* "before" its enqueue */
+    assert_int_equal(cudadbl_complete(r + 4, 140.0f), 0);
+    tu_flush();
+    uint64_t h = ts_of("ref0");
+    const cbt_span *st = tu_need_span("mp.store", "cq", 0);
+    uint64_t q = (uint64_t)tu_attr_i64(st, "cbt.queue_ns");
+    uint64_t enq = (uint64_t)tu_attr_i64(st, "cbt.enqueue_ns");
+    printf("# CUDA mark: reached %.3f ms after the reference, enqueued %.3f ms after it, "
+           "cbt.queue_ns %.3f ms\n", (st->start_ns - h) / 1e6, ((double)enq - (double)h) / 1e6,
+           q / 1e6);
+    assert_int_equal(st->start_ns - h, 100000000ull);
+    assert_int_equal(q, st->start_ns - enq);
+    /* the host's own reading brackets the enqueue (1 ms of slack: the tick
+     * map against CLOCK_REALTIME) */
+    assert_true(enq + 1000000ull >= before && enq <= after + 1000000ull);
+    /* enqueued at least 20 ms after the reference (the sleep): at most 80 ms */
+    assert_true(q > 0 && q <= 80000000ull + 1000000ull);
+    assert_int_equal(tu_attr_i64(st, "cbt.stream"), cbt_stream_ordinal(s));
+    const cbt_attr *dev = cbt_span_attr(st, tu_name("cbt.device"));
+    assert_non_null(dev);
+    assert_int_equal(dev->str_len, 6);
+    assert_memory_equal(cbt_attr_str(st, dev), "cuda:0", 6);
+    const cbt_span *root = tu_need_span("request", "cq", 0);
+    assert_int_equal(tu_attr_i64(root, "cbt.gpu_queue_ns"), q);
+    assert_int_equal(tu_attr_i64(root, "cbt.gpu_busy_ns"), 30000000ull);
+    const cbt_span *early = tu_need_span("mp.store", "ce", 0);
+    assert_int_equal(early->start_ns - h, 1000000ull);
+    assert_int_equal(tu_attr_i64(early, "cbt.queue_ns"), 0);
+    assert_true((uint64_t)tu_attr_i64(early, "cbt.enqueue_ns") > early->start_ns);
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
 /* No device: cbt_stream_cuda_create says so. */
 static void no_device_refused(void **state)
 {
@@ -433,6 +501,7 @@ int main(void)
         cmocka_unit_test_teardown(mapped_ring_clock_times_marks, tu_teardown),
         cmocka_unit_test_teardown(create_does_not_wait_for_a_busy_stream, tu_teardown),
         cmocka_unit_test_teardown(mark_not_held_by_a_stopped_publisher, tu_teardown),
+        cmocka_unit_test_teardown(queue_time_on_cuda_marks, tu_teardown),
         cmocka_unit_test_teardown(no_device_refused, tu_teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -521,6 +521,16 @@ static void live_equals_replay(int with_cb)
     assert_int_equal(cb, with_cb ? 1 : 0);
     assert_int_equal(scatter, N_REQ);
     assert_int_equal(pspan, 2);
+    /* the stream-timed spans carry their queue times, replayed (compared
+     * above with every attribute): the N_REQ stores and retrieves, their
+     * kernels, the pspan begun on a stream; their roots the sums */
+    uint32_t queued = 0, gpu_roots = 0;
+    for (uint32_t i = 0; i < rep.n; i++) {
+        queued += cbt_span_attr(&rep.s[i], CBT_N_QUEUE_NS) != NULL;
+        gpu_roots += cbt_span_attr(&rep.s[i], CBT_N_GPU_BUSY_NS) != NULL;
+    }
+    assert_int_equal(queued, 2 * N_REQ + 1);
+    assert_int_equal(gpu_roots, N_REQ);
     assert_true(open >= 1);
     assert_int_equal(remote, 1);
     free(live.s);
@@ -896,6 +906,8 @@ typedef struct tamper {
     int bad_clocks;           /* insert copies of a cbt.clock with ns_per_tick inf and of a
                                  cbt.devclock with ticks_per_ns NaN */
     const char *json;         /* another sm_config_json, with its digest; NULL: as recorded */
+    int no_stream;            /* as a file from before queue times: every cbt.event without
+                                 its "stream" map and CBT_EVF_ENQUEUED */
 } tamper;
 
 /* Copy src to dst through the reader and writer, changing what `t` says. */
@@ -954,6 +966,26 @@ static void rewrite(const char *src, const char *dst, const tamper *t)
             clock_bad |= isclock, dev_bad |= isdev;
             continue;
         }
+        if (t->no_stream && strcmp(rec->qualname, "cbt.event") == 0) {
+            cbt_lmct_kv args[16];
+            uint32_t n = 0;
+            assert_true(rec->arg_count <= 16);
+            for (uint32_t i = 0; i < rec->arg_count; i++) {
+                if (strcmp(rec->args[i].key, "stream") == 0) {
+                    inserted++;
+                    continue;
+                }
+                args[n] = rec->args[i];
+                if (strcmp(args[n].key, "flags") == 0)
+                    args[n].value.v.u &= ~(uint64_t)CBT_EVF_ENQUEUED;
+                n++;
+            }
+            cbt_lmct_record x = *rec;
+            x.args = args;
+            x.arg_count = n;
+            assert_int_equal(cbt_lmct_writer_append(w, &x), CBT_OK);
+            continue;
+        }
         if (t->extra_records && !inserted && strcmp(rec->qualname, "cbt.event") == 0) {
             /* before the first event: a qualname no build knows, and a copy
              * of the event whose ts_ns is a string */
@@ -976,6 +1008,7 @@ static void rewrite(const char *src, const char *dst, const tamper *t)
     assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
     cbt_lmct_reader_close(rd);
     assert_true(!t->extra_records || inserted);
+    assert_true(!t->no_stream || inserted); /* there were stream marks to strip */
     assert_true(!t->bogus_times || non_events >= 4);
     assert_true(!t->bad_clocks || (clock_bad && dev_bad));
 }
@@ -1033,6 +1066,23 @@ static void replay_refusals(void **state)
     assert_int_equal(st.records, m.trace_records + 2);
     assert_int_equal(st.shutdown_seen, 1);
     sets_eq(&live, &rep);
+    free(rep.s);
+
+    /* a file from before cbt recorded queue times (no "stream" maps, no
+     * CBT_EVF_ENQUEUED): it replays whole, into the same spans at the same
+     * times, and no span reports a queue time nobody recorded */
+    rewrite(live_p, bad, &(tamper){.no_stream = 1});
+    assert_int_equal(replay_file(bad, false, &st, &rep), CBT_OK);
+    assert_int_equal(st.malformed_skipped, 0);
+    assert_int_equal(rep.n, live.n);
+    for (uint32_t i = 0; i < rep.n; i++) {
+        assert_memory_equal(rep.s[i].ctx.span_id, live.s[i].ctx.span_id, 8);
+        assert_int_equal(rep.s[i].start_ns, live.s[i].start_ns);
+        assert_int_equal(rep.s[i].end_ns, live.s[i].end_ns);
+        assert_null(cbt_span_attr(&rep.s[i], CBT_N_QUEUE_NS));
+        assert_null(cbt_span_attr(&rep.s[i], CBT_N_ENQUEUE_NS));
+        assert_null(cbt_span_attr(&rep.s[i], CBT_N_GPU_BUSY_NS));
+    }
     free(rep.s);
 
     /* into a tracer that is not a replay tracer; a second run */

@@ -12,8 +12,9 @@
 #include "testutil.h"
 #include "cbt/trace_file.h"
 
-/* python3 prints: <#X events in pid 1 or 2> <#X events in pid 3> <#distinct
- * span ids> <has session arg in a root> */
+/* python3 prints: <#span slices: X events but the CTAs and the enqueue
+ * slices> <#X events in pid 3> <#distinct span ids> <has session arg in a
+ * root>; it fails unless every enqueue slice names a span slice */
 static int check_json(const char *path, long *host_gpu, long *ctas, long *distinct, long *sess)
 {
     char cmd[1024];
@@ -22,9 +23,11 @@ static int check_json(const char *path, long *host_gpu, long *ctas, long *distin
              "d=json.load(open(sys.argv[1]))\n"
              "ev=d[\"traceEvents\"]\n"
              "x=[e for e in ev if e[\"ph\"]==\"X\"]\n"
-             "hg=[e for e in x if e[\"pid\"] in (1,2)]\n"
+             "hg=[e for e in x if e[\"cat\"] not in (\"cta\",\"enqueue\")]\n"
              "c=[e for e in x if e[\"pid\"]==3]\n"
              "ids=set(e[\"args\"][\"span_id\"] for e in hg)\n"
+             "q=[e for e in x if e[\"cat\"]==\"enqueue\"]\n"
+             "assert q and all(e[\"args\"][\"span_id\"] in ids for e in q)\n"
              "s=sum(1 for e in hg if e[\"name\"]==\"request\" and \"session_id\" in e[\"args\"])\n"
              "print(len(hg),len(c),len(ids),s)' %s",
              path);
@@ -204,6 +207,76 @@ static void trace_file_span_events(void **state)
     unlink(path);
 }
 
+/* A span set on the stream it says (fed to the sink directly): the
+ * timeline checker (tests/trace_timeline_check.py --file) holds a CUDA
+ * device's file to the same rules as the demo's CPU one: "GPU 1" is a
+ * process, streams 5 and 6 lanes of it (5 also a kernels lane), every
+ * stream-timed span an arrow from its enqueue, the root on the host. */
+static void stream_span(cbt_span *s, cbt_name name, uint8_t id, uint32_t stream, uint64_t start,
+                        uint64_t enq, int kernel)
+{
+    memset(s, 0, sizeof *s);
+    memset(s->ctx.trace_id, 0x44, 16);
+    memset(s->ctx.span_id, id, 8);
+    memset(s->parent_span_id, 0x55, 8);
+    s->ctx.trace_flags = 1;
+    s->name = name;
+    s->start_ns = start;
+    s->end_ns = start + 2000000;
+    assert_int_equal(cbt_span_set_str(s, CBT_N_SESSION_ID, "r2", 2), CBT_OK);
+    if (kernel)
+        assert_int_equal(cbt_span_set_i64(s, CBT_N_LAUNCH_ID, id), CBT_OK);
+    assert_int_equal(cbt_span_set_i64(s, CBT_N_QUEUE_NS, (int64_t)(start - enq)), CBT_OK);
+    assert_int_equal(cbt_span_set_i64(s, CBT_N_ENQUEUE_NS, (int64_t)enq), CBT_OK);
+    assert_int_equal(cbt_span_set_i64(s, CBT_N_CBT_STREAM, stream), CBT_OK);
+    assert_int_equal(cbt_span_set_str(s, CBT_N_CBT_DEVICE, "cuda:1", 6), CBT_OK);
+}
+
+static void trace_file_gpu_streams(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/cbt_test_tf_gpu_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    cbt_sink k;
+    assert_int_equal(cbt_trace_file_sink_create(path, &k), CBT_OK);
+    static cbt_span sp[4];
+    const uint64_t T = 1700000000000000000ull;
+    stream_span(&sp[0], CBT_N_MP_RETRIEVE, 0x61, 5, T + 30000000, T + 1000000, 0);
+    stream_span(&sp[1], CBT_N_CB_SCATTER, 0x62, 5, T + 30500000, T + 1200000, 1);
+    stream_span(&sp[2], CBT_N_MP_STORE, 0x63, 6, T + 2000000, T + 1500000, 0);
+    memset(&sp[3], 0, sizeof sp[3]); /* the root, on the host */
+    memset(sp[3].ctx.trace_id, 0x44, 16);
+    memset(sp[3].ctx.span_id, 0x55, 8);
+    sp[3].ctx.trace_flags = 1;
+    sp[3].name = CBT_N_REQUEST;
+    sp[3].start_ns = T;
+    sp[3].end_ns = T + 40000000;
+    assert_int_equal(cbt_span_set_str(&sp[3], CBT_N_SESSION_ID, "r2", 2), CBT_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(k.on_span(k.ctx, &sp[i]), CBT_OK);
+    k.destroy(k.ctx);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "python3 %s/tests/trace_timeline_check.py --file %s", CBT_SOURCE_DIR,
+             path);
+    assert_int_equal(system(cmd), 0);
+    char script[1024];
+    snprintf(script, sizeof script,
+        "import json,sys\n"
+        "ev=json.load(open(sys.argv[1]))['traceEvents']\n"
+        "p={e['pid']:e['args']['name'] for e in ev if e['name']=='process_name'}\n"
+        "t={(e['pid'],e['tid']):e['args']['name'] for e in ev if e['name']=='thread_name'}\n"
+        "assert p.get(%d)=='GPU 1', p\n"
+        "names=sorted(v for (pid,tid),v in t.items() if pid==%d)\n"
+        "assert names==['stream 5','stream 5 kernels','stream 6'], names\n"
+        "assert sum(1 for e in ev if e['ph']=='s')==3\n"
+        "r=[e for e in ev if e['ph']=='X' and e['name']=='request']\n"
+        "assert len(r)==1 and r[0]['pid']==1, r\n", 101, 101);
+    assert_int_equal(python_check(path, script), 0);
+    unlink(path);
+}
+
 static void trace_file_refuses_bad_paths(void **state)
 {
     (void)state;
@@ -218,6 +291,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(trace_file_holds_every_span, tu_teardown),
         cmocka_unit_test(trace_file_span_events),
+        cmocka_unit_test(trace_file_gpu_streams),
         cmocka_unit_test(trace_file_refuses_bad_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

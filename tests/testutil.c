@@ -34,6 +34,11 @@ static cbt_status rec_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
         memcpy(e->session, ev->session, sizeof e->session);
         e->ts = ev->ts;
         e->pair = ev->pair;
+        e->flags = ev->flags;
+        int q = (ev->flags & CBT_EVF_ENQUEUED) != 0;
+        e->enqueue_ns = q ? ev->enqueue_ns : 0;
+        e->stream = q ? ev->stream : 0;
+        e->device = q ? ev->device : 0;
     }
     pthread_mutex_unlock(&g_ev_lock);
     return CBT_OK;

@@ -28,6 +28,11 @@ typedef struct tu_event {
     char session[CBT_SESSION_MAX];
     uint64_t ts;
     uint64_t pair;
+    uint32_t flags;
+    /* with CBT_EVF_ENQUEUED in flags (a stream's mark), else 0 */
+    uint64_t enqueue_ns;
+    uint32_t stream;
+    int32_t device;
 } tu_event;
 
 /* cbt_init with `cfg` (NULL: defaults with a 50 us poll), plus a memory sink

@@ -23,10 +23,16 @@
 #include "internal/clock.h"
 #include "internal/counter.h"
 #include "internal/end_status.h"
+#include "internal/ivunion.h"
 #include "internal/reqtree.h"
 
 #define NIL 0xffffffffu
 enum { L_NONE = 0, L_BUSY = 1, L_CLOSED = 2 };
+
+/* tree_child.timed: was the child timed by a stream (its START published
+ * with cbt_publish_on_stream: CBT_EVF_ENQUEUED), and is it the request's
+ * own GPU operation or part of one (nested in a stream-timed child)? */
+enum { TIMED_NO = 0, TIMED_OUTER = 1, TIMED_INNER = 2 };
 
 typedef struct tree_child {
     cbt_span *span;
@@ -34,6 +40,7 @@ typedef struct tree_child {
     uint64_t seq;     /* open order: first-in first-out pairing, newest-first shutdown */
     uint64_t opened;  /* event time it opened, for the idle bound */
     uint8_t op;
+    uint8_t timed;    /* TIMED_* (its cbt.queue_ns is on its span) */
 } tree_child;
 
 struct cbt_tree_session {
@@ -58,6 +65,12 @@ struct cbt_tree_session {
     cbt_span_ctx anchor_reg; /* what is registered under root_logical for an anchor */
     cbt_span_ctx op_out_ctx[CBT_TREE_OPS_MAX];
     int64_t scratch[4];
+    /* the root's GPU aggregates (docs/spans.md, "Queue time"): what its
+     * outermost stream-timed children that ended while it was open waited
+     * (summed) and kept their streams busy (the union of their intervals) */
+    uint32_t gpu_n;      /* such children: 0, and the root carries neither */
+    uint64_t gpu_queue;
+    cbt_ivunion gpu_busy;
     char id[CBT_SESSION_MAX];
     tree_child children[CBT_TREE_CHILDREN_MAX];
 };
@@ -296,6 +309,9 @@ static bool open_root(cbt_tree *e, cbt_tree_session *s, const cbt_event *ev, uin
     cbt_skey k = key_of(s);
     s->root = NULL;
     s->sampled_out = false;
+    s->gpu_n = 0;
+    s->gpu_queue = 0;
+    cbt_ivunion_clear(&s->gpu_busy);
     unregister_anchor(e, s);
     clear_op_markers(e, s);
     memset(&s->anchor, 0, sizeof s->anchor);
@@ -346,6 +362,10 @@ static void close_root(cbt_tree *e, cbt_tree_session *s, uint64_t end_ns, uint64
         cbt_registry_remove_k_(e->t, &k, e->path->root_logical, &s->root->ctx);
         if (tail_ns != UINT64_MAX)
             cbt_span_set_i64(s->root, CBT_N_GPU_TAIL_NS, (int64_t)tail_ns);
+        if (s->gpu_n) { /* measured: at least one stream-timed child ended */
+            cbt_span_set_i64(s->root, CBT_N_GPU_QUEUE_NS, (int64_t)s->gpu_queue);
+            cbt_span_set_i64(s->root, CBT_N_GPU_BUSY_NS, (int64_t)cbt_ivunion_len(&s->gpu_busy));
+        }
         cbt_span_end(e->t, s->root, end_ns);
         s->root = NULL;
         INC(roots_closed);
@@ -384,15 +404,27 @@ static int newest_of(const cbt_tree_session *s, int op)
     return newest;
 }
 
-static const cbt_span_ctx *parent_of(const cbt_tree *e, const cbt_tree_session *s, int op)
+/* The child an op's new span nests under (its index), or -1: the anchor. */
+static int parent_index(const cbt_tree *e, const cbt_tree_session *s, int op)
 {
     const cbt_tree_op *o = &e->path->ops[op];
     for (int i = 0; i < 2 && o->parents[i] >= 0; i++) {
         int p = newest_of(s, o->parents[i]);
         if (p >= 0)
-            return &s->children[p].span->ctx;
+            return p;
     }
-    return &s->anchor;
+    return -1;
+}
+
+/* A stream-timed span of the request's own ended (or a point span was
+ * made) while its root is open: the root's GPU aggregates take it. */
+static void gpu_account(cbt_tree_session *s, uint64_t queue, uint64_t start, uint64_t end)
+{
+    if (!s->root_open || !s->root)
+        return;
+    s->gpu_n++;
+    s->gpu_queue += queue;
+    cbt_ivunion_add(&s->gpu_busy, start, end);
 }
 
 /* Re-point op's registry name at its newest open span, or drop it. */
@@ -498,6 +530,9 @@ static void reset_for_new_request(cbt_tree *e, cbt_tree_session *s)
         end_all(e, s, e->now, "reused");
     }
     s->closed = s->end_seen = s->deferred = false;
+    s->gpu_n = 0;
+    s->gpu_queue = 0;
+    cbt_ivunion_clear(&s->gpu_busy);
     memset(s->pending, 0, sizeof s->pending);
     memset(s->dropped_starts, 0, sizeof s->dropped_starts);
     memset(s->scratch, 0, sizeof s->scratch);
@@ -592,7 +627,8 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
         INC(children_evicted_full);
         end_child(e, s, oldest, ev->ts, "children_full");
     }
-    const cbt_span_ctx *parent = parent_of(e, s, op);
+    int pidx = parent_index(e, s, op);
+    const cbt_span_ctx *parent = pidx >= 0 ? &s->children[pidx].span->ctx : &s->anchor;
     const cbt_span_ctx *ctx = ctx_of(ev);
     cbt_span_kind kind = (p->drop_sampled_out && ctx && has_span_id(ctx)) ? CBT_SPAN_KIND_SERVER
                                                                         : CBT_SPAN_KIND_INTERNAL;
@@ -609,6 +645,11 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
     }
     set_ids(e, c, s->id, s->id_len);
     cbt_span_set_from_event(c, ev);
+    uint8_t timed = TIMED_NO;
+    if (ev->flags & CBT_EVF_ENQUEUED) {
+        cbt_span_set_queue_at_(c, ev->enqueue_ns, ev->ts, ev->stream, ev->device);
+        timed = pidx >= 0 && s->children[pidx].timed ? TIMED_INNER : TIMED_OUTER;
+    }
     if (late) {
         cbt_span_set_bool(c, CBT_N_LATE, true);
         INC(late_children);
@@ -616,6 +657,7 @@ static cbt_status on_start(cbt_tree *e, cbt_tree_session *s, int op, const cbt_e
     tree_child *ch = &s->children[s->n_children++];
     ch->span = c;
     ch->pair = ev->pair;
+    ch->timed = timed;
     ch->op = (uint8_t)op;
     ch->seq = ++e->seq;
     ch->opened = e->now; /* engine time: what the idle bound is measured in */
@@ -681,6 +723,14 @@ static cbt_status on_end(cbt_tree *e, cbt_tree_session *s, int op, const cbt_eve
     cbt_span_set_from_event(ch.span, ev);
     cbt_end_status_apply_(ch.span, ev);
     ch.span->end_ns = ev->ts > ch.span->start_ns ? ev->ts : ch.span->start_ns;
+    if (ch.timed == TIMED_OUTER) {
+        const cbt_attr *q = cbt_span_attr(ch.span, CBT_N_QUEUE_NS);
+        /* the sum is of the children's cbt.queue_ns as they carry it: one
+         * whose attributes were full at its START (dropped, counted) adds
+         * its interval to the busy time and nothing to the sum */
+        gpu_account(s, q && q->type == CBT_META_I64 ? (uint64_t)q->v.i64 : 0, ch.span->start_ns,
+                    ch.span->end_ns);
+    }
     if (p->on_child_end)
         p->on_child_end(e, s, op, ch.span, ev);
     cbt_span_ctx ctx = ch.span->ctx;
@@ -747,6 +797,11 @@ static cbt_status on_point(cbt_tree *e, cbt_tree_session *s, cbt_name name, cons
     else /* as LMCache: a session-less point span says so */
         cbt_span_set_str(sp, CBT_N_SESSION_ID, "", 0);
     cbt_span_set_from_event(sp, ev);
+    if (ev->flags & CBT_EVF_ENQUEUED) {
+        uint64_t q = cbt_span_set_queue_at_(sp, ev->enqueue_ns, ev->ts, ev->stream, ev->device);
+        if (s)
+            gpu_account(s, q, ev->ts, ev->ts);
+    }
     if (s && s->closed) {
         cbt_span_set_bool(sp, CBT_N_LATE, true);
         INC(late_children);

@@ -57,6 +57,12 @@ typedef struct kl_entry {
     char session[CBT_SESSION_MAX];
     uint32_t requested, layers, partial, chunks;
     uint64_t bytes;
+    /* the launch event came through a stream (CBT_EVF_ENQUEUED):
+     * cbt_launch_begin's host time, the stream, its device */
+    uint8_t enqueued;
+    uint64_t enqueue_ns;
+    uint32_t stream;
+    int32_t device;
     const cbt_ring *ring;
     /* per-CTA fold */
     uint32_t ctas_seen;
@@ -245,6 +251,11 @@ static void emit_span(cbt_tracer *t, struct cbt_kspans *k, kl_entry *e, uint64_t
         cbt_span_set_i64(s, CBT_N_USER_VALUE, (int64_t)user);
         break;
     }
+    /* queue time: cbt_launch_begin on the host to the first CTA's begin
+     * (its %globaltimer, through the ring's device clock to the host's
+     * timeline: docs/spans.md, "Queue time") */
+    if (e->enqueued)
+        cbt_span_set_queue_at_(s, e->enqueue_ns, start, e->stream, e->device);
     if (incomplete)
         s->flags |= CBT_SPANF_INCOMPLETE;
     cbt_span_end(t, s, end);
@@ -358,6 +369,12 @@ static cbt_status on_launch_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     e->partial = (uint32_t)cbt_event_get_i64(ev, CBT_N_PARTIAL_BLOCKS, 0);
     e->chunks = (uint32_t)cbt_event_get_i64(ev, CBT_N_CHUNKS, 0);
     e->bytes = (uint64_t)cbt_event_get_i64(ev, CBT_N_BYTES, 0);
+    if (ev->flags & CBT_EVF_ENQUEUED) {
+        e->enqueued = 1;
+        e->enqueue_ns = ev->enqueue_ns;
+        e->stream = ev->stream;
+        e->device = ev->device;
+    }
     e->session_len = ev->session_len;
     memcpy(e->session, ev->session, ev->session_len);
     e->session[ev->session_len] = '\0';

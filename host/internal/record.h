@@ -19,11 +19,14 @@
  *   104     16         [CBT_RECF_MARK] stream, mark (a pending CUDA mark)
  *   ...     24 * n     meta[0, n), n = n_meta
  *   ...     40         [CBT_EVF_TRACE] the trace block (cbt_event_trace, 38 bytes)
+ *   ...     16         [CBT_EVF_ENQUEUED] enqueue_ns, stream, device (a stream's mark:
+ *                      enqueue_ns in host ticks until the harvester maps it)
  *   ...     str_used   str[0, str_used): the long strings with their NULs
  *
  * So only what the event uses is copied: a 2-value event is 152 bytes (3
- * cells), LMCache's cb.lookup.end (12 values) with a 40-character model name
- * 457 (8 cells), the largest possible event 2592 (41). Every piece but
+ * cells; 168, still 3, as a stream's reached mark), LMCache's cb.lookup.end
+ * (12 values) with a 40-character model name 457 (8 cells), the largest
+ * possible event 2608 (41). Every piece but
  * the string bytes is a constant-size copy, which the compiler turns into
  * vector moves rather than a memcpy call. Reading a record back writes only
  * those same parts of the cbt_event it fills; readers of an event never look
@@ -53,16 +56,23 @@ struct cbt_stream;
 #define CBT_REC_FIXED (16u + CBT_REC_EV_HEAD)
 #define CBT_REC_MARK_BYTES 16u
 #define CBT_REC_TRACE_BYTES ((sizeof(cbt_event_trace) + 7u) & ~(size_t)7u)
+/* The stream block of CBT_EVF_ENQUEUED: enqueue_ns, stream, device. */
+#define CBT_REC_ENQ_BYTES 16u
 /* The most cells one record takes: every optional part at its largest. */
 #define CBT_REC_CELLS_MAX                                                              \
     ((CBT_REC_FIXED + CBT_REC_MARK_BYTES + sizeof(cbt_meta) * CBT_EVENT_META_MAX +   \
-      CBT_REC_TRACE_BYTES + CBT_EVENT_STR_AREA + CBT_REC_CELL - 1) / CBT_REC_CELL)
+      CBT_REC_TRACE_BYTES + CBT_REC_ENQ_BYTES + CBT_EVENT_STR_AREA + CBT_REC_CELL - 1) / \
+     CBT_REC_CELL)
 
 _Static_assert(CBT_REC_EV_HEAD == 88, "the event head is type .. session");
 _Static_assert(sizeof(cbt_meta) == 24, "cbt_meta is 24 bytes");
 _Static_assert(offsetof(cbt_event, meta) % 8 == 0, "meta is 8-byte aligned");
 _Static_assert(CBT_EVENT_STR_AREA <= UINT16_MAX, "str_used is 16 bits");
 _Static_assert(CBT_REC_CELLS_MAX <= UINT8_MAX, "k is 8 bits");
+_Static_assert(offsetof(cbt_event, stream) == offsetof(cbt_event, enqueue_ns) + 8 &&
+                   offsetof(cbt_event, device) == offsetof(cbt_event, enqueue_ns) + 12,
+               "the stream block is one 16-byte copy");
+_Static_assert(CBT_REC_ENQ_BYTES % CBT_EVF_ENQUEUED == 0, "the stream block is a multiple of its flag");
 
 /* The values and string bytes an event says it holds, bounded by what it can
  * hold (an event built by hand may say more). */
@@ -84,8 +94,8 @@ typedef struct cbt_rec_size {
 
 /* The size of the record of `ev` (with a stream mark when `mark`). On the
  * publish path, before the claim: kept short (one predicted branch for an
- * event that says more than it can hold; the trace block's bytes as a
- * multiple of its flag bit). */
+ * event that says more than it can hold; the trace block's and the stream
+ * block's bytes as multiples of their flag bits). */
 static inline cbt_rec_size cbt_rec_size_of(const cbt_event *ev, int mark)
 {
     _Static_assert(CBT_REC_TRACE_BYTES % CBT_EVF_TRACE == 0, "the trace bytes are a multiple of its flag");
@@ -97,6 +107,7 @@ static inline cbt_rec_size cbt_rec_size_of(const cbt_event *ev, int mark)
     uint32_t b = (uint32_t)CBT_REC_FIXED + (mark ? CBT_REC_MARK_BYTES : 0) +
                  (uint32_t)sizeof(cbt_meta) * z.n_meta +
                  (ev->flags & CBT_EVF_TRACE) * (uint32_t)(CBT_REC_TRACE_BYTES / CBT_EVF_TRACE) +
+                 (ev->flags & CBT_EVF_ENQUEUED) * (CBT_REC_ENQ_BYTES / CBT_EVF_ENQUEUED) +
                  z.str_used;
     z.cells = (b + CBT_REC_CELL - 1) / CBT_REC_CELL;
     return z;
@@ -135,9 +146,16 @@ static inline void cbt_rec_write(unsigned char *restrict dst, cbt_rec_size z,
     }
     for (uint32_t i = 0; i < z.n_meta; i++, p += sizeof(cbt_meta))
         memcpy(p, &ev->meta[i], sizeof(cbt_meta));
-    if (ev->flags & CBT_EVF_TRACE) {
-        memcpy(p, &ev->trace, sizeof ev->trace);
-        p += CBT_REC_TRACE_BYTES;
+    /* one test for both optional blocks: a plain publish carries neither */
+    if (__builtin_expect((ev->flags & (CBT_EVF_TRACE | CBT_EVF_ENQUEUED)) != 0, 0)) {
+        if (ev->flags & CBT_EVF_TRACE) {
+            memcpy(p, &ev->trace, sizeof ev->trace);
+            p += CBT_REC_TRACE_BYTES;
+        }
+        if (ev->flags & CBT_EVF_ENQUEUED) {
+            memcpy(p, &ev->enqueue_ns, CBT_REC_ENQ_BYTES);
+            p += CBT_REC_ENQ_BYTES;
+        }
     }
     if (z.str_used)
         memcpy(p, ev->str, z.str_used);
@@ -180,6 +198,10 @@ static inline uint32_t cbt_rec_read(const unsigned char *src, cbt_event *ev, uin
         memcpy(&ev->trace, p, sizeof ev->trace);
         p += CBT_REC_TRACE_BYTES;
     }
+    if (ev->flags & CBT_EVF_ENQUEUED) {
+        memcpy(&ev->enqueue_ns, p, CBT_REC_ENQ_BYTES);
+        p += CBT_REC_ENQ_BYTES;
+    }
     if (s16)
         memcpy(ev->str, p, s16);
     return src[8];
@@ -197,6 +219,8 @@ static inline void cbt_event_copy_used_(cbt_event *dst, const cbt_event *src)
     dst->str_used = (uint16_t)s;
     if (src->flags & CBT_EVF_TRACE)
         memcpy(&dst->trace, &src->trace, sizeof src->trace);
+    if (src->flags & CBT_EVF_ENQUEUED)
+        memcpy(&dst->enqueue_ns, &src->enqueue_ns, CBT_REC_ENQ_BYTES);
     if (s)
         memcpy(dst->str, src->str, s);
 }

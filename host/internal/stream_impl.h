@@ -77,6 +77,7 @@ struct cbt_stream {
 
     /* CUDA (stream_cuda.c) */
     void *cuda_stream;
+    int32_t device;                 /* the CUDA device (cudaGetDevice at creation) */
     struct cbt_cuda_pool *pool;
     _Atomic uint64_t tracer_gen;    /* generation of the tracer polling our marks; 0:
                                      * none (read by every mark, set once per tracer) */

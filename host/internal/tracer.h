@@ -96,6 +96,14 @@ cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_ki
                                        const cbt_span_ctx *local_parent, const cbt_event *ev,
                                        uint64_t start_ns);
 
+/* cbt_span_set_queue (span.h) from its parts: the queue attributes for work
+ * a stream reached at reached_ns (unix ns) that the host enqueued at
+ * enqueue_ns (stream 0: the stream and device are not named). Returns the
+ * queue time, clamped at 0. `s` may be NULL (only the arithmetic). For
+ * spans whose start is not their event's time (a kernel's first CTA). */
+uint64_t cbt_span_set_queue_at_(cbt_span *s, uint64_t enqueue_ns, uint64_t reached_ns,
+                                uint32_t stream, int32_t device);
+
 /* How a subscriber's stats getter finds its own state (tracer.c): `sub`'s
  * ctx when given (CBT_ERR_INVAL unless its on_event is `fn` and its ctx is
  * set), else that of

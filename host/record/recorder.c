@@ -644,17 +644,30 @@ static void write_event(cbt_recorder *r, const unsigned char *src)
         tr[nt++] = CBT_LMCT_KV("name", CBT_LMCT_S(cbt_name_str(x->name), cbt_name_len(x->name)));
         tr[nt++] = CBT_LMCT_KV("kind", CBT_LMCT_U(x->kind));
     }
+    /* a stream's mark: where and when the host enqueued it (only then, so
+     * a file of events no stream timed is as before) */
+    cbt_lmct_kv sm[3];
+    uint32_t ns = 0;
+    if (ev->flags & CBT_EVF_ENQUEUED) {
+        sm[ns++] = CBT_LMCT_KV("enqueue_ns", CBT_LMCT_U(ev->enqueue_ns));
+        sm[ns++] = CBT_LMCT_KV("ordinal", CBT_LMCT_U(ev->stream));
+        sm[ns++] = CBT_LMCT_KV("device", CBT_LMCT_I(ev->device));
+    }
     const char *tn = cbt_event_type_name(ev->type);
-    cbt_lmct_kv args[] = {
+    cbt_lmct_kv args[8] = {
         CBT_LMCT_KV("type", CBT_LMCT_S(tn, (uint32_t)strlen(tn))),
         CBT_LMCT_KV("session", CBT_LMCT_S(ev->session, ev->session_len)),
         CBT_LMCT_KV("ts_ns", CBT_LMCT_U(ev->ts)),
         CBT_LMCT_KV("flags", CBT_LMCT_U(ev->flags)),
         CBT_LMCT_KV("pair", CBT_LMCT_U(ev->pair)),
         CBT_LMCT_KV("values", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {vals, nv}})),
-        CBT_LMCT_KV("trace", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {tr, nt}})),
     };
-    (void)append(r, "cbt.event", ev->ts, args, nt ? 7 : 6);
+    uint32_t na = 6;
+    if (nt)
+        args[na++] = CBT_LMCT_KV("trace", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {tr, nt}}));
+    if (ns)
+        args[na++] = CBT_LMCT_KV("stream", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {sm, ns}}));
+    (void)append(r, "cbt.event", ev->ts, args, na);
 }
 
 static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)

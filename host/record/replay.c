@@ -618,6 +618,31 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
             return 0; /* absent: the span is unnamed, as recorded */
         ev->trace = x;
     }
+    /* a stream's mark (CBT_EVF_ENQUEUED): its enqueue time, stream and
+     * device. A file from before cbt recorded them has neither the flag nor
+     * the map: its events build spans without queue times, as they did live */
+    const cbt_lmct_value *sm = arg_typed(rec, "stream", CBT_LMCT_MAP);
+    if (!!sm != !!(flags & CBT_EVF_ENQUEUED))
+        return 0;
+    if (sm) {
+        uint64_t enq, ord;
+        const cbt_lmct_value *dv = kv_get(sm->v.map.items, sm->v.map.count, "device");
+        int64_t dev;
+        if (!get_map_u(sm, "enqueue_ns", UINT64_MAX, &enq) ||
+            !get_map_u(sm, "ordinal", UINT32_MAX, &ord) || !dv)
+            return 0;
+        if (dv->type == CBT_LMCT_INT)
+            dev = dv->v.i;
+        else if (dv->type == CBT_LMCT_UINT && dv->v.u <= INT32_MAX)
+            dev = (int64_t)dv->v.u;
+        else
+            return 0;
+        if (dev < CBT_DEVICE_CPU || dev > INT32_MAX)
+            return 0;
+        ev->enqueue_ns = enq;
+        ev->stream = (uint32_t)ord;
+        ev->device = (int32_t)dev;
+    }
     ev->ts = ts;
     ev->pair = pair;
     ev->flags = (uint32_t)flags;

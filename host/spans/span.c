@@ -13,6 +13,7 @@
  * arena up. A string that does not fit what is left is cut and marked
  * (CBT_SPAN_TRUNC_MARK), not dropped.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -344,6 +345,32 @@ void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
         default: break;
         }
     }
+}
+
+uint64_t cbt_span_set_queue_at_(cbt_span *s, uint64_t enqueue_ns, uint64_t reached_ns,
+                                uint32_t stream, int32_t device)
+{
+    uint64_t q = reached_ns > enqueue_ns ? reached_ns - enqueue_ns : 0;
+    if (!s)
+        return q;
+    cbt_span_set_i64(s, CBT_N_QUEUE_NS, (int64_t)q);
+    cbt_span_set_i64(s, CBT_N_ENQUEUE_NS, (int64_t)enqueue_ns);
+    if (stream) { /* 0: no stream named (a caller's own enqueue time) */
+        char dev[24];
+        int n = device < 0 ? snprintf(dev, sizeof dev, "cpu")
+                           : snprintf(dev, sizeof dev, "cuda:%d", (int)device);
+        cbt_span_set_i64(s, CBT_N_CBT_STREAM, (int64_t)stream);
+        cbt_span_set_str(s, CBT_N_CBT_DEVICE, dev, n > 0 ? (size_t)n : 0);
+    }
+    return q;
+}
+
+bool cbt_span_set_queue(cbt_span *s, const cbt_event *ev)
+{
+    if (!s || !ev || !(ev->flags & CBT_EVF_ENQUEUED))
+        return false;
+    cbt_span_set_queue_at_(s, ev->enqueue_ns, ev->ts, ev->stream, ev->device);
+    return true;
 }
 
 const cbt_attr *cbt_span_attr(const cbt_span *s, cbt_name key)

@@ -99,7 +99,12 @@ static inline unsigned char *room_at(cbt_stream *s, uint64_t pos)
     return s->room + (size_t)(pos % s->cap) * CBT_STREAM_MARK_CELLS_PER_ITEM * CBT_REC_CELL;
 }
 
-/* Reach the mark at `pos`: stamp it and copy it into the tracer's queue. */
+/* Reach the mark at `pos`: stamp it and copy it into the tracer's queue.
+ * The record's stamp is the host time of the publish that enqueued it
+ * (cpu_push); it rides on as the event's enqueue time (CBT_EVF_ENQUEUED, in
+ * ticks until the harvester maps both to unix ns with one clock map), unless
+ * the caller gave the event its own time (CBT_EVF_EXPLICIT_TS: then the
+ * stream did not time it, and it says nothing about queueing). */
 static void reach_mark(cbt_stream *s, uint64_t pos)
 {
     /* pinned: this worker is cbt's own thread, which cbt_shutdown cannot
@@ -110,11 +115,17 @@ static void reach_mark(cbt_stream *s, uint64_t pos)
         return;
     }
     cbt_event ev;
-    uint64_t unused;
+    uint64_t enqueued;
     struct cbt_stream *no_stream;
     void *no_mark;
-    cbt_rec_read(room_at(s, pos), &ev, &unused, &no_stream, &no_mark);
+    cbt_rec_read(room_at(s, pos), &ev, &enqueued, &no_stream, &no_mark);
     ev.flags |= CBT_EVF_FROM_STREAM;
+    if (!(ev.flags & CBT_EVF_EXPLICIT_TS)) {
+        ev.flags |= CBT_EVF_ENQUEUED;
+        ev.enqueue_ns = enqueued; /* ticks: lane.c maps them with the reach stamp */
+        ev.stream = s->ordinal;
+        ev.device = CBT_DEVICE_CPU;
+    }
     if (cbt_tracer_push_(t, &ev, cbt_clock_ticks_ordered(), NULL, NULL) == CBT_OK)
         atomic_store_explicit(&s->marks_published,
                               atomic_load_explicit(&s->marks_published, memory_order_relaxed) + 1,
@@ -332,7 +343,12 @@ static cbt_status cpu_push(cbt_stream *s, cbt_stream_fn fn, cbt_cta_fn cta_fn, u
     sl->n_slots = k;
     if (ev) {
         unsigned char *rec = room_at(s, pos);
-        cbt_rec_write(rec, z, ev, 0, NULL, NULL);
+        /* stamped with the enqueue time (the queue-time's host end): one
+         * rdtsc (clock.h; elsewhere CLOCK_MONOTONIC through the vDSO), no
+         * system call, no lock. Not rdtscp: the stamp is written into the
+         * record before the commit below, so it was read before the worker
+         * can see the mark and stamp it with its own ordered read */
+        cbt_rec_write(rec, z, ev, cbt_clock_ticks(), NULL, NULL);
         if (ev->pair == 0) { /* in the record, so the caller's event is not copied */
             uint64_t pair = s->ordinal;
             memcpy(rec + 16 + offsetof(cbt_event, pair), &pair, sizeof pair);

@@ -40,6 +40,17 @@
  * mutex; other threads marking at that moment wait for it. Once per stream
  * and tracer: never in steady state.
  *
+ * Queue time. Each mark carries the host's ticks just before its
+ * cudaEventRecord (CBT_EVF_ENQUEUED; the stream's ordinal and its device
+ * with them). mark_done maps them to unix ns with the host clock map, and
+ * the mark's own time goes device ns -> host ticks (the device ring's fitted
+ * clock) -> unix ns through the same map: both ends are on the host's
+ * timeline, so ts - enqueue_ns is how long the mark waited behind the
+ * stream's earlier work, up to the device clock fit's error (clamped at 0
+ * by the span builders, docs/spans.md "Queue time"). Without a fitted ring
+ * the mark's time comes from the reference's host-function stamp, which
+ * runs tens of microseconds late: queue times are that much too long.
+ *
  * The bookkeeping that needs no CUDA (the free list, the FIFO's resolution
  * in stream order, ms -> ns, the anchor) is internal/cuda_marks.h's, tested
  * on the CPU; this file is the CUDA calls around it, tested against a double
@@ -129,6 +140,21 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
     }
     cbt_evpool_init(&p->free, CBT_STREAM_CUDA_POOL);
     cbt_markq_init(s->pending);
+    /* the device the stream's work runs on (before CUDA 12.8, which can
+     * ask the stream, the current one: a stream belongs to the device that
+     * was current when it was made); only named on its marks (cbt.device),
+     * so a failure leaves device 0 */
+    int dev = 0;
+#if CUDART_VERSION >= 12080
+    cudaError_t de = cudaStreamGetDevice(cs, &dev);
+#else
+    cudaError_t de = cudaGetDevice(&dev);
+#endif
+    if (de != cudaSuccess) {
+        cudaGetLastError();
+        dev = 0;
+    }
+    s->device = dev;
     s->pool = p;
     s->cuda_stream = cuda_stream;
     return CBT_OK;
@@ -182,13 +208,19 @@ cbt_status cbt_cuda_stream_mark_(cbt_stream *s, cbt_tracer *t, const cbt_event *
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
         return CBT_ERR_FULL;
     }
+    /* the enqueue time: before the record, so the device cannot reach the
+     * mark before it (one rdtsc; no system call) */
+    uint64_t enqueued = cbt_clock_ticks();
     if (cudaEventRecord(p->ev[idx], (cudaStream_t)s->cuda_stream) != cudaSuccess) {
         cbt_evpool_put(&p->free, idx);
         return CBT_ERR_CUDA;
     }
     cbt_event e;
     cbt_event_copy_used_(&e, ev);
-    e.flags |= CBT_EVF_FROM_STREAM;
+    e.flags |= CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED;
+    e.enqueue_ns = enqueued; /* ticks until mark_done maps them */
+    e.stream = s->ordinal;
+    e.device = s->device;
     if (e.pair == 0)
         e.pair = s->ordinal;
     atomic_fetch_add_explicit(&s->in_flight, 1, memory_order_relaxed);
@@ -284,6 +316,8 @@ static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
         cbt_rec_fifo_oldest(&s->pend_recs, &ev, &unused);
         const cbt_devclock *dev = t->cuda_ring ? &t->cuda_ring->clock : NULL;
         ev.ts = cbt_cuda_mark_unix(&p->anchor, dns, &t->clock, dev);
+        if (ev.flags & CBT_EVF_ENQUEUED) /* always, for our own marks */
+            ev.enqueue_ns = cbt_clock_to_unix(&t->clock, ev.enqueue_ns);
         cbt_dispatch_(t, &ev, 0);
         if (c->ms > CBT_CUDA_REANCHOR_MS) {
             /* re-anchor on this mark before the float's resolution decays;

@@ -309,6 +309,7 @@ static cbt_status on_begin(ps_state *st, cbt_tracer *t, const cbt_event *ev)
     if (ev->session_len)
         cbt_span_set_str(sp, CBT_N_REQUEST_ID, ev->session, ev->session_len);
     cbt_span_set_from_event(sp, ev);
+    cbt_span_set_queue(sp, ev); /* begun on a stream (cbt_pspan_begin_on): its queue time */
     *slot = sp;
     /* a pspan stamped in the past (an explicit time) may be stale sooner
      * than the bound the last scan computed */

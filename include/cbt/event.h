@@ -199,6 +199,15 @@ typedef struct cbt_event_trace {
 #define CBT_EVF_EXPLICIT_TS 0x1u /* ts was set by the caller; publish keeps it */
 #define CBT_EVF_FROM_STREAM 0x2u /* set by the stream backends: ts is when the stream reached it */
 #define CBT_EVF_TRACE 0x4u       /* ev->trace is set (cbt_event_trace) */
+/* ev->enqueue_ns, ev->stream and ev->device are set: the event was published
+ * with cbt_publish_on_stream and timed by the stream (ts is when the stream
+ * reached it; enqueue_ns when the host enqueued it). Set by cbt; a caller
+ * sets it only together with CBT_EVF_EXPLICIT_TS (a replay of events that
+ * carry their enqueue time), enqueue_ns then in unix ns as ts is. */
+#define CBT_EVF_ENQUEUED 0x8u
+
+/* cbt_event.device of an event a CPU stream reached. */
+#define CBT_DEVICE_CPU (-1)
 
 typedef struct cbt_event {
     cbt_event_type type;
@@ -223,6 +232,18 @@ typedef struct cbt_event {
     /* The string area: str[0, str_used) holds the long strings of meta[],
      * each followed by its NUL. Copied only as far as it is used. */
     char str[CBT_EVENT_STR_AREA];
+    /* Valid only with CBT_EVF_ENQUEUED (copied only then): where a stream
+     * mark came from. enqueue_ns: the host time of the cbt_publish_on_stream
+     * call that enqueued it (unix ns, the clock ts is on: ts - enqueue_ns is
+     * how long it waited in the stream's queue, docs/spans.md "Queue time");
+     * stream: the stream's ordinal (cbt_stream_ordinal); device: the CUDA
+     * device of a CUDA stream, CBT_DEVICE_CPU for a CPU stream. Last in the
+     * struct, so a program built against a header without them keeps the
+     * offsets of everything else (cbt reads them only with the flag, which
+     * such a program never sets). */
+    uint64_t enqueue_ns;
+    uint32_t stream;
+    int32_t device;
 } cbt_event;
 
 /* ev's context when it carries one (CBT_EVF_TRACE), else NULL. */

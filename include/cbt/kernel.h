@@ -157,7 +157,10 @@ CBT_API cbt_status cbt_launch_info_default_into(cbt_launch_info *li, cbt_kernel_
  * `stream` NULL: on the CPU, and the CPU backend's ring), so the span nests
  * under what is open for the session when the stream reaches the launch;
  * never blocks: it publishes a mark (cbt_publish_on_stream, cbt/stream.h:
- * no lock in steady state, never a wait for the GPU or a sink).
+ * no lock in steady state, never a wait for the GPU or a sink). With a
+ * stream, the kernel's span carries its queue time: this call's host time
+ * (cbt.enqueue_ns) to its first CTA's begin (cbt.queue_ns; docs/spans.md,
+ * "Queue time").
  * Returns CBT_OK with out->ring == NULL when there is no tracer or no ring
  * for the stream's backend; CBT_ERR_INVAL for bad arguments;
  * CBT_ERR_VERSION for a launch info from a newer cbt (its size or version:

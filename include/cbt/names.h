@@ -251,7 +251,14 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(STATIC_SHARED_MEMORY, "static_shared_memory")                \
     X(DYNAMIC_SHARED_MEMORY, "dynamic_shared_memory")              \
     X(CORRELATION_ID, "correlation_id")                            \
-    X(NVTX_RANGE_ID, "nvtx.range_id")
+    X(NVTX_RANGE_ID, "nvtx.range_id")                              \
+    /* queue time on stream-timed spans (docs/spans.md, "Queue time") */ \
+    X(QUEUE_NS, "cbt.queue_ns")                                    \
+    X(ENQUEUE_NS, "cbt.enqueue_ns")                                \
+    X(GPU_QUEUE_NS, "cbt.gpu_queue_ns")                            \
+    X(GPU_BUSY_NS, "cbt.gpu_busy_ns")                              \
+    X(CBT_STREAM, "cbt.stream")                                    \
+    X(CBT_DEVICE, "cbt.device")
 
 enum {
     CBT_N_NONE_ = 0,

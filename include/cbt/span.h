@@ -293,6 +293,11 @@ static inline cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char 
     return CBT_OK;
 }
 static inline void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev) { (void)s, (void)ev; }
+static inline bool cbt_span_set_queue(cbt_span *s, const cbt_event *ev)
+{
+    (void)s, (void)ev;
+    return false;
+}
 static inline cbt_status cbt_span_add_event(cbt_span *s, cbt_name name, uint64_t time_ns,
                                             uint32_t *index_out)
 {
@@ -456,6 +461,17 @@ CBT_API cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, si
 
 /* Copy an event's metadata onto the span as attributes, types preserved. */
 CBT_API void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
+
+/* Queue time (docs/spans.md, "Queue time"). When `ev` was timed by a stream
+ * (CBT_EVF_ENQUEUED: published with cbt_publish_on_stream and reached by the
+ * stream), set on `s`: cbt.queue_ns (int, ns: ev->ts - ev->enqueue_ns, how
+ * long the work waited in the stream's queue; 0 when the stream's clock puts
+ * the reach before the enqueue), cbt.enqueue_ns (int: ev->enqueue_ns, unix
+ * ns), cbt.stream (int: the stream's ordinal) and cbt.device (string: "cpu"
+ * or "cuda:<n>"), and return true. An event no stream timed sets nothing and
+ * returns false: no attribute reports a value nobody measured. Cost: four
+ * attribute sets. Harvester thread (a subscriber's on_event). */
+CBT_API bool cbt_span_set_queue(cbt_span *s, const cbt_event *ev);
 
 /* Add a span event `name` at `time_ns` (unix epoch ns) and put its index in
  * *index_out (may be NULL), for the cbt_span_event_set_* calls. Events keep

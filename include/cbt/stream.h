@@ -210,7 +210,13 @@ CBT_API cbt_status cbt_stream_enqueue(cbt_stream *s, cbt_stream_fn fn, void *arg
  * cbt_stream_stats.marks_dropped and cbt_metrics.stream_marks_dropped (see
  * "What CBT_OK means", top). Without a tracer: CBT_OK after one branch, and
  * nothing is queued. If ev->pair is 0 it is set to the stream's ordinal, so
- * START/END pairs on different streams of one session never cross. */
+ * START/END pairs on different streams of one session never cross.
+ * Queue time: the call reads the host's tick counter (rdtsc; no lock, no
+ * system call) and the event is dispatched with CBT_EVF_ENQUEUED, that
+ * enqueue time in ev->enqueue_ns and the stream's ordinal and device, so the
+ * span it opens carries cbt.queue_ns (reached minus enqueued), unless the
+ * caller gave it its own time (CBT_EVF_EXPLICIT_TS, CPU streams: the stream
+ * did not time it). docs/spans.md, "Queue time". */
 CBT_API cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev);
 
 /* Block until everything enqueued so far has run (CPU) or completed (CUDA).

@@ -3,7 +3,11 @@
  *
  * One object {"traceEvents": [...]} written incrementally: every finished
  * span as a complete ("X") event with its attributes in args, on a lane per
- * request (host spans) or per kernel op (GPU spans), each of its span events
+ * request (host spans), per stream (spans a stream timed: a process per
+ * device, a lane per stream for its operations and one for its kernels) or
+ * per kernel op (other GPU spans); each span a stream timed joined to its
+ * host enqueue (a zero-length slice on its request's lane) by a flow
+ * ("s" -> "f", the arrow spanning its queue time); each of its span events
  * right after it as an instant ("i") event on the same lane at the event's
  * time, args = the event's attributes plus "span_id" and "span" (the span's
  * name); per-CTA kernel records

@@ -310,6 +310,14 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
     return cudaSuccess;
 }
 
+/* One device: every stream is on device 0. */
+cudaError_t cudaStreamGetDevice(cudaStream_t stream, int *device)
+{
+    (void)stream;
+    *device = 0;
+    return cudaSuccess;
+}
+
 cudaError_t cudaStreamDestroy(cudaStream_t stream)
 {
     cudadbl_stream_join_(stream);
