@@ -15,6 +15,7 @@
 #include "cli_otlp.h"
 #include "demo.h"
 #include "cmd_replay.h"
+#include "cmd_report.h"
 
 static void usage(FILE *f)
 {
@@ -27,6 +28,8 @@ static void usage(FILE *f)
             "                  [--otlp-endpoint URL] [--speed N | --asap] [--force]\n"
             "       cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
             "                  [--mp-root-end request_end|transfer_end]\n"
+            "       cbt report FILE... [--html OUT.html] [--slowest K] [--width W]\n"
+            "                  [--max-open N]\n"
             "       cbt version\n"
             "\n"
             "  demo     run a synthetic LMCache-style workload (lookup_prefetch, L2 load,\n"
@@ -56,7 +59,14 @@ static void usage(FILE *f)
             "\n"
             "  replay   replay a recording (FILE.lct) into the spans of its live run, or\n"
             "           publish a file of events (--events, JSON lines) through cbt's MP\n"
-            "           and CacheBlend span builders (cbt replay --help)\n");
+            "           and CacheBlend span builders (cbt replay --help)\n"
+            "\n"
+            "  report   where the requests' time went, from span files, OTLP JSON files\n"
+            "           and recordings (several at once, merged): completeness first, then\n"
+            "           durations and queue time per span name, host-side work, GPU queue,\n"
+            "           GPU busy and GPU tail per request, hit rate against latency, the\n"
+            "           slowest requests as waterfalls; --html FILE writes the same as one\n"
+            "           self-contained page with plots (cbt report --help)\n");
 }
 
 static int parse_u64(const char *flag, const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
@@ -232,6 +242,8 @@ int main(int argc, char **argv)
                 return cbt_replay_main(argc - 2, argv + 2);
         return cbt_replay_lmct_main(argc - 2, argv + 2);
     }
+    if (!strcmp(argv[1], "report"))
+        return cbt_report_main(argc - 2, argv + 2);
     if (!strcmp(argv[1], "version")) {
         printf("cbt %s\n", CBT_VERSION_STRING);
         return 0;
