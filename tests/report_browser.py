@@ -8,7 +8,8 @@ the plots' elements in the rendered DOM.
         the checks proven on hand-written pages: a good report-shaped page
         passes every check, and each planted fault (a blank page, an
         external script with and without a CSP, a JS error, a late fetch, a
-        missing plot, an empty plot, a hidden plot, plots drawn in white,
+        missing plot, an empty plot, a hidden plot, plots drawn in white, a
+        NaN printed into an SVG attribute,
         the slow operation not named, no CSP) fails the check meant to see
         it; the PNG reader against every PNG filter type
     report_browser.py check FILE.html [--plot ID]... [--text STR]...
@@ -238,6 +239,10 @@ def selftest(browser, keep):
          {"renders", "csp"}),
         ("an inline script the CSP blocks",
          report_page(body_end="<script>var x = 1;</script>"), {"renders"}),
+        ("a NaN printed into an SVG attribute (width=\"nan\", d=\"M0 0 L nan 4\")",
+         report_page(plots=_plots() + _svg("plot-nan", '<rect x="1" y="1" width="nan" height="10"/>'
+                                                        '<path d="M0 0 L nan 4"/>')),
+         {"renders"}),
         ("a fetch 200 ms after load (no CSP)",
          report_page(csp="", body_end="<script>setTimeout(() => fetch('http://collector.example:4318/x')"
                                       ".catch(() => {}), 200)</script>"),
