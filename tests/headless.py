@@ -595,8 +595,10 @@ def image_stats(png, chroma=48, min_pixels=100):
 # ---- the checks ------------------------------------------------------------------------------
 
 def check_renders(page):
-    """No console errors, exceptions, CSP violations or failed loads."""
-    return [f"error while rendering: {e}" for e in page.errors]
+    """No console errors, exceptions, CSP violations or failed loads (each
+    distinct message once, with how many times it came)."""
+    seen = collections.Counter(page.errors)
+    return [f"error while rendering: {e}" + (f" (x{n})" if n > 1 else "") for e, n in seen.items()]
 
 
 def check_offline(page):
