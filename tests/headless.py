@@ -397,7 +397,7 @@ class Browser:
         self.proxy.take()
         # a browser context of its own, whose traffic goes to the recording
         # proxy: the browser's own services (component updates, account
-        # checks) stay in the default context and go to the blackhole
+        # checks) stay in the default context, whose proxy is self.background
         ctx = p.send("Target.createBrowserContext",
                      {"disposeOnDetach": True, "proxyServer": f"http://127.0.0.1:{self.proxy.port}",
                       "proxyBypassList": "<-loopback>"})["browserContextId"]
