@@ -13,7 +13,7 @@
  *   report_gen --out FILE [--out2 FILE] [--format spans|otlp] [--spans N]
  *              [--seed S] [--plant-queue OP] [--plant-orphan] [--plant-noroot]
  *              [--plant-bad] [--plant-incomplete] [--batch K] [--service NAME]
- *              [--exact NAME]
+ *              [--exact NAME] [--streams N] [--plant-stream K]
  *
  * --spans N        about N spans (whole requests of 7, or 5 without a hit)
  * --out2 FILE      a second server's file: the stream-timed spans go there,
@@ -25,6 +25,10 @@
  * --plant-noroot   one request written without its root
  * --plant-bad      one line that is not JSON (after the 3rd request)
  * --plant-incomplete one span ended incomplete (cbt.evicted "idle")
+ * --streams N      requests take turns on N CPU streams (cbt.stream 0..N-1,
+ *                  cbt.device "cpu"; default 4)
+ * --plant-stream K every operation on stream K waits about 1.6 ms: the slow
+ *                  stream a report must name
  * --batch K        OTLP: spans per line (default 100)
  * --exact NAME     print the exact nearest-rank p50, p90, p99 and max of the
  *                  durations of the NAME spans written, and of the requests'
@@ -49,11 +53,12 @@ static uint64_t uniform(uint64_t lo, uint64_t hi) { return lo + rnd() % (hi - lo
 
 typedef struct gspan {
     uint8_t sid[8], pid[8];
-    bool root, stream, incomplete;
+    bool root, incomplete;
     const char *name;
     uint64_t start, end;
     int64_t queue, enq;
     int to2; /* goes to the second file */
+    int stream; /* 0: host-side; k + 1: stream-timed on stream k */
 } gspan;
 
 static struct {
@@ -111,7 +116,8 @@ static void emit(const uint8_t *tid, const gspan *s, const char *session, double
             fprintf(f, ",\"hit_rate\":%.4f,\"cbt.gpu_tail_ns\":%" PRId64 ",\"cbt.gpu_queue_ns\":%" PRId64
                        ",\"cbt.gpu_busy_ns\":%" PRId64, hit, tail, gq, gb);
         if (s->stream)
-            fprintf(f, ",\"cbt.queue_ns\":%" PRId64 ",\"cbt.enqueue_ns\":%" PRId64, s->queue, s->enq);
+            fprintf(f, ",\"cbt.queue_ns\":%" PRId64 ",\"cbt.enqueue_ns\":%" PRId64
+                       ",\"cbt.stream\":%d,\"cbt.device\":\"cpu\"", s->queue, s->enq, s->stream - 1);
         if (s->incomplete)
             fputs(",\"cbt.evicted\":\"idle\"", f);
         fputs("},\"dropped_attributes\":0,\"events\":[],\"dropped_events\":0,"
@@ -147,8 +153,10 @@ static void emit(const uint8_t *tid, const gspan *s, const char *session, double
                 hit, tail, gq, gb);
     if (s->stream)
         fprintf(f, ",{\"key\":\"cbt.queue_ns\",\"value\":{\"intValue\":\"%" PRId64 "\"}},"
-                   "{\"key\":\"cbt.enqueue_ns\",\"value\":{\"intValue\":\"%" PRId64 "\"}}",
-                s->queue, s->enq);
+                   "{\"key\":\"cbt.enqueue_ns\",\"value\":{\"intValue\":\"%" PRId64 "\"}},"
+                   "{\"key\":\"cbt.stream\",\"value\":{\"intValue\":\"%d\"}},"
+                   "{\"key\":\"cbt.device\",\"value\":{\"stringValue\":\"cpu\"}}",
+                s->queue, s->enq, s->stream - 1);
     if (s->incomplete)
         fputs(",{\"key\":\"cbt.incomplete\",\"value\":{\"boolValue\":true}},{\"key\":"
               "\"cbt.evicted\",\"value\":{\"stringValue\":\"idle\"}}", f);
@@ -191,7 +199,8 @@ static void ids(uint8_t *b, int n)
 int main(int argc, char **argv)
 {
     const char *out = NULL, *out2 = NULL, *plant_queue = NULL;
-    uint64_t nspans = 1000, seed = 42;
+    uint64_t nspans = 1000, seed = 42, streams = 4;
+    long plant_stream = -1;
     bool orphan = false, noroot = false, badline = false, incomplete = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -212,6 +221,8 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--service")) { VAL(); G.service = v; }
         else if (!strcmp(a, "--exact")) { VAL(); G.exact = v; }
         else if (!strcmp(a, "--plant-queue")) { VAL(); plant_queue = v; }
+        else if (!strcmp(a, "--streams")) { VAL(); streams = strtoull(v, NULL, 10); }
+        else if (!strcmp(a, "--plant-stream")) { VAL(); plant_stream = strtol(v, NULL, 10); }
         else if (!strcmp(a, "--plant-orphan")) orphan = true;
         else if (!strcmp(a, "--plant-noroot")) noroot = true;
         else if (!strcmp(a, "--plant-bad")) badline = true;
@@ -222,7 +233,7 @@ int main(int argc, char **argv)
         }
 #undef VAL
     }
-    if (!out || G.batch == 0) {
+    if (!out || G.batch == 0 || streams == 0) {
         fprintf(stderr, "report_gen: --out FILE is needed (and --batch > 0)\n");
         return 2;
     }
@@ -268,10 +279,11 @@ int main(int argc, char **argv)
                                  {"cb.scatter", "mp.retrieve"}, {"mp.store", NULL},
                                  {"cb.gather", "mp.store"}};
         gspan *parent_of[5] = {0};
+        int on = (int)(r % streams);
         for (int o = hit ? 0 : 3; o < 5; o++) {
             gspan *x = &s[n++];
             x->name = ops[o][0];
-            x->stream = true;
+            x->stream = on + 1; /* stream-timed, on stream `on` */
             x->to2 = 1;
             ids(x->sid, 8);
             const gspan *p = root;
@@ -282,7 +294,7 @@ int main(int argc, char **argv)
             parent_of[o] = x;
             x->enq = (int64_t)(stream - uniform(0, 3000));
             uint64_t q = uniform(5000, 40000);
-            if (plant_queue && !strcmp(plant_queue, x->name))
+            if ((plant_queue && !strcmp(plant_queue, x->name)) || on == plant_stream)
                 q = uniform(1520000, 1680000);
             x->queue = (int64_t)q;
             x->start = (uint64_t)x->enq + q;

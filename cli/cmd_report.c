@@ -211,7 +211,10 @@ int cbt_report_main(int argc, char **argv)
             printf("\nHTML report: %s\n", html);
         }
     }
-    fflush(stdout);
+    if (fflush(stdout) || ferror(stdout)) {
+        fprintf(stderr, "cbt report: cannot write the report to stdout: %s\n", strerror(errno));
+        rc = 1;
+    }
     rpt_agg_free(agg);
     return rc;
 }

@@ -22,6 +22,7 @@ typedef struct cspan {
     uint8_t sid[8], pid[8];
     uint16_t name;
     uint8_t flags;
+    int32_t stream; /* cbt.stream, -1: none */
 } cspan;
 
 typedef struct trace {
@@ -47,9 +48,21 @@ typedef struct name_ent {
     rpt_sketch dur, queue, busy;
 } name_ent;
 
+typedef struct stream_ent {
+    char label[48], device[16];
+    int64_t stream;
+    uint64_t count;
+    double run;
+    rpt_sketch queue;
+} stream_ent;
+
 struct rpt_agg {
     rpt_opts o;
     rpt_summary sum;
+    /* streams */
+    stream_ent *streams;
+    unsigned n_streams;
+    int16_t stream_ix[2 * RPT_STREAMS_MAX];
     /* names */
     name_ent *names;
     unsigned n_names;
@@ -112,18 +125,20 @@ rpt_agg *rpt_agg_new(const rpt_opts *o)
         hsize <<= 1;
     a->hmask = hsize - 1;
     a->names = calloc(RPT_NAMES_MAX + 1, sizeof *a->names);
+    a->streams = calloc(RPT_STREAMS_MAX + 1, sizeof *a->streams);
     a->tr = calloc(a->o.max_open, sizeof *a->tr);
     a->heads = malloc(hsize * sizeof *a->heads);
     a->closed_fp = calloc(1u << CLOSED_FP_BITS, sizeof *a->closed_fp);
     a->tl_hist = calloc(RPT_TIMELINE_BINS, sizeof *a->tl_hist);
     a->tl_tmp = calloc(RPT_TIMELINE_BINS, sizeof *a->tl_tmp);
     a->slow = calloc(a->o.slowest ? a->o.slowest : 1, sizeof *a->slow);
-    if (!a->names || !a->tr || !a->heads || !a->closed_fp || !a->tl_hist || !a->tl_tmp || !a->slow) {
+    if (!a->names || !a->streams || !a->tr || !a->heads || !a->closed_fp || !a->tl_hist || !a->tl_tmp || !a->slow) {
         rpt_agg_free(a);
         return NULL;
     }
     memset(a->heads, 0xff, hsize * sizeof *a->heads);
     memset(a->name_ix, 0xff, sizeof a->name_ix);
+    memset(a->stream_ix, 0xff, sizeof a->stream_ix);
     for (uint32_t i = 0; i < a->o.max_open; i++)
         a->tr[i].next = i + 1 < a->o.max_open ? i + 1 : NONE;
     a->free_head = 0;
@@ -142,6 +157,9 @@ void rpt_agg_free(rpt_agg *a)
             rpt_sketch_free(&a->names[i].queue);
             rpt_sketch_free(&a->names[i].busy);
         }
+    if (a->streams)
+        for (unsigned i = 0; i <= RPT_STREAMS_MAX; i++)
+            rpt_sketch_free(&a->streams[i].queue);
     if (a->tr)
         for (uint32_t i = 0; i < a->o.max_open; i++)
             free(a->tr[i].spans);
@@ -151,6 +169,8 @@ void rpt_agg_free(rpt_agg *a)
     for (unsigned k = 0; k < RPT_HITRATE_BUCKETS; k++)
         rpt_sketch_free(&a->hit[k]);
     free(a->names);
+    free(a->streams);
+    free(a->sum.streams);
     free(a->tr);
     free(a->heads);
     free(a->closed_fp);
@@ -236,6 +256,42 @@ static uint16_t name_id(rpt_agg *a, const char *s)
         }
         if (!strcmp(a->names[ix].name, s))
             return (uint16_t)ix;
+    }
+}
+
+static stream_ent *stream_of(rpt_agg *a, const rpt_span *s)
+{
+    char label[48];
+    if (s->device[0])
+        snprintf(label, sizeof label, "%s stream %lld", s->device, (long long)s->stream);
+    else
+        snprintf(label, sizeof label, "stream %lld", (long long)s->stream);
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)label; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    unsigned mask = 2 * RPT_STREAMS_MAX - 1;
+    for (unsigned k = (unsigned)h & mask;; k = (k + 1) & mask) {
+        int16_t ix = a->stream_ix[k];
+        if (ix < 0) {
+            if (a->n_streams >= RPT_STREAMS_MAX) {
+                stream_ent *o = &a->streams[RPT_STREAMS_MAX];
+                a->sum.spans_other_stream++;
+                if (!o->label[0]) {
+                    snprintf(o->label, sizeof o->label, "(other streams)");
+                    o->stream = RPT_ABSENT;
+                }
+                return o;
+            }
+            ix = (int16_t)a->n_streams++;
+            stream_ent *e = &a->streams[ix];
+            memcpy(e->label, label, sizeof label);
+            snprintf(e->device, sizeof e->device, "%s", s->device);
+            e->stream = s->stream;
+            a->stream_ix[k] = ix;
+            return e;
+        }
+        if (!strcmp(a->streams[ix].label, label))
+            return &a->streams[ix];
     }
 }
 
@@ -475,6 +531,7 @@ static void keep_slowest(rpt_agg *a, const trace *t, uint64_t lat, int64_t gq, i
                          ? (c->enq > (int64_t)t->r_start ? c->enq - (int64_t)t->r_start : 0)
                          : RPT_ABSENT;
         o->incomplete = (c->flags & F_INCOMPLETE) != 0;
+        o->stream = c->stream;
         unsigned d = 0;
         const cspan *cur = c;
         while ((cur->flags & F_PARENT) && d < 16) {
@@ -531,8 +588,14 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
         S->extra_roots += t->extra_roots;
         if (t->over_cap)
             S->traces_over_cap++;
-        uint64_t iv_busy[2 * RPT_TRACE_SPANS_MAX], iv_cov[2 * RPT_TRACE_SPANS_MAX];
-        unsigned ns = 0;
+        /* iv_busy: every stream-timed span (GPU busy's fallback, as cbt.gpu_busy_ns
+         * is defined); iv_lbusy / iv_lcov: the leaves among them (no stream-timed
+         * child), for the partition into host-side, waiting and running: a
+         * stream-timed wrapper (mp.retrieve around its kernels) is open while its
+         * kernels wait, and must not make their wait look like running */
+        uint64_t iv_busy[2 * RPT_TRACE_SPANS_MAX], iv_lbusy[2 * RPT_TRACE_SPANS_MAX],
+            iv_lcov[2 * RPT_TRACE_SPANS_MAX];
+        unsigned ns = 0, nl = 0;
         uint64_t qsum = 0;
         uint16_t op_name[RPT_TRACE_SPANS_MAX];
         uint64_t op_sum[RPT_TRACE_SPANS_MAX];
@@ -549,10 +612,21 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
                 continue;
             iv_busy[2 * ns] = c->start;
             iv_busy[2 * ns + 1] = c->end;
-            iv_cov[2 * ns] = c->enq < 0 ? 0 : (uint64_t)c->enq;
-            iv_cov[2 * ns + 1] = c->end;
             ns++;
-            qsum += (uint64_t)c->queue;
+            bool leaf = true;
+            for (uint32_t j = 0; j < t->n_kept && leaf; j++)
+                leaf = !(j != k && (t->spans[j].flags & F_STREAM) &&
+                         (t->spans[j].flags & F_PARENT) && !memcmp(t->spans[j].pid, c->sid, 8));
+            if (leaf) {
+                iv_lbusy[2 * nl] = c->start;
+                iv_lbusy[2 * nl + 1] = c->end;
+                iv_lcov[2 * nl] = c->enq < 0 ? 0 : (uint64_t)c->enq;
+                iv_lcov[2 * nl + 1] = c->end;
+                nl++;
+            }
+            int pk = (c->flags & F_PARENT) ? find_kept(t, c->pid) : -1;
+            if (pk < 0 || !(t->spans[pk].flags & F_STREAM))
+                qsum += (uint64_t)c->queue; /* the outermost only, as cbt.gpu_queue_ns */
             unsigned o = 0;
             while (o < n_ops && op_name[o] != c->name)
                 o++;
@@ -565,8 +639,8 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
         uint64_t lo = t->r_start, hi = t->max_end > lo ? t->max_end : lo;
         uint64_t lat = hi - lo, root_dur = t->r_end - t->r_start;
         uint64_t busy_all = ns ? union_len(iv_busy, ns, 0, UINT64_MAX) : 0;
-        uint64_t busy_in = ns ? union_len(iv_busy, ns, lo, hi) : 0;
-        uint64_t cov = ns ? union_len(iv_cov, ns, lo, hi) : 0;
+        uint64_t busy_in = nl ? union_len(iv_lbusy, nl, lo, hi) : 0;
+        uint64_t cov = nl ? union_len(iv_lcov, nl, lo, hi) : 0;
         if (busy_in > cov)
             busy_in = cov;
         uint64_t host = lat - cov, wait = cov - busy_in;
@@ -652,6 +726,14 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (s->file < RPT_FILES_MAX)
         S->files[s->file].spans++;
     uint16_t nm = name_id(a, s->name);
+    uint32_t i = open_trace(a, s, nm);
+    trace *t = &a->tr[i];
+    if (find_kept(t, s->span_id) >= 0) {
+        /* the same span again (a file given twice, a span exported twice): its
+         * first copy stands */
+        S->duplicate_spans++;
+        return;
+    }
     name_ent *ne = &a->names[nm];
     ne->count++;
     rpt_sketch_add(&ne->dur, s->end_ns - s->start_ns);
@@ -659,6 +741,12 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (stream) {
         rpt_sketch_add(&ne->queue, (uint64_t)s->queue_ns);
         S->any_stream_timed = true;
+        if (s->stream >= 0) {
+            stream_ent *se = stream_of(a, s);
+            se->count++;
+            se->run += (double)(s->end_ns - s->start_ns);
+            rpt_sketch_add(&se->queue, (uint64_t)s->queue_ns);
+        }
     }
     if (s->error)
         ne->errors++;
@@ -685,8 +773,6 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     if (s->truncated_attrs)
         S->spans_truncated++;
 
-    uint32_t i = open_trace(a, s, nm);
-    trace *t = &a->tr[i];
     t->n_seen++;
     if (s->end_ns > t->max_end)
         t->max_end = s->end_ns;
@@ -735,6 +821,7 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     memcpy(c->sid, s->span_id, 8);
     memcpy(c->pid, s->parent_id, 8);
     c->name = nm;
+    c->stream = s->stream >= 0 && s->stream <= INT32_MAX ? (int32_t)s->stream : -1;
     c->flags = (uint8_t)((s->has_parent ? F_PARENT : 0) | (s->incomplete ? F_INCOMPLETE : 0) |
                          (stream ? F_STREAM : 0));
 }
@@ -765,6 +852,14 @@ static int cmp_names(const void *x, const void *y)
     if (p->count != q->count)
         return (p->count < q->count) - (p->count > q->count);
     return strcmp(p->name, q->name);
+}
+
+static int cmp_streams(const void *x, const void *y)
+{
+    const rpt_stream_sum *p = x, *q = y;
+    if (p->queue.sum != q->queue.sum)
+        return (p->queue.sum < q->queue.sum) - (p->queue.sum > q->queue.sum);
+    return strcmp(p->label, q->label);
 }
 
 static int cmp_slow(const void *x, const void *y)
@@ -830,6 +925,25 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
             best = S->names[k].queue.sum;
             S->slowest_queue = (int)k;
         }
+    /* streams, by queue time */
+    unsigned nst = a->n_streams + (a->streams[RPT_STREAMS_MAX].count ? 1 : 0);
+    S->streams = calloc(nst ? nst : 1, sizeof *S->streams);
+    if (S->streams) {
+        for (unsigned k = 0; k <= RPT_STREAMS_MAX; k++) {
+            stream_ent *e = &a->streams[k];
+            if (!e->count)
+                continue;
+            rpt_stream_sum *r = &S->streams[S->n_streams++];
+            snprintf(r->label, sizeof r->label, "%s", e->label);
+            snprintf(r->device, sizeof r->device, "%s", e->device);
+            r->stream = e->stream;
+            r->count = e->count;
+            r->run = e->run;
+            r->queue = quant(&e->queue);
+            S->sketch_lost += e->queue.lost;
+        }
+        qsort(S->streams, S->n_streams, sizeof *S->streams, cmp_streams);
+    }
     /* requests */
     S->latency = quant(&a->lat);
     S->root_dur = quant(&a->root);
@@ -872,9 +986,9 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
     bool loss_note = false;
     for (unsigned k = 0; k < S->n_notes; k++)
         loss_note = loss_note || S->note_is_loss[k];
-    S->whole = !S->bad_lines && !S->incomplete_roots && !S->orphans && !S->split_traces &&
+    S->whole = S->spans && !S->bad_lines && !S->duplicate_spans && !S->incomplete_roots && !S->orphans && !S->split_traces &&
                !S->spans_incomplete && !S->spans_dropped_attrs && !S->spans_dropped_events &&
-               !S->spans_other_name && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
+               !S->spans_other_name && !S->spans_other_stream && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
                !S->extra_roots;
     return S;
 }

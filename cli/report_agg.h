@@ -2,7 +2,8 @@
  * summary out, in bounded memory.
  *
  * Per span name: the count and a duration sketch (report_sketch.h: quantiles
- * within 0.4%), and a sketch of cbt.queue_ns where spans carry it. Per
+ * within 0.4%), and a sketch of cbt.queue_ns where spans carry it; the same
+ * queue sketch per stream (cbt.device, cbt.stream). Per
  * request: spans are gathered by trace id in a table of open traces (at most
  * `max_open`; the least recently touched is closed when it is full). A
  * trace is one request when it has a root (a span without a parent; the
@@ -13,9 +14,12 @@
  *                after the request's end included)
  *   request span the root's own duration
  *   host-side    latency minus the time some stream-timed span of the
- *                request was queued or running ([enqueue, end] unions)
- *   GPU queue    the root's cbt.gpu_queue_ns, else the sum of its spans'
- *                cbt.queue_ns
+ *                request was queued or running ([enqueue, end] unions of the
+ *                innermost ones: a stream-timed span with a stream-timed
+ *                child is a wrapper, open while its children wait)
+ *   GPU queue    the root's cbt.gpu_queue_ns, else the sum of its outermost
+ *                stream-timed spans' cbt.queue_ns (as cbt sums it: a span
+ *                nested in a stream-timed one is part of its operation)
  *   GPU busy     the root's cbt.gpu_busy_ns, else the union of its
  *                stream-timed spans' [start, end]
  *   busy per op  the summed durations of each stream-timed operation
@@ -46,6 +50,7 @@
 #include "report_read.h"
 
 #define RPT_NAMES_MAX 512          /* distinct span names; more fold into "(other names)" */
+#define RPT_STREAMS_MAX 256        /* distinct (cbt.device, cbt.stream); more fold together */
 #define RPT_TRACE_SPANS_MAX 64     /* spans kept per request */
 #define RPT_SLOWEST_MAX 100
 #define RPT_EXAMPLES 5             /* bad lines, incomplete roots, orphans named */
@@ -78,8 +83,19 @@ typedef struct rpt_name_sum {
     uint32_t hist[RPT_HIST_BINS]; /* durations on the summary's common log axis */
 } rpt_name_sum;
 
+/* One stream (cbt.device, cbt.stream) and the queue time of its spans. */
+typedef struct rpt_stream_sum {
+    char label[48];         /* "cpu stream 3", "cuda:0 stream 1", "stream 7" */
+    char device[16];
+    int64_t stream;         /* RPT_ABSENT for "(other streams)" */
+    uint64_t count;
+    rpt_q queue;            /* its spans' cbt.queue_ns */
+    double run;             /* their summed durations, ns */
+} rpt_stream_sum;
+
 typedef struct rpt_wf_span {
     char name[RPT_NAME_MAX];
+    int32_t stream;         /* cbt.stream, -1: none */
     uint64_t start, end;    /* ns after the request's root start */
     int64_t enqueue;        /* ns after the root start, RPT_ABSENT: not stream-timed */
     uint8_t depth;
@@ -118,7 +134,7 @@ typedef struct rpt_summary {
     uint64_t spans, requests;
     uint64_t first_ns, last_ns;      /* earliest start, latest end of any span */
     /* completeness */
-    bool whole;                      /* nothing below is non-zero */
+    bool whole;                      /* spans came, and nothing below is non-zero */
     uint64_t bad_lines;
     rpt_example bad[RPT_EXAMPLES];
     unsigned n_bad;
@@ -126,6 +142,7 @@ typedef struct rpt_summary {
     rpt_example noroot[RPT_EXAMPLES];
     unsigned n_noroot;
     uint64_t orphans, extra_roots;
+    uint64_t duplicate_spans;                 /* a span id seen again in its trace: skipped */
     rpt_example orphan[RPT_EXAMPLES];
     unsigned n_orphan;
     uint64_t split_traces, split_spans;       /* spans after their trace was closed */
@@ -147,6 +164,10 @@ typedef struct rpt_summary {
     rpt_name_sum *names;
     double hist_lo, hist_hi;                  /* the histograms' axis, ns (log) */
     int slowest_queue;                        /* names[] index with the most queue time, -1 */
+    /* per stream, by queue time (most first) */
+    unsigned n_streams;
+    rpt_stream_sum *streams;
+    uint64_t spans_other_stream;              /* past RPT_STREAMS_MAX streams */
     bool any_stream_timed;
     /* per request */
     rpt_q latency, root_dur, host, gpu_queue, gpu_busy, gpu_tail;

@@ -11,7 +11,12 @@
  *   svg.cbt-plot#plot-hitrate     latency per hit-rate bucket
  *   svg.cbt-plot#plot-timeline    requests per second and p99 over the run
  *   svg.cbt-plot.cbt-waterfall#plot-waterfall-N   the N-th slowest request
+ * A plot with nothing measured is still drawn, empty (class cbt-empty), with
+ * a line saying why; #slowest-queue and #slowest-stream exist only when
+ * something queued.
  *   #slowest-queue .cbt-op-name   the operation that queued most
+ *   #slowest-stream .cbt-stream-name  the stream whose spans queued most
+ *   svg.cbt-plot#plot-streams     queue time per stream
  *   #completeness (.cbt-whole or .cbt-not-whole), #completeness-verdict */
 #include <errno.h>
 #include <math.h>
@@ -103,6 +108,14 @@ static void label_at(FILE *f, double x, double y, const char *s, const char *anc
     fputs("</text>", f);
 }
 
+/* A plot with nothing to draw: still there (its id), saying why. */
+static void empty_plot(FILE *f, const char *id, const char *why)
+{
+    svg_open(f, id, "cbt-empty", 40, why);
+    label_at(f, LABEL, 24, why, "start");
+    fputs("</svg>", f);
+}
+
 /* ---- sections ------------------------------------------------------------------ */
 
 static void completeness(FILE *f, const rpt_summary *s)
@@ -141,6 +154,8 @@ static void completeness(FILE *f, const rpt_summary *s)
     for (unsigned k = 0; k < s->n_orphan; k++)
         ITEM(1, "cbt-example", "%s", s->orphan[k].text);
     ITEM(s->extra_roots, "cbt-extra-roots", "extra roots: %llu", (unsigned long long)s->extra_roots);
+    ITEM(s->duplicate_spans, "cbt-duplicates", "duplicate spans: %llu (skipped)",
+         (unsigned long long)s->duplicate_spans);
     ITEM(s->split_traces, "cbt-split", "split traces: %llu (%llu spans after their trace was "
          "closed: raise --max-open)", (unsigned long long)s->split_traces,
          (unsigned long long)s->split_spans);
@@ -162,6 +177,8 @@ static void completeness(FILE *f, const rpt_summary *s)
          (unsigned long long)s->traces_over_cap, RPT_TRACE_SPANS_MAX);
     ITEM(s->spans_other_name, "cbt-other-names", "%llu spans under \"(other names)\"",
          (unsigned long long)s->spans_other_name);
+    ITEM(s->spans_other_stream, "cbt-other-streams", "%llu spans under \"(other streams)\"",
+         (unsigned long long)s->spans_other_stream);
     ITEM(s->sketch_lost, "cbt-lost", "%llu values left out of the percentiles (no memory)",
          (unsigned long long)s->sketch_lost);
     for (unsigned k = 0; k < s->n_notes; k++)
@@ -391,6 +408,48 @@ static void requests_section(FILE *f, const rpt_summary *s)
             }
         fputs("<h3>Queue time per operation (cbt.queue_ns)</h3>", f);
         bands_plot(f, "plot-queue", qb, nq, "queue time percentiles per operation");
+    } else {
+        fputs("<h3>Queue time per operation (cbt.queue_ns)</h3>", f);
+        empty_plot(f, "plot-queue", "not measured: no span carries cbt.queue_ns");
+    }
+    /* per stream */
+    if (!s->n_streams) {
+        fputs("<h3>Queue time per stream (cbt.device, cbt.stream)</h3>", f);
+        empty_plot(f, "plot-streams", "not measured: no stream-timed span carries cbt.stream");
+    } else {
+        const rpt_stream_sum *st = &s->streams[0];
+        char a[16], bb[16], c[16], d[16];
+        if (st->queue.sum > 0) {
+            fputs("<p id=\"slowest-stream\" class=\"cbt-slowest\" data-stream=\"", f);
+            esc(f, st->label);
+            fputs("\">Slowest stream: <b class=\"cbt-stream-name\">", f);
+            esc(f, st->label);
+            fprintf(f, "</b>: %llu spans waited %s in all (p50 %s, p99 %s).</p>",
+                    (unsigned long long)st->count, rpt_fmt_dur(st->queue.sum, a),
+                    rpt_fmt_dur(st->queue.p50, bb), rpt_fmt_dur(st->queue.p99, c));
+        }
+        fputs("<h3>Queue time per stream (cbt.device, cbt.stream)</h3><table id=\"table-streams\">"
+              "<tr><th>stream</th><th>spans</th><th>queue p50</th><th>p90</th><th>p99</th>"
+              "<th>max</th><th>queued</th><th>ran</th></tr>", f);
+        band sb[40];
+        unsigned ns = 0;
+        memset(sb, 0, sizeof sb);
+        for (unsigned k = 0; k < s->n_streams; k++) {
+            const rpt_stream_sum *x = &s->streams[k];
+            fputs("<tr><td class=\"cbt-stream\">", f);
+            esc(f, x->label);
+            fprintf(f, "</td><td>%llu</td>", (unsigned long long)x->count);
+            q_cells(f, &x->queue);
+            fprintf(f, "<td>%s</td><td>%s</td></tr>", rpt_fmt_dur(x->queue.sum, a),
+                    rpt_fmt_dur(x->run, d));
+            if (ns < 40) {
+                snprintf(sb[ns].name, sizeof sb[ns].name, "%s%s", x->label,
+                         k == 0 && x->queue.sum > 0 ? " (most)" : "");
+                sb[ns++].q = &x->queue;
+            }
+        }
+        fputs("</table>", f);
+        bands_plot(f, "plot-streams", sb, ns, "queue time percentiles per stream");
     }
     fputs("</section>\n", f);
 }
@@ -405,7 +464,8 @@ static void hitrate_section(FILE *f, const rpt_summary *s)
         any = any || s->hit[k].n;
     fputs("<section id=\"hitrate\"><h2>Hit rate vs latency</h2>", f);
     if (!any) {
-        fputs("<p class=\"cbt-note\">No root carries <code>hit_rate</code>.</p></section>\n", f);
+        empty_plot(f, "plot-hitrate", "no root carries hit_rate");
+        fputs("</section>\n", f);
         return;
     }
     band b[RPT_HITRATE_BUCKETS];
@@ -474,6 +534,9 @@ static void timeline_section(FILE *f, const rpt_summary *s)
     label_at(f, right + 6, bottom, "0", "start");
     snprintf(b, sizeof b, "%s per bar", rpt_fmt_dur((double)s->tl_width, a));
     label_at(f, (left + right) / 2, bottom + 20, b, "middle");
+    label_at(f, left, bottom + 20, "0", "start");
+    snprintf(b, sizeof b, "+%s", rpt_fmt_dur((double)s->tl_width * n, a));
+    label_at(f, right, bottom + 20, b, "end");
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#888\"/>",
             left, right, bottom, bottom);
     fputs("</svg><p class=\"cbt-legend\"><span style=\"color:#9ecae1\">&#9632;</span> requests "
@@ -531,6 +594,9 @@ static void slowest_section(FILE *f, const rpt_summary *s)
                     xs, y + 2, xe - xs, rh - 4,
                     sp->incomplete ? "#bbbbbb" : sp->enqueue >= 0 ? "#66c2a5" : "#8da0cb",
                     rpt_fmt_dur((double)(sp->end - sp->start), a));
+            if (sp->stream >= 0)
+                fprintf(f, "<text class=\"cbt-wf-stream\" x=\"%.1f\" y=\"%.1f\" font-size=\"9\" "
+                           "fill=\"#666\">s%d</text>", xs + 2, y + rh * 0.68, (int)sp->stream);
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%s%s</text></g>", x1 + 6,
                     y + rh * 0.7, rpt_fmt_dur((double)(sp->end - sp->start), b),
                     sp->orphan ? " orphan" : sp->incomplete ? " incomplete" : "");
@@ -554,7 +620,7 @@ int rpt_html_write(FILE *f, const rpt_summary *s)
           "<meta name=\"generator\" content=\"cbt report\">\n<title>cbt report</title>\n"
           "<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1000px}"
           "table{border-collapse:collapse;margin:8px 0 16px}td,th{padding:2px 8px;"
-          "text-align:right;border-bottom:1px solid #eee}td:first-child,th:first-child{"
+          "text-align:right;border-bottom:1px solid #eee;white-space:nowrap}td:first-child,th:first-child{"
           "text-align:left}section{margin-bottom:28px}.cbt-not-whole{border-left:6px solid "
           "#d62728;padding-left:12px}.cbt-whole{border-left:6px solid #2ca02c;padding-left:"
           "12px}.cbt-example{color:#555;list-style:none;font-family:monospace}.cbt-loss{"

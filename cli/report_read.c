@@ -100,6 +100,7 @@ void rpt_span_reset(rpt_span *o, unsigned file, uint64_t line)
 {
     memset(o, 0, sizeof *o);
     o->queue_ns = o->enqueue_ns = o->gpu_queue_ns = o->gpu_busy_ns = o->gpu_tail_ns = RPT_ABSENT;
+    o->stream = RPT_ABSENT;
     o->hit_rate = NAN;
     o->file = (uint16_t)file;
     o->line = line;
@@ -130,7 +131,11 @@ static void apply_attr(rpt_span *o, const char *key, const attr_val *v)
                 *dst = v->i;
             return;
         }
-        if (!strcmp(k, "evicted") && v->type == AV_STR)
+        if (!strcmp(k, "stream") && v->type == AV_INT && v->i >= 0)
+            o->stream = v->i;
+        else if (!strcmp(k, "device") && v->type == AV_STR)
+            copy_cut(o->device, sizeof o->device, v->s, v->slen);
+        else if (!strcmp(k, "evicted") && v->type == AV_STR)
             copy_cut(o->evicted, sizeof o->evicted, v->s, v->slen);
         else if (!strcmp(k, "incomplete") && v->type == AV_BOOL)
             o->incomplete = o->incomplete || v->b;
@@ -345,6 +350,8 @@ static int parse_cbt_span(rpt_lex *lx, rpt_span *o)
 /* ---- OTLP JSON ------------------------------------------------------------------ */
 
 enum { S_LINE, S_TOP, S_RS_ARR, S_RS_OBJ, S_SS_ARR, S_SS_OBJ, S_SPANS };
+/* states S_TOP .. S_SPANS each walk one open container, with its flag in first[] */
+_Static_assert(sizeof ((rpt_source *)0)->first == S_SPANS, "a first[] flag per container");
 
 /* a time: a decimal string (the protobuf JSON mapping of fixed64) or a number */
 static int otlp_time(rpt_lex *lx, const char *field, uint64_t *out)

@@ -49,6 +49,8 @@ typedef struct rpt_span {
     uint64_t start_ns, end_ns;
     /* cbt's timing attributes (docs/spans.md), RPT_ABSENT when not there */
     int64_t queue_ns, enqueue_ns, gpu_queue_ns, gpu_busy_ns, gpu_tail_ns;
+    int64_t stream;    /* cbt.stream (the stream's ordinal), RPT_ABSENT when not there */
+    char device[16];   /* cbt.device ("cpu", "cuda:0"), "" when not there */
     double hit_rate;   /* NaN when not there */
     uint32_t dropped_attrs, dropped_events, truncated_attrs;
     uint16_t file;     /* index of the file it came from */
@@ -93,7 +95,8 @@ typedef struct rpt_source {
     rpt_format fmt;
     unsigned file;
     int state;        /* where an OTLP walk stands (report_read.c) */
-    bool first[4];    /* the walk's open containers: first element still to come */
+    bool first[6];    /* the walk's six open containers (request, resourceSpans, one of
+                         them, scopeSpans, one of them, spans): first element to come */
     uint64_t spans, bad_lines;
     char service[RPT_NAME_MAX]; /* the resource's service.name, last seen */
     rpt_bad_line_fn on_bad;

@@ -36,6 +36,11 @@ const char *rpt_fmt_dur(double ns, char buf[16])
 
 void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
 {
+    if (s->spans == 0) {
+        snprintf(buf, cap, "EMPTY: the inputs hold no spans%s", s->bad_lines ? " (only bad lines)"
+                                                                           : "");
+        return;
+    }
     if (s->whole) {
         snprintf(buf, cap, "whole: no bad lines, incomplete roots, orphans, incomplete or "
                            "dropped spans");
@@ -59,6 +64,8 @@ void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
     ADD(s->orphans, "%llu orphan%s", (unsigned long long)s->orphans, s->orphans == 1 ? "" : "s");
     ADD(s->extra_roots, "%llu extra root%s", (unsigned long long)s->extra_roots,
         s->extra_roots == 1 ? "" : "s");
+    ADD(s->duplicate_spans, "%llu duplicate span%s", (unsigned long long)s->duplicate_spans,
+        s->duplicate_spans == 1 ? "" : "s");
     ADD(s->split_traces, "%llu split trace%s", (unsigned long long)s->split_traces,
         s->split_traces == 1 ? "" : "s");
     ADD(s->spans_incomplete, "%llu span%s ended incomplete",
@@ -68,6 +75,7 @@ void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
     ADD(s->traces_over_cap, "%llu request%s figured from part of their spans",
         (unsigned long long)s->traces_over_cap, s->traces_over_cap == 1 ? "" : "s");
     ADD(s->spans_other_name, "names past the %u kept", RPT_NAMES_MAX);
+    ADD(s->spans_other_stream, "streams past the %u kept", RPT_STREAMS_MAX);
     ADD(s->sketch_lost, "values lost to memory");
     bool loss = false;
     for (unsigned k = 0; k < s->n_notes; k++)
@@ -132,6 +140,10 @@ static void completeness(FILE *f, const rpt_summary *s)
         fprintf(f, "  extra roots: %llu spans without a parent in a trace that has a root "
                    "(the earliest-starting one is the request)\n",
                 (unsigned long long)s->extra_roots);
+    if (s->duplicate_spans)
+        fprintf(f, "  duplicate spans: %llu (a span id seen again in its trace: the same file "
+                   "given twice, a span exported twice); skipped\n",
+                (unsigned long long)s->duplicate_spans);
     if (s->split_traces)
         fprintf(f, "  split traces: %llu (%llu spans arrived after their trace was closed: "
                    "the open-trace table, --max-open, was too small for how far apart they "
@@ -167,6 +179,9 @@ static void completeness(FILE *f, const rpt_summary *s)
     if (s->spans_other_name)
         fprintf(f, "  %llu spans of names past the first %u counted as \"(other names)\"\n",
                 (unsigned long long)s->spans_other_name, RPT_NAMES_MAX);
+    if (s->spans_other_stream)
+        fprintf(f, "  %llu spans of streams past the first %u counted as \"(other streams)\"\n",
+                (unsigned long long)s->spans_other_stream, RPT_STREAMS_MAX);
     if (s->sketch_lost)
         fprintf(f, "  %llu values left out of the percentiles (no memory)\n",
                 (unsigned long long)s->sketch_lost);
@@ -229,6 +244,8 @@ static void waterfall(FILE *f, const rpt_summary *s, const rpt_wf *w, unsigned w
         fprintf(f, "| %10s", rpt_fmt_dur((double)(sp->end - sp->start), a));
         if (sp->enqueue >= 0)
             fprintf(f, "  queued %s", rpt_fmt_dur((double)sp->start - (double)sp->enqueue, b));
+        if (sp->stream >= 0)
+            fprintf(f, " on stream %d", (int)sp->stream);
         if (sp->incomplete)
             fprintf(f, "  (incomplete)");
         if (sp->orphan)
@@ -332,6 +349,28 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
                    "%.1f%% of the requests' summed latency\n",
                 n->name, rpt_fmt_dur(n->queue.sum, a), (unsigned long long)n->queue.n,
                 rpt_fmt_dur(n->queue.p50, b), rpt_fmt_dur(n->queue.p99, c), share);
+    }
+
+    /* per stream */
+    if (s->n_streams) {
+        fprintf(f, "\nSTREAMS (cbt.device, cbt.stream; most queue time first)\n");
+        fprintf(f, "  %-*s %9s %10s %10s %10s %10s %12s %12s\n", col, "stream", "spans",
+                "queue p50", "p90", "p99", "max", "queued", "ran");
+        unsigned shown = s->n_streams < 20 ? s->n_streams : 20;
+        for (unsigned k = 0; k < shown; k++) {
+            const rpt_stream_sum *st = &s->streams[k];
+            char d[16], e[16];
+            fprintf(f, "  %-*.*s %9llu ", col, 48, st->label, (unsigned long long)st->count);
+            q_cols(f, &st->queue);
+            fprintf(f, " %12s %12s\n", rpt_fmt_dur(st->queue.sum, d), rpt_fmt_dur(st->run, e));
+        }
+        if (s->n_streams > shown)
+            fprintf(f, "  (and %u more streams)\n", s->n_streams - shown);
+        const rpt_stream_sum *st = &s->streams[0];
+        if (st->queue.sum > 0)
+            fprintf(f, "SLOWEST STREAM: %s: %llu spans waited %s in all (p50 %s, p99 %s)\n",
+                    st->label, (unsigned long long)st->count, rpt_fmt_dur(st->queue.sum, a),
+                    rpt_fmt_dur(st->queue.p50, b), rpt_fmt_dur(st->queue.p99, c));
     }
 
     /* hit rate vs latency */

@@ -38,11 +38,19 @@ has "<b class=\"cbt-op-name\">cb.scatter</b>" q.html
 has "id=\"completeness\" class=\"cbt-whole\"" q.html
 hasnt "<script|src=\"http|href=\"http|@import|url\\(" q.html
 
+# a planted slow stream: named too
+"$GEN" --out ps.jsonl --spans 3000 --plant-stream 2 2>/dev/null
+run 0 ps.jsonl --html ps.html
+has "^SLOWEST STREAM: cpu stream 2: [0-9]+ spans waited"
+has "id=\"slowest-stream\" class=\"cbt-slowest\" data-stream=\"cpu stream 2\"" ps.html
+has "<svg class=\"cbt-plot\" id=\"plot-streams\"" ps.html
+
 # 2. the same as OTLP JSON (the collector's file exporter: one request per line)
 "$GEN" --out q.otlp.json --format otlp --batch 64 --spans 3000 --plant-queue cb.gather 2>/dev/null
 run 0 q.otlp.json --html o.html
 has "q.otlp.json: OTLP JSON, 300[0-9] spans, service report-gen"
 has "^MOST QUEUEING: cb.gather"
+has "^  cpu stream [0-3] +[0-9]+ "
 has "data-op=\"cb.gather\"" o.html
 
 # 3. two servers' files: roots and host work in one, stream work in the other
@@ -110,6 +118,19 @@ else
   echo "SKIP (part): cbt was built without msgpack-c: no recordings"
 fi
 
+# a demo without queue times: every plot still there, the empty ones saying why
+"$CBT" demo --cpu --requests 10 --spans nq.jsonl --output nq.json --trees 0 --slowest 0 >/dev/null 2>&1
+run 0 nq.jsonl --html nq.html
+for id in plot-latency plot-bands plot-breakdown plot-queue plot-streams plot-hitrate plot-timeline plot-waterfall-1; do
+  has "<svg class=\"cbt-plot[^\"]*\" id=\"$id\"" nq.html
+done
+if grep -q '"cbt.queue_ns"' nq.jsonl; then
+  has "id=\"slowest-queue\"" nq.html
+else
+  has "<svg class=\"cbt-plot cbt-empty\" id=\"plot-queue\"" nq.html
+  hasnt "id=\"slowest-queue\"" nq.html
+fi
+
 # 7. what it refuses: each named, exit 2 (or 1 for an output it cannot write)
 run 2 missing.jsonl;               has "cbt report: missing.jsonl: cannot open: No such file"
 run 2 "$D";                        has "not a regular file"
@@ -122,9 +143,25 @@ run 2 q.jsonl --bogus;             has "unknown option '--bogus'"
 run 2 q.jsonl --html;              has "--html needs a file name"
 run 1 q.jsonl --html "$D/no/such/dir/r.html"; has "cannot write .*r.html"
 : >empty.jsonl
-run 0 empty.jsonl;                 has "0 spans, 0 requests"
+run 0 empty.jsonl;                 has "0 spans, 0 requests"; has "^COMPLETENESS: EMPTY"
 "$CBT" report --help | grep -q "cbt report FILE" || fail "cbt report --help"
 "$CBT" --help | grep -q "cbt report FILE" || fail "cbt --help lacks report"
+
+"$CBT" report q.jsonl >/dev/full 2>err.txt; rc=$?
+[ "$rc" -eq 1 ] && grep -q "cannot write the report" err.txt || fail "stdout on /dev/full: exit $rc"
+
+# 8. the demo with a planted slow stream (cbt demo --plant-queue, issue 24's
+# queue-time part): the report and the page name the same operation
+if "$CBT" demo --help 2>&1 | grep -q -- --plant-queue; then
+  "$CBT" demo --cpu --requests 40 --plant-queue --spans pq.jsonl --output pq.json \
+         --trees 0 --slowest 0 >demo.txt 2>&1 || fail "cbt demo --plant-queue"
+  run 0 pq.jsonl --html pq.html
+  has "^MOST QUEUEING: "
+  op=$(sed -n 's/^MOST QUEUEING: \([^ ]*\) waited.*/\1/p' out.txt)
+  has "data-op=\"$op\"" pq.html
+else
+  echo "SKIP (part): this cbt demo has no --plant-queue yet"
+fi
 
 [ "$fails" -eq 0 ] && echo "cli_report: all passed" || echo "cli_report: $fails failed"
 [ "$fails" -eq 0 ]

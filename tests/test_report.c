@@ -257,7 +257,8 @@ static const char span_lines[] =
     "{\"trace_id\":\"" TID "\",\"span_id\":\"69d23c704ef80815\",\"parent_span_id\":"
     "\"50dc5b51ff2cfb2d\",\"name\":\"cb.scatter\",\"kind\":\"internal\",\"start_ns\":1000,"
     "\"end_ns\":3000,\"status\":\"error\",\"incomplete\":true,\"attributes\":{\"session_id\":"
-    "\"req-1\",\"cbt.queue_ns\":250,\"cbt.enqueue_ns\":750,\"cbt.evicted\":\"idle\",\"keys\":"
+    "\"req-1\",\"cbt.queue_ns\":250,\"cbt.enqueue_ns\":750,\"cbt.evicted\":\"idle\",\"cbt.stream\":3,"
+    "\"cbt.device\":\"cuda:1\",\"keys\":"
     "[1,2],\"nested\":{\"x\":1}},\"dropped_attributes\":2,\"events\":[{\"name\":\"e\","
     "\"time_unix_nano\":1,\"attributes\":{},\"dropped_attributes\":0}],\"dropped_events\":1,"
     "\"truncated_attributes\":0}\n"
@@ -289,6 +290,9 @@ static void span_file_lines(void **state)
     assert_int_equal(s[0].enqueue_ns, 750);
     assert_int_equal(s[0].gpu_tail_ns, RPT_ABSENT);
     assert_string_equal(s[0].evicted, "idle");
+    assert_int_equal(s[0].stream, 3);
+    assert_string_equal(s[0].device, "cuda:1");
+    assert_int_equal(s[1].stream, RPT_ABSENT);
     assert_string_equal(s[0].session, "req-1");
     assert_int_equal(s[0].dropped_attrs, 2);
     assert_int_equal(s[0].dropped_events, 1);
@@ -374,6 +378,42 @@ static void otlp_json_lines(void **state)
     assert_int_equal(bl.n, 1);
     assert_int_equal(bl.line[0], 3);
     assert_non_null(strstr(bl.why[0], "startTimeUnixNano"));
+}
+
+/* valid lines of both formats with bytes changed, cut, repeated: every
+ * input ends (a sanitizer build checks the memory on the way) */
+static void readers_on_mutated_lines(void **state)
+{
+    (void)state;
+    static char buf[1 << 15];
+    const char *seed[2] = {span_lines, otlp_lines};
+    const char ins[] = "{}[]\":,\\\n0-e.u";
+    for (int round = 0; round < 400; round++) {
+        const char *sd = seed[round % 2];
+        size_t n = strlen(sd);
+        memcpy(buf, sd, n);
+        for (int m = 0, k = (int)(rnd() % 20) + 1; m < k && n > 2; m++) {
+            size_t p = rnd() % n;
+            switch (rnd() % 3) {
+            case 0: buf[p] = (char)(rnd() & 0xff); break;
+            case 1: buf[p] = ins[rnd() % (sizeof ins - 1)]; break;
+            default: memmove(buf + p, buf + p + 1, n - p - 1); n--; break;
+            }
+        }
+        FILE *f = tmpfile();
+        fwrite(buf, 1, n, f);
+        rewind(f);
+        rpt_source src;
+        assert_int_equal(rpt_source_open(&src, f, round % 2 ? RPT_FMT_OTLP : RPT_FMT_SPANS, 0,
+                                         NULL, NULL), 0);
+        rpt_span sp;
+        int r, guard = 0;
+        while ((r = rpt_source_next(&src, &sp)) == 1 && guard++ < 1000)
+            assert_true(sp.end_ns >= sp.start_ns);
+        assert_int_equal(r, 0);
+        rpt_source_close(&src);
+        fclose(f);
+    }
 }
 
 static void detect_formats(void **state)
@@ -511,6 +551,7 @@ static void completeness_counts(void **state)
     rpt_agg_add(a, &s);
     s = mk(1, 2, 1, "mp.store", 10, 50);
     rpt_agg_add(a, &s);
+    rpt_agg_add(a, &s); /* the same span twice: a duplicate, skipped */
     /* trace 2: a root, a child, an orphan (its parent 9 never comes) */
     s = mk(2, 1, 0, "request", 0, 100);
     rpt_agg_add(a, &s);
@@ -537,7 +578,10 @@ static void completeness_counts(void **state)
     rpt_agg_bad_line(a, 0, 17, "not JSON");
     const rpt_summary *S = rpt_agg_finish(a);
     assert_false(S->whole);
-    assert_int_equal(S->spans, 10);
+    assert_int_equal(S->spans, 11);
+    assert_int_equal(S->duplicate_spans, 1);
+    assert_int_equal(S->names[0].count, 3); /* mp.store: traces 1, 2 and 3, not the copy */
+    assert_string_equal(S->names[0].name, "mp.store");
     assert_int_equal(S->requests, 3);
     assert_int_equal(S->bad_lines, 1);
     assert_int_equal(S->bad[0].line, 17);
@@ -614,13 +658,19 @@ static void one_request_figures(void **state)
     rpt_agg_add(a, &s);
     s = mk(1, 3, 1, "X", 20, 50);
     s.queue_ns = 10;
+    s.stream = 1;
+    snprintf(s.device, sizeof s.device, "cpu");
     rpt_agg_add(a, &s);
     s = mk(1, 4, 1, "Y", 60, 90);
     s.queue_ns = 45;
+    s.stream = 2;
+    snprintf(s.device, sizeof s.device, "cuda:0");
     rpt_agg_add(a, &s);
     s = mk(1, 5, 1, "Z", 100, 120);
     s.queue_ns = 5;
     s.enqueue_ns = 95;
+    s.stream = 2;
+    snprintf(s.device, sizeof s.device, "cuda:0");
     rpt_agg_add(a, &s);
     s = mk(1, 1, 0, "request", 0, 100);
     s.gpu_tail_ns = 20;
@@ -644,6 +694,13 @@ static void one_request_figures(void **state)
     assert_true(fabs(S->lat_host[lb] - 15) < 1e-9);
     assert_true(fabs(S->lat_wait[lb] - 25) < 1e-9);
     assert_true(fabs(S->lat_busy[lb] - 80) < 1e-9);
+    /* per stream: cuda:0 stream 2 waited 50, cpu stream 1 10 */
+    assert_int_equal(S->n_streams, 2);
+    assert_string_equal(S->streams[0].label, "cuda:0 stream 2");
+    assert_int_equal(S->streams[0].count, 2);
+    assert_true(fabs(S->streams[0].queue.sum - 50) < 1e-9);
+    assert_true(fabs(S->streams[0].run - 50) < 1e-9);
+    assert_string_equal(S->streams[1].label, "cpu stream 1");
     /* Y queued most */
     assert_true(S->slowest_queue >= 0);
     assert_string_equal(S->names[S->slowest_queue].name, "Y");
@@ -664,6 +721,7 @@ static void one_request_figures(void **state)
     rpt_text_write(f, S, 40);
     fclose(f);
     assert_non_null(strstr(txt, "MOST QUEUEING: Y waited 45 ns"));
+    assert_non_null(strstr(txt, "SLOWEST STREAM: cuda:0 stream 2: 2 spans waited 50 ns"));
     free(txt);
     f = open_memstream(&txt, &len);
     assert_int_equal(rpt_html_write(f, S), 0);
@@ -672,8 +730,10 @@ static void one_request_figures(void **state)
                                 "'none'; style-src 'unsafe-inline'; img-src data:\">"));
     assert_non_null(strstr(txt, "id=\"slowest-queue\" class=\"cbt-slowest\" data-op=\"Y\""));
     assert_non_null(strstr(txt, "<b class=\"cbt-op-name\">Y</b>"));
+    assert_non_null(strstr(txt, "id=\"slowest-stream\" class=\"cbt-slowest\" "
+                                "data-stream=\"cuda:0 stream 2\""));
     const char *ids[] = {"plot-latency", "plot-bands", "plot-breakdown", "plot-queue",
-                         "plot-hitrate", "plot-timeline", "plot-waterfall-1"};
+                         "plot-hitrate", "plot-timeline", "plot-waterfall-1", "plot-streams"};
     for (unsigned k = 0; k < sizeof ids / sizeof *ids; k++) {
         char want[64];
         snprintf(want, sizeof want, "id=\"%s\"", ids[k]);
@@ -683,6 +743,40 @@ static void one_request_figures(void **state)
     assert_null(strstr(txt, "<script"));
     assert_null(strstr(txt, "http://") == NULL ? NULL : strstr(txt, "src=\"http"));
     free(txt);
+    rpt_agg_free(a);
+}
+
+/* a stream-timed wrapper W (enqueued 10, runs [12, 150]) around two kernels:
+ * K1 enqueued 13 runs [20, 40], K2 enqueued 14 runs [100, 140] (it waited 86
+ * behind something). The partition uses the kernels: covered [13, 140] = 127,
+ * running 20 + 40 = 60, waiting 67, host-side 200 - 127 = 73. GPU busy (no
+ * cbt.gpu_busy_ns on the root) is the union of all three: [12, 150] = 138;
+ * GPU queue (no cbt.gpu_queue_ns) the outermost's, as cbt sums it: W's 2. */
+static void wrapper_does_not_hide_the_wait(void **state)
+{
+    (void)state;
+    rpt_agg *a = rpt_agg_new(NULL);
+    rpt_span s = mk(1, 2, 1, "W", 12, 150);
+    s.queue_ns = 2;
+    rpt_agg_add(a, &s);
+    s = mk(1, 3, 2, "K1", 20, 40);
+    s.queue_ns = 7;
+    rpt_agg_add(a, &s);
+    s = mk(1, 4, 2, "K2", 100, 140);
+    s.queue_ns = 86;
+    rpt_agg_add(a, &s);
+    s = mk(1, 1, 0, "request", 0, 200);
+    rpt_agg_add(a, &s);
+    const rpt_summary *S = rpt_agg_finish(a);
+    assert_int_equal((uint64_t)S->latency.p50, 200);
+    assert_int_equal((uint64_t)S->host.p50, 73);
+    assert_int_equal((uint64_t)S->gpu_busy.p50, 138);
+    assert_int_equal((uint64_t)S->gpu_queue.p50, 2);
+    unsigned lb = 8; /* 200 < 2^8 */
+    assert_true(fabs(S->lat_host[lb] - 73) < 1e-9);
+    assert_true(fabs(S->lat_wait[lb] - 67) < 1e-9);
+    assert_true(fabs(S->lat_busy[lb] - 60) < 1e-9);
+    assert_string_equal(S->names[S->slowest_queue].name, "K2");
     rpt_agg_free(a);
 }
 
@@ -754,6 +848,7 @@ int main(void)
         cmocka_unit_test(sketch_buckets_cover_every_value),
         cmocka_unit_test(lexer_same_tokens_at_every_buffer_size),
         cmocka_unit_test(lexer_garbage_ends),
+        cmocka_unit_test(readers_on_mutated_lines),
         cmocka_unit_test(span_file_lines),
         cmocka_unit_test(otlp_json_lines),
         cmocka_unit_test(detect_formats),
@@ -762,6 +857,7 @@ int main(void)
         cmocka_unit_test(completeness_counts),
         cmocka_unit_test(split_by_the_open_bound),
         cmocka_unit_test(one_request_figures),
+        cmocka_unit_test(wrapper_does_not_hide_the_wait),
         cmocka_unit_test(name_percentiles_within_error),
         cmocka_unit_test(timeline_coarsens),
     };

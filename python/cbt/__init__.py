@@ -19,8 +19,10 @@ import atexit as _atexit
 import contextvars as _contextvars
 import json as _json
 import os as _os
+import subprocess as _subprocess
+import sys as _sys
 import warnings as _warnings
-from typing import Any, Callable, Literal, Optional, TypedDict, Union
+from typing import Any, Callable, Literal, Optional, Sequence, TextIO, TypedDict, Union
 
 from . import _cbt
 from ._cbt import (  # noqa: F401  (re-exported)
@@ -45,7 +47,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer", "current_span",
-    "replay", "ReplayWarning", "build_info", "BuildInfo",
+    "replay", "ReplayWarning", "build_info", "BuildInfo", "report",
 ]
 
 _KINDS = {"unspecified": 0, "internal": 1, "server": 2, "client": 3, "producer": 4,
@@ -119,6 +121,46 @@ def replay(path: _PathLike, *, spans_path: Optional[_PathLike] = None,
         _warnings.warn(f"cbt.replay: the sinks lost {r['sink_spans_lost']} spans (a failed "
                        f"write or export)", ReplayWarning, stacklevel=2)
     return r
+
+
+def report(paths: Union[_PathLike, Sequence[_PathLike]], html: Optional[_PathLike] = None, *,
+           slowest: int = 5, width: int = 60, max_open: Optional[int] = None,
+           out: Optional[TextIO] = None) -> int:
+    """Run ``cbt report`` (docs/report.md) on ``paths``: span files, OTLP JSON
+    files and LMCT recordings (one path, or several: one per server, merged).
+    Writes the terminal report to ``out`` (default ``sys.stdout``) and what
+    the command says on stderr to ``sys.stderr``; ``html`` also writes the
+    self-contained HTML page there. ``slowest``, ``width``, ``max_open``: the
+    flags of the same names. Returns the command's exit status: 0 written
+    (bad lines are counted in the report, not errors), 1 a runtime failure
+    (the HTML file cannot be written, ...), 2 an input or a flag it cannot
+    take (named on stderr), 127 when this package has no ``cbt`` command.
+    The command runs in a child process (the report needs no tracer, and a
+    recording is replayed there, not in this process's tracer)."""
+    items = [paths] if isinstance(paths, (str, bytes, _os.PathLike)) else list(paths)
+    args = [_os.fsdecode(p) for p in items]
+    if not args:
+        raise ValueError("cbt.report: no paths")
+    for flag, v in (("slowest", slowest), ("width", width), ("max_open", max_open)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
+            raise TypeError(f"cbt.report: {flag} is an int, not {type(v).__name__}")
+    cmd = ["report", *args, "--slowest", str(slowest), "--width", str(width)]
+    if max_open is not None:
+        cmd += ["--max-open", str(max_open)]
+    if html is not None:
+        cmd += ["--html", _os.fsdecode(html)]
+    from . import _cli
+    exe = _cli.path()
+    try:
+        r = _subprocess.run([exe, *cmd], stdout=_subprocess.PIPE, stderr=_subprocess.PIPE,
+                            check=False)
+    except OSError as e:
+        _sys.stderr.write(f"cbt: cannot run the cbt command at {exe} ({e.strerror}): this cbt "
+                          f"package was installed without it; reinstall it (docs/install.md)\n")
+        return 127
+    (out if out is not None else _sys.stdout).write(r.stdout.decode("utf-8", "replace"))
+    _sys.stderr.write(r.stderr.decode("utf-8", "replace"))
+    return r.returncode
 
 
 class BuildInfo(TypedDict):

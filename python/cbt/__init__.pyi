@@ -2,7 +2,7 @@
 # re-exports are typed in _cbt.pyi (python/cbt/_cbt.c). docs/python.md is the
 # reference; tests/python/test_types.py holds both stubs to the runtime
 # (mypy.stubtest) and type-checks docs/python.md's examples against them.
-from typing import Any, Callable, Literal, Optional, TypedDict, Union
+from typing import Any, Callable, Literal, Optional, Sequence, TextIO, TypedDict, Union
 
 from typing_extensions import Unpack
 
@@ -31,7 +31,7 @@ __all__ = [
     "CpuStream", "Error", "Span", "SpanContext", "Tracer", "enabled", "event_type_name",
     "extract", "flush", "init", "inject", "metrics", "publish", "publish_on_stream",
     "register_event_type", "shutdown", "context_begin", "span", "strerror", "tracer",
-    "current_span", "replay", "ReplayWarning", "build_info", "BuildInfo",
+    "current_span", "replay", "ReplayWarning", "build_info", "BuildInfo", "report",
 ]
 
 def shutdown() -> dict[str, Any]: ...
@@ -48,6 +48,16 @@ def replay(
     force: bool = ...,
     speed: float = ...,
 ) -> dict[str, Any]: ...
+
+def report(
+    paths: Union[_Path, Sequence[_Path]],
+    html: Optional[_Path] = ...,
+    *,
+    slowest: int = ...,
+    width: int = ...,
+    max_open: Optional[int] = ...,
+    out: Optional[TextIO] = ...,
+) -> int: ...
 
 class BuildInfo(TypedDict):
     """What cbt.build_info() returns: what this cbt was built with (docs/python.md, "Install")."""
