@@ -636,6 +636,7 @@ class _PlotParser(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.plots = {}
+        self.classes = {}  # plot id: its class list
         self.stack = []  # open elements: (tag, plot id or None)
 
     def handle_starttag(self, tag, attrs):
@@ -644,6 +645,7 @@ class _PlotParser(html.parser.HTMLParser):
         if tag == "svg" and "cbt-plot" in (a.get("class") or "").split():
             cur = a.get("id") or f"(svg.cbt-plot #{len(self.plots) + 1} without an id)"
             self.plots.setdefault(cur, 0)
+            self.classes[cur] = (a.get("class") or "").split()
         elif cur and tag in self.DRAWN:
             self.plots[cur] += 1
         self.stack.append((tag, cur if tag == "svg" else None))
@@ -659,25 +661,30 @@ class _PlotParser(html.parser.HTMLParser):
                 return
 
 
-def dom_plots(dom):
-    """{plot id: number of drawing elements inside it} from a DOM dump."""
+def dom_plots(dom, with_classes=False):
+    """{plot id: number of drawing elements inside it} from a DOM dump (and
+    {plot id: its classes} too, with_classes)."""
     p = _PlotParser()
     p.feed(dom)
     p.close()
-    return p.plots
+    return (p.plots, p.classes) if with_classes else p.plots
 
 
-def check_plots(page, expected_ids, min_drawn=1):
+def check_plots(page, expected_ids, min_drawn=1, empty_class=None):
     """Every expected svg.cbt-plot id is in the rendered DOM with at least
     min_drawn drawing elements (path/rect/polyline/...) of non-zero extent,
-    and is laid out visible with a non-zero size."""
+    and is laid out visible with a non-zero size; and, given empty_class,
+    none of them has that class (`cbt report`'s cbt-empty: a plot drawn
+    empty because nothing was measured)."""
     out = []
-    in_dom = dom_plots(page.dom)
+    in_dom, classes = dom_plots(page.dom, with_classes=True)
     laid = {p["id"]: p for p in page.plots}
     for pid in expected_ids:
         if pid not in in_dom:
             out.append(f"plot {pid}: no <svg class=\"cbt-plot\" id=\"{pid}\"> in the rendered DOM")
             continue
+        if empty_class and empty_class in classes.get(pid, []):
+            out.append(f"plot {pid}: drawn empty (class {empty_class}): nothing measured for it")
         if in_dom[pid] < min_drawn:
             out.append(f"plot {pid}: {in_dom[pid]} drawing elements (path/rect/polyline/...), "
                        f"at least {min_drawn} wanted")

@@ -186,10 +186,10 @@ class Tally:
         return 0 if self.failed == 0 and self.passed > 0 else 1
 
 
-def all_checks(page, plots, texts, min_plots=1):
+def all_checks(page, plots, texts, min_plots=1, empty_class=None):
     """Every check, by name: {check: [problems]}."""
     found = [p["id"] for p in page.plots]
-    plot_problems = headless.check_plots(page, plots)
+    plot_problems = headless.check_plots(page, plots, empty_class=empty_class)
     if len(found) < min_plots:
         plot_problems.append(f"{len(found)} svg.cbt-plot elements rendered, at least {min_plots} wanted")
     return {
@@ -284,7 +284,7 @@ def selftest(browser, keep):
     return t.close()
 
 
-def check_file(browser, path, plots, texts, min_plots, screenshot, t=None):
+def check_file(browser, path, plots, texts, min_plots, screenshot, t=None, empty_class=None):
     t = t or Tally()
     try:
         page = browser.render(path)
@@ -301,15 +301,15 @@ def check_file(browser, path, plots, texts, min_plots, screenshot, t=None):
     except ValueError:
         pass
     print(f"# plots rendered: {', '.join(p['id'] + ' (' + str(p['drawn']) + ' drawn)' for p in page.plots) or 'none'}")
-    for check, probs in all_checks(page, plots, texts, min_plots).items():
+    for check, probs in all_checks(page, plots, texts, min_plots, empty_class).items():
         t.result(f"{check}: {os.path.basename(path)}", probs)
     return t.close()
 
 
 # the plots `cbt report --html` draws for a run with queue times and hit
 # rates (docs/report.md, "The HTML page")
-REPORT_PLOTS = ["plot-latency", "plot-bands", "plot-breakdown", "plot-queue", "plot-hitrate",
-                "plot-timeline", "plot-waterfall-1"]
+REPORT_PLOTS = ["plot-latency", "plot-bands", "plot-breakdown", "plot-queue", "plot-streams",
+                "plot-hitrate", "plot-timeline", "plot-waterfall-1"]
 
 
 def slowest_queue(spans_path):
@@ -333,6 +333,25 @@ def slowest_queue(spans_path):
     return name, total[name], count[name]
 
 
+def slowest_stream(spans_path):
+    """(device or "", stream, summed cbt.queue_ns) of the stream whose spans
+    waited longest in all, from the span file; None without cbt.stream."""
+    total = {}
+    with open(spans_path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            a = json.loads(line).get("attributes", {})
+            if "cbt.stream" in a:
+                dev = a.get("cbt.device")
+                key = (dev if isinstance(dev, str) else "", a["cbt.stream"])
+                total[key] = total.get(key, 0) + (a.get("cbt.queue_ns") or 0)
+    if not total:
+        return None
+    key = max(total, key=total.get)
+    return key[0], key[1], total[key]
+
+
 def planted_span_file(path, requests=64, seed=24):
     """A span file in `cbt demo`'s format with a slow stream planted: each
     request's `cb.scatter` waits about 1.6 ms on its stream behind a long
@@ -354,7 +373,7 @@ def planted_span_file(path, requests=64, seed=24):
         root = f"{rnd.getrandbits(64):016x}"
         t0 = t + r * 4_000_000
         sess = {"session_id": f"req-{r:04d}"}
-        stream = {"cbt.stream": r % 4, "cbt.device": -1}
+        stream = {"cbt.stream": 1 + r % 4, "cbt.device": "cpu"}
         kids, cur, busy, queue = [], t0 + 20_000, [], 0
         for name, dur, q in (("cb.l2_load", 80_000, 3_000), ("cb.prefill", 1_600_000, 2_000),
                              ("cb.scatter", 300_000, 1_620_000 + rnd.randrange(-50_000, 50_000)),
@@ -421,12 +440,23 @@ def run_demo(browser, cbt, workdir, screenshot):
     t = Tally()
     t.result(f"the terminal report names {slow[0]}",
              [] if f"MOST QUEUEING: {slow[0]} " in out else [f"no 'MOST QUEUEING: {slow[0]} ' line"])
-    m = re.search(r'<[^>]*\bid="slowest-queue"[^>]*>', pathlib.Path(html).read_text())
+    page_html = pathlib.Path(html).read_text()
+    m = re.search(r'<[^>]*\bid="slowest-queue"[^>]*>', page_html)
     op = re.search(r'\bdata-op="([^"]*)"', m.group(0)) if m else None
     t.result(f"the page's #slowest-queue names {slow[0]}",
              [] if op and op.group(1) == slow[0] else
              [f"#slowest-queue is {m.group(0) if m else 'missing'}"])
-    return check_file(browser, html, REPORT_PLOTS, [slow[0]], len(REPORT_PLOTS), screenshot, t)
+    stream = slowest_stream(spans)
+    m = re.search(r'<[^>]*\bid="slowest-stream"[^>]*>', page_html)
+    ds = re.search(r'\bdata-stream="([^"]*)"', m.group(0)) if m else None
+    want = f"stream {stream[1]}" if stream else None
+    t.result("the page's #slowest-stream names " +
+             (f"{stream[0] + ' ' if stream[0] else ''}{want}" if stream else "the most-queued stream"),
+             ["the span file has no cbt.stream"] if not stream else
+             [] if ds and ds.group(1).endswith(want) and (not stream[0] or stream[0] in ds.group(1)) else
+             [f"#slowest-stream is {m.group(0) if m else 'missing'}"])
+    return check_file(browser, html, REPORT_PLOTS, [slow[0]], len(REPORT_PLOTS), screenshot, t,
+                      empty_class="cbt-empty")
 
 
 def main():
