@@ -32,11 +32,9 @@ import os
 import pathlib
 import random
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 import traceback
 import zlib
 
