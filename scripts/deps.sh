@@ -10,6 +10,7 @@
 #          (bench_load --protocol grpc's loopback collector; without it that
 #          mode alone says SKIP)
 #   test   lib + cmocka + python3 with venv/ensurepip + the openssl command
+#          + Chromium (the HTML report opened headless: tests/report_browser.py)
 #          + fuzz (make test)
 #   fuzz   clang that links -fsanitize=fuzzer,address,undefined (make fuzz)
 #
@@ -57,6 +58,14 @@ dry=0
 if [ -n "${CBT_DEPS_DRY_RUN:-}" ] && [ "${CBT_DEPS_DRY_RUN}" != 0 ]; then dry=1; fi
 
 have() { command -v "$1" >/dev/null 2>&1; }
+# a browser for the HTML report's test, found as tests/headless.py finds it
+# ($CBT_CHROMIUM, when set, is the only one it uses: nothing is installed for it)
+have_chromium() {
+  if [ -n "${CBT_CHROMIUM+x}" ]; then
+    return 0
+  fi
+  have chromium || have chromium-browser || have google-chrome || have google-chrome-stable
+}
 list() { local out="" x; for x in "$@"; do out="${out:+$out, }$x"; done; printf '%s' "$out"; }
 
 # probe_c "<includes>" [link flags...]: does $CC_PROBE compile and link a
@@ -167,6 +176,12 @@ check() {
     fi
     # the OTLP/gRPC tests make their TLS certificates with it (tests/grpc_collector.py certs)
     have openssl || need "openssl (the command)" openssl soft
+    # the HTML report opened in a headless browser (tests/report_browser.py);
+    # soft: without it those tests say SKIP. Debian's package is ~120 MB to
+    # fetch, ~410 MB installed without recommends
+    if ! have_chromium; then
+      need "chromium (the HTML report's headless browser test)" chromium soft
+    fi
   fi
   if [ $want_fuzz = 1 ] && ! fuzz_links; then
     if ! have "$CC_FUZZ"; then
