@@ -128,16 +128,20 @@ fuzzer_pkg() {
 # check: fills needs[] ("what (package)") and pkgs[] (unique packages);
 # soft needs (python venv, fuzz) are only warned about if an install
 # leaves them unmet: their steps then say they are skipped.
-needs=() pkgs=() hard_unmet=0 notes=()
+needs=() pkgs=() hard_unmet=0 notes=() hard_pkgs=()
 need() { # what package [soft]
   needs+=("$1 ($2)")
-  [ "${3:-}" = soft ] || hard_unmet=1
   local p
+  if [ "${3:-}" != soft ]; then
+    hard_unmet=1
+    for p in "${hard_pkgs[@]+"${hard_pkgs[@]}"}"; do [ "$p" = "$2" ] && break; done
+    [ "${p:-}" = "$2" ] || hard_pkgs+=("$2")
+  fi
   for p in "${pkgs[@]+"${pkgs[@]}"}"; do [ "$p" = "$2" ] && return 0; done
   pkgs+=("$2")
 }
 check() {
-  needs=() pkgs=() hard_unmet=0 notes=()
+  needs=() pkgs=() hard_unmet=0 notes=() hard_pkgs=()
   if [ $want_lib = 1 ]; then
     if ! have "$CC_PROBE" || ! probe_c '#include <stdio.h>'; then
       need "C compiler $CC_PROBE" build-essential
@@ -257,8 +261,22 @@ if [ $updated = 0 ]; then
   apt-get update -qq || echo "cbt: apt-get update failed; trying the install with the package lists at hand" >&2
 fi
 if ! install_pkgs "${pkgs[@]}"; then
-  echo "cbt: apt-get install ${pkgs[*]} failed (see above)" >&2
-  exit 1
+  # One install of everything failed. A soft package this system's lists
+  # lack (Ubuntu has no `chromium` deb, say) must not stop the rest: the
+  # hard ones again, together, then each soft one alone, a failure of which
+  # is only said (its tests report SKIP).
+  echo "cbt: apt-get install ${pkgs[*]} failed; installing the needed ones alone" >&2
+  if [ ${#hard_pkgs[@]} -gt 0 ] && ! install_pkgs "${hard_pkgs[@]}"; then
+    echo "cbt: apt-get install ${hard_pkgs[*]} failed (see above)" >&2
+    exit 1
+  fi
+  for p in "${pkgs[@]}"; do
+    is_hard=0
+    for q in "${hard_pkgs[@]+"${hard_pkgs[@]}"}"; do [ "$p" = "$q" ] && is_hard=1; done
+    [ $is_hard = 1 ] && continue
+    install_pkgs "$p" ||
+      echo "cbt: could not install $p (optional): the steps that need it will say SKIP" >&2
+  done
 fi
 
 # What the install did not bring is named by checking again. A package the

@@ -241,9 +241,11 @@ def selftest(browser, keep):
          report_page(plots=_plots() + _svg("plot-nan", '<rect x="1" y="1" width="nan" height="10"/>'
                                                         '<path d="M0 0 L nan 4"/>')),
          {"renders"}),
-        ("a fetch 200 ms after load (no CSP)",
+        # after load, yet well inside the renderer's settle time (0.5 s), so a
+        # loaded machine's late timer cannot make the plant pass
+        ("a fetch 20 ms after load (no CSP)",
          report_page(csp="", body_end="<script>setTimeout(() => fetch('http://collector.example:4318/x')"
-                                      ".catch(() => {}), 200)</script>"),
+                                      ".catch(() => {}), 20)</script>"),
          {"offline", "csp", "renders"}),
         ("a CSP that allows https:",
          report_page(csp="default-src 'none'; style-src 'unsafe-inline'; img-src data: https:"), {"csp"}),

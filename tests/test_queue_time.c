@@ -13,6 +13,9 @@
  * of these (the root, a host-side child, an event with the caller's own
  * time, a flag a caller set without one). */
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <stddef.h>
 #include <time.h>
 
 #include "cbt/cb.h"
@@ -315,6 +318,51 @@ static void unmeasured_spans_have_none(void **state)
     tu_stop();
 }
 
+/* An event a subscriber was handed (FROM_STREAM | ENQUEUED, no explicit
+ * time), copied into a program's older, smaller cbt_event (one that ends
+ * where the enqueue block begins) and published again, on both paths: the
+ * event is placed so that its struct ends at a page nobody may read, so
+ * reading the enqueue block the flags promise faults. Nothing reads it, and
+ * the republished spans carry no queue time. */
+static void republished_old_size_event(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cpu_create(0, &s), CBT_OK);
+    long pg = sysconf(_SC_PAGESIZE);
+    size_t old_size = offsetof(cbt_event, enqueue_ns);
+    size_t span = ((old_size + (size_t)pg - 1) / (size_t)pg + 1) * (size_t)pg;
+    unsigned char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(m != MAP_FAILED);
+    assert_int_equal(mprotect(m + span - (size_t)pg, (size_t)pg, PROT_NONE), 0);
+    /* 8-byte aligned, ending at the guard page (offsetof is a multiple of 8) */
+    cbt_event *old = (cbt_event *)(void *)(m + span - (size_t)pg - old_size);
+    const char *sids[] = {"republished", "republished-on"};
+    for (int i = 0; i < 2; i++) {
+        tu_pub(CBT_EV_MP_REQUEST_START, sids[i]);
+        tu_pub(CBT_EV_MP_STORE_SUBMITTED, sids[i]);
+        cbt_event full;
+        cbt_event_init(&full, CBT_EV_MP_STORE_START, sids[i]);
+        full.flags |= CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED;
+        memcpy(old, &full, old_size); /* the old program's copy: flags and all */
+        assert_int_equal(i == 0 ? cbt_publish(old) : cbt_publish_on_stream(s, old), CBT_OK);
+        cbt_event_init(&full, CBT_EV_MP_STORE_END, sids[i]);
+        memcpy(old, &full, old_size);
+        assert_int_equal(i == 0 ? cbt_publish(old) : cbt_publish_on_stream(s, old), CBT_OK);
+        tu_pub(CBT_EV_MP_REQUEST_END, sids[i]);
+    }
+    cbt_stream_sync(s);
+    tu_flush();
+    assert_no_queue(tu_need_span("mp.store", "republished", 0));
+    /* on a stream it is timed by that stream, afresh: its own enqueue time */
+    const cbt_span *on = tu_need_span("mp.store", "republished-on", 0);
+    checked_queue(on, s);
+    munmap(m, span);
+    cbt_stream_destroy(s);
+    tu_stop();
+}
+
 /* ---- kernel spans and pspans ------------------------------------------------------- */
 
 typedef struct kjob {
@@ -407,6 +455,7 @@ int main(void)
         cmocka_unit_test_teardown(nested_child_counts_once, tu_teardown),
         cmocka_unit_test_teardown(root_busy_union_on_two_streams, tu_teardown),
         cmocka_unit_test_teardown(unmeasured_spans_have_none, tu_teardown),
+        cmocka_unit_test_teardown(republished_old_size_event, tu_teardown),
         cmocka_unit_test_teardown(kernel_and_pspan_queue, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

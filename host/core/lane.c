@@ -153,10 +153,19 @@ cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
         atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
         return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
     }
-    if (__builtin_expect(t->publish_hook != NULL, 0)) {
+    /* A stream's flags on a plain publish (a subscriber republishing an
+     * event it was handed): the stream did not time this one, so without an
+     * explicit time they go, before anything reads the enqueue block they
+     * would promise (an event copied into an older, smaller cbt_event has
+     * none; its enqueue_ns is unix ns, not this clock's ticks). */
+    uint32_t stray = (ev->flags & CBT_EVF_EXPLICIT_TS)
+                         ? 0
+                         : ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED);
+    if (__builtin_expect(t->publish_hook != NULL || stray != 0, 0)) {
         cbt_event e;
-        cbt_event_copy_used_(&e, ev);
-        t->publish_hook(t->publish_hook_ctx, &e, 0);
+        cbt_event_copy_used_masked_(&e, ev, stray);
+        if (t->publish_hook)
+            t->publish_hook(t->publish_hook_ctx, &e, 0);
         return cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);
     }
     /* stamped even with CBT_EVF_EXPLICIT_TS: the stamp orders dispatch */

@@ -207,22 +207,33 @@ static inline uint32_t cbt_rec_read(const unsigned char *src, cbt_event *ev, uin
     return src[8];
 }
 
-/* Copy the used part of an event into another: the same parts a record
- * holds (the publish hook's copy, the stream backends' copies). */
-static inline void cbt_event_copy_used_(cbt_event *dst, const cbt_event *src)
+/* Copy the used part of an event into another, without the flags in
+ * `clear` (and the parts only they make valid, never read from src): the
+ * same parts a record holds. */
+static inline void cbt_event_copy_used_masked_(cbt_event *dst, const cbt_event *src,
+                                               uint32_t clear)
 {
     uint32_t n = cbt_rec_n_meta_(src), s = cbt_rec_str_used_(src);
+    uint32_t flags = src->flags & ~clear;
     memcpy(dst, src, offsetof(cbt_event, meta));
+    dst->flags = flags;
     for (uint32_t i = 0; i < n; i++)
         memcpy(&dst->meta[i], &src->meta[i], sizeof(cbt_meta));
     dst->n_meta = (uint8_t)n;
     dst->str_used = (uint16_t)s;
-    if (src->flags & CBT_EVF_TRACE)
+    if (flags & CBT_EVF_TRACE)
         memcpy(&dst->trace, &src->trace, sizeof src->trace);
-    if (src->flags & CBT_EVF_ENQUEUED)
+    if (flags & CBT_EVF_ENQUEUED)
         memcpy(&dst->enqueue_ns, &src->enqueue_ns, CBT_REC_ENQ_BYTES);
     if (s)
         memcpy(dst->str, src->str, s);
+}
+
+/* Copy the used part of an event into another: the same parts a record
+ * holds (the publish hook's copy, the stream backends' copies). */
+static inline void cbt_event_copy_used_(cbt_event *dst, const cbt_event *src)
+{
+    cbt_event_copy_used_masked_(dst, src, 0);
 }
 
 /* ---- a FIFO of records, for one thread (or under its owner's lock) ----------------

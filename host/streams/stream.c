@@ -400,8 +400,17 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
         return CBT_ERR_UNKNOWN_EVENT;
     }
     cbt_event hooked;
+    /* the stream's own flags on the caller's event (an event it was handed,
+     * republished): this stream sets them itself when it reaches the mark;
+     * dropped before anything reads the enqueue block they would promise */
+    uint32_t stray = ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED);
+    if (__builtin_expect(stray != 0, 0)) {
+        cbt_event_copy_used_masked_(&hooked, ev, stray);
+        ev = &hooked;
+    }
     if (__builtin_expect(t->publish_hook != NULL, 0)) {
-        cbt_event_copy_used_(&hooked, ev);
+        if (ev != &hooked)
+            cbt_event_copy_used_(&hooked, ev);
         if (hooked.pair == 0) /* the hook pairs START/END as the subscribers will */
             hooked.pair = s->ordinal;
         t->publish_hook(t->publish_hook_ctx, &hooked, 1);

@@ -140,10 +140,11 @@ cbt_status cbt_cuda_stream_init_(cbt_stream *s, void *cuda_stream)
     }
     cbt_evpool_init(&p->free, CBT_STREAM_CUDA_POOL);
     cbt_markq_init(s->pending);
-    /* the device the stream's work runs on (before CUDA 12.8, which can
-     * ask the stream, the current one: a stream belongs to the device that
-     * was current when it was made); only named on its marks (cbt.device),
-     * so a failure leaves device 0 */
+    /* the device the stream's work runs on: from CUDA 12.8 the stream is
+     * asked; before it, the device current now, which is the stream's only
+     * when the caller registers it on the device it was made on (documented
+     * in docs/spans.md); only named on its marks (cbt.device), so a failure
+     * leaves device 0 */
     int dev = 0;
 #if CUDART_VERSION >= 12080
     cudaError_t de = cudaStreamGetDevice(cs, &dev);
