@@ -28,19 +28,8 @@ rpt_format rpt_detect(FILE *f)
     rewind(f);
     b[n] = 0;
     rpt_format fmt = RPT_FMT_UNKNOWN;
-    size_t i = 0;
-    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
-        i++;
-    if (i == n) {
-        fmt = n == PEEK ? RPT_FMT_UNKNOWN : RPT_FMT_EMPTY;
-    } else if (b[i] == '{') {
-        char *nl = memchr(b + i, '\n', n - i);
-        size_t end = nl ? (size_t)(nl - b) : n;
-        char save = b[end];
-        b[end] = 0;
-        fmt = strstr(b + i, "\"resourceSpans\"") ? RPT_FMT_OTLP : RPT_FMT_SPANS;
-        b[end] = save;
-    } else if (n >= 12 && i == 0) {
+    size_t bom = n >= 3 && !memcmp(b, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    if (!bom && n >= 12 && b[0] != '{') {
         /* an LMCT frame: a 4-byte big-endian length, then a msgpack map whose
          * first key is "type" and which holds the bin "LMCT" */
         const unsigned char *u = (const unsigned char *)b;
@@ -53,7 +42,33 @@ rpt_format rpt_detect(FILE *f)
         if (len > 8 && magic && ((u[4] & 0xF0) == 0x80 || u[4] == 0xDE || u[4] == 0xDF))
             fmt = RPT_FMT_LMCT;
     }
+    /* JSON: the first line within DETECT_LINES that starts an object decides;
+     * lines before it are bad lines the reader counts when it reads them */
+    enum { DETECT_LINES = 64 };
+    size_t s = bom;
+    bool any = false;
+    for (unsigned ln = 0; fmt == RPT_FMT_UNKNOWN && ln < DETECT_LINES && s < n; ln++) {
+        size_t i = s;
+        while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
+            i++;
+        if (i == n)
+            break;
+        any = true;
+        char *nl = memchr(b + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - b) : n;
+        if (b[i] == '{') {
+            char save = b[end];
+            b[end] = 0;
+            fmt = strstr(b + i, "\"resourceSpans\"") ? RPT_FMT_OTLP : RPT_FMT_SPANS;
+            b[end] = save;
+        }
+        s = end + 1;
+    }
+    if (fmt == RPT_FMT_UNKNOWN && !any && n < PEEK)
+        fmt = RPT_FMT_EMPTY;
     free(b);
+    if (bom && (fmt == RPT_FMT_SPANS || fmt == RPT_FMT_OTLP))
+        fseek(f, 3, SEEK_SET); /* the reader starts past the BOM (still line 1) */
     return fmt;
 }
 

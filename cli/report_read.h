@@ -84,9 +84,11 @@ typedef enum rpt_format {
 const char *rpt_format_name(rpt_format f);
 
 /* Which format `f` holds, from its first bytes (at most 64 KiB read); the
- * file is rewound. A JSON line with a "resourceSpans" member is OTLP, any
- * other JSON object a span file (its lines are checked as they are read),
- * a file starting with an LMCT frame an LMCT recording. */
+ * file is rewound (past a UTF-8 byte-order mark, which is skipped). The
+ * first line of the first 64 that starts a JSON object decides: one with a
+ * "resourceSpans" member is OTLP, any other a span file (its lines are
+ * checked as they are read; lines before it are counted as bad lines then).
+ * A file starting with an LMCT frame is an LMCT recording. */
 rpt_format rpt_detect(FILE *f);
 
 /* A bad line: where, and why. */

@@ -426,10 +426,36 @@ static void detect_formats(void **state)
              {" \n\n", RPT_FMT_EMPTY},
              {"{\"trace_id\":\"x\"}\n", RPT_FMT_SPANS},
              {"\n {\"resourceSpans\":[]}\n", RPT_FMT_OTLP},
-             {"hello world, this is text\n", RPT_FMT_UNKNOWN}};
+             {"hello world, this is text\n", RPT_FMT_UNKNOWN},
+             /* a garbage first line (a bad line, counted when read) or a BOM */
+             {"garbage line\n{\"resourceSpans\":[]}\n", RPT_FMT_OTLP},
+             {"\xEF\xBB\xBF{\"trace_id\":\"x\"}\n", RPT_FMT_SPANS}};
     for (unsigned k = 0; k < sizeof c / sizeof *c; k++) {
         FILE *f = file_of(c[k].text);
         assert_int_equal(rpt_detect(f), c[k].fmt);
+        fclose(f);
+    }
+    /* read on from there: the BOM is skipped (the span on line 1 is read),
+     * the garbage line is one bad line and the span after it is read */
+    static const char with_bom[] =
+        "\xEF\xBB\xBF{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":\"x\","
+        "\"start_ns\":5,\"end_ns\":6}\n";
+    static const char garbage_first[] =
+        "garbage line\n{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":"
+        "\"x\",\"start_ns\":5,\"end_ns\":6}\n";
+    const char *texts[] = {with_bom, garbage_first};
+    for (unsigned k = 0; k < 2; k++) {
+        FILE *f = file_of(texts[k]);
+        assert_int_equal(rpt_detect(f), RPT_FMT_SPANS);
+        rpt_source src;
+        bad_log bl = {0};
+        assert_int_equal(rpt_source_open(&src, f, RPT_FMT_SPANS, 0, log_bad, &bl), 0);
+        rpt_span sp;
+        assert_int_equal(rpt_source_next(&src, &sp), 1);
+        assert_int_equal(sp.line, k + 1);
+        assert_int_equal(rpt_source_next(&src, &sp), 0);
+        assert_int_equal(src.bad_lines, k);
+        rpt_source_close(&src);
         fclose(f);
     }
 }
