@@ -56,6 +56,11 @@ static void on_bad(void *ctx, unsigned file, uint64_t line, const char *why)
     rpt_agg_bad_line(ctx, file, line, why);
 }
 
+static void on_bad_span(void *ctx, unsigned file, uint64_t line, const char *why)
+{
+    rpt_agg_bad_span(ctx, file, line, why);
+}
+
 int cbt_report_main(int argc, char **argv)
 {
     const char *html = NULL;
@@ -161,6 +166,7 @@ int cbt_report_main(int argc, char **argv)
                 rc = 1;
                 break;
             }
+            src[ns].on_bad_span = on_bad_span;
             ptr[ns] = &src[ns];
             ns++;
         }

@@ -24,6 +24,8 @@ typedef struct cspan {
     uint8_t flags;
     int32_t stream; /* cbt.stream, -1: none */
 } cspan;
+/* report_agg.h and docs/report.md ("Bounded memory") give this size */
+_Static_assert(sizeof (cspan) == 56, "a kept span is 56 bytes, as the docs say");
 
 typedef struct trace {
     uint8_t tid[16];
@@ -219,6 +221,14 @@ void rpt_agg_bad_line(rpt_agg *a, unsigned file, uint64_t line, const char *why)
     if (file < RPT_FILES_MAX)
         a->sum.files[file].bad_lines++;
     example(a->sum.bad, &a->sum.n_bad, file, line, "%s", why);
+}
+
+void rpt_agg_bad_span(rpt_agg *a, unsigned file, uint64_t line, const char *why)
+{
+    a->sum.bad_spans++;
+    if (file < RPT_FILES_MAX)
+        a->sum.files[file].bad_spans++;
+    example(a->sum.badspan, &a->sum.n_badspan, file, line, "%s", why);
 }
 
 void rpt_agg_note(rpt_agg *a, bool loss, const char *fmt, ...)
@@ -528,7 +538,8 @@ static void keep_slowest(rpt_agg *a, const trace *t, uint64_t lat, int64_t gq, i
         o->start = c->start > t->r_start ? c->start - t->r_start : 0;
         o->end = c->end > t->r_start ? c->end - t->r_start : 0;
         o->enqueue = c->flags & F_STREAM
-                         ? (c->enq > (int64_t)t->r_start ? c->enq - (int64_t)t->r_start : 0)
+                         ? (c->enq >= 0 && (uint64_t)c->enq > t->r_start
+                                ? (int64_t)((uint64_t)c->enq - t->r_start) : 0)
                          : RPT_ABSENT;
         o->incomplete = (c->flags & F_INCOMPLETE) != 0;
         o->stream = c->stream;
@@ -626,7 +637,9 @@ static void close_trace(rpt_agg *a, uint32_t i, bool evicted)
             }
             int pk = (c->flags & F_PARENT) ? find_kept(t, c->pid) : -1;
             if (pk < 0 || !(t->spans[pk].flags & F_STREAM))
-                qsum += (uint64_t)c->queue; /* the outermost only, as cbt.gpu_queue_ns */
+                qsum = (uint64_t)c->queue > (uint64_t)INT64_MAX - qsum
+                           ? (uint64_t)INT64_MAX /* saturate: hostile queue times */
+                           : qsum + (uint64_t)c->queue; /* the outermost only, as cbt.gpu_queue_ns */
             unsigned o = 0;
             while (o < n_ops && op_name[o] != c->name)
                 o++;
@@ -718,6 +731,15 @@ static uint32_t open_trace(rpt_agg *a, const rpt_span *s, uint16_t name)
 void rpt_agg_add(rpt_agg *a, const rpt_span *s)
 {
     rpt_summary *S = &a->sum;
+    uint16_t nm = name_id(a, s->name);
+    uint32_t i = open_trace(a, s, nm);
+    trace *t = &a->tr[i];
+    if (find_kept(t, s->span_id) >= 0) {
+        /* the same span again (a file given twice, a span exported twice): its
+         * first copy stands, and only it is counted */
+        S->duplicate_spans++;
+        return;
+    }
     if (S->spans == 0 || s->start_ns < S->first_ns)
         S->first_ns = s->start_ns;
     if (s->end_ns > S->last_ns)
@@ -725,15 +747,6 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     S->spans++;
     if (s->file < RPT_FILES_MAX)
         S->files[s->file].spans++;
-    uint16_t nm = name_id(a, s->name);
-    uint32_t i = open_trace(a, s, nm);
-    trace *t = &a->tr[i];
-    if (find_kept(t, s->span_id) >= 0) {
-        /* the same span again (a file given twice, a span exported twice): its
-         * first copy stands */
-        S->duplicate_spans++;
-        return;
-    }
     name_ent *ne = &a->names[nm];
     ne->count++;
     rpt_sketch_add(&ne->dur, s->end_ns - s->start_ns);
@@ -815,9 +828,10 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s)
     c->start = s->start_ns;
     c->end = s->end_ns;
     c->queue = s->queue_ns;
-    c->enq = !stream ? RPT_ABSENT
-             : s->enqueue_ns >= 0 ? s->enqueue_ns
-             : (int64_t)s->start_ns - s->queue_ns;
+    /* the readers refuse times past INT64_MAX; clamped here too, so the
+     * difference (start >= 0, queue >= 0) cannot overflow */
+    int64_t st = s->start_ns > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)s->start_ns;
+    c->enq = !stream ? RPT_ABSENT : s->enqueue_ns >= 0 ? s->enqueue_ns : st - s->queue_ns;
     memcpy(c->sid, s->span_id, 8);
     memcpy(c->pid, s->parent_id, 8);
     c->name = nm;
@@ -986,7 +1000,7 @@ const rpt_summary *rpt_agg_finish(rpt_agg *a)
     bool loss_note = false;
     for (unsigned k = 0; k < S->n_notes; k++)
         loss_note = loss_note || S->note_is_loss[k];
-    S->whole = S->spans && !S->bad_lines && !S->duplicate_spans && !S->incomplete_roots && !S->orphans && !S->split_traces &&
+    S->whole = S->spans && !S->bad_lines && !S->bad_spans && !S->duplicate_spans && !S->incomplete_roots && !S->orphans && !S->split_traces &&
                !S->spans_incomplete && !S->spans_dropped_attrs && !S->spans_dropped_events &&
                !S->spans_other_name && !S->spans_other_stream && !S->traces_over_cap && !S->sketch_lost && !loss_note &&
                !S->extra_roots;

@@ -35,7 +35,8 @@
  * what an input says it lost — is counted for the completeness section.
  *
  * Memory: max_open traces (about 200 bytes each), at most `spans_stored`
- * spans kept for the per-request figures (48 bytes each; a trace past
+ * spans kept for the per-request figures (56 bytes each, sizeof (cspan)
+ * in report_agg.c, asserted there; a trace past
  * RPT_TRACE_SPANS_MAX or past the budget is counted and figured from what
  * was kept), RPT_NAMES_MAX names with their sketches (58 KiB at most each),
  * the slowest K requests, a 2 MiB table of closed trace ids. Single-threaded;
@@ -117,7 +118,7 @@ typedef struct rpt_wf {
 typedef struct rpt_file_sum {
     const char *path;
     rpt_format fmt;
-    uint64_t spans, bad_lines;
+    uint64_t spans, bad_lines, bad_spans;
     char service[RPT_NAME_MAX];
 } rpt_file_sum;
 
@@ -138,6 +139,9 @@ typedef struct rpt_summary {
     uint64_t bad_lines;
     rpt_example bad[RPT_EXAMPLES];
     unsigned n_bad;
+    uint64_t bad_spans;              /* OTLP span objects skipped inside a good batch */
+    rpt_example badspan[RPT_EXAMPLES];
+    unsigned n_badspan;
     uint64_t incomplete_roots, incomplete_root_spans;
     rpt_example noroot[RPT_EXAMPLES];
     unsigned n_noroot;
@@ -203,6 +207,9 @@ void rpt_agg_add(rpt_agg *a, const rpt_span *s);
 
 /* A bad line of file i; also counted in that file's figures. */
 void rpt_agg_bad_line(rpt_agg *a, unsigned file, uint64_t line, const char *why);
+
+/* A bad span of file i (an OTLP span object skipped inside a batch read on). */
+void rpt_agg_bad_span(rpt_agg *a, unsigned file, uint64_t line, const char *why);
 
 /* What an input says about itself: `loss` true when it means data is missing
  * (a recording's gaps), false for a remark. */

@@ -142,6 +142,12 @@ static void completeness(FILE *f, const rpt_summary *s)
         ITEM(1, "cbt-example", "%s:%llu: %s",
              s->bad[k].file < s->n_files ? s->files[s->bad[k].file].path : "?",
              (unsigned long long)s->bad[k].line, s->bad[k].text);
+    ITEM(s->bad_spans, "cbt-bad-spans", "bad spans: %llu (skipped; the rest of their batch "
+         "read on)", (unsigned long long)s->bad_spans);
+    for (unsigned k = 0; k < s->n_badspan; k++)
+        ITEM(1, "cbt-example", "%s:%llu: %s",
+             s->badspan[k].file < s->n_files ? s->files[s->badspan[k].file].path : "?",
+             (unsigned long long)s->badspan[k].line, s->badspan[k].text);
     ITEM(1, "cbt-incomplete-roots", "incomplete roots: %llu traces (%llu spans) whose root "
          "never arrived", (unsigned long long)s->incomplete_roots,
          (unsigned long long)s->incomplete_root_spans);

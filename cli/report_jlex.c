@@ -168,7 +168,7 @@ static rpt_tok lex_string(rpt_lex *lx)
             continue; /* the run stopped at the end of the buffer: read on */
         take(lx); /* the backslash */
         c = peek(lx);
-        if (c < 0)
+        if (c < 0 || c == '\n') /* the newline stays: the next line is its own */
             return fail(lx, "the line ends inside a string");
         take(lx);
         switch (c) {

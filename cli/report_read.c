@@ -28,19 +28,8 @@ rpt_format rpt_detect(FILE *f)
     rewind(f);
     b[n] = 0;
     rpt_format fmt = RPT_FMT_UNKNOWN;
-    size_t i = 0;
-    while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
-        i++;
-    if (i == n) {
-        fmt = n == PEEK ? RPT_FMT_UNKNOWN : RPT_FMT_EMPTY;
-    } else if (b[i] == '{') {
-        char *nl = memchr(b + i, '\n', n - i);
-        size_t end = nl ? (size_t)(nl - b) : n;
-        char save = b[end];
-        b[end] = 0;
-        fmt = strstr(b + i, "\"resourceSpans\"") ? RPT_FMT_OTLP : RPT_FMT_SPANS;
-        b[end] = save;
-    } else if (n >= 12 && i == 0) {
+    size_t bom = n >= 3 && !memcmp(b, "\xEF\xBB\xBF", 3) ? 3 : 0;
+    if (!bom && n >= 12 && b[0] != '{') {
         /* an LMCT frame: a 4-byte big-endian length, then a msgpack map whose
          * first key is "type" and which holds the bin "LMCT" */
         const unsigned char *u = (const unsigned char *)b;
@@ -53,7 +42,33 @@ rpt_format rpt_detect(FILE *f)
         if (len > 8 && magic && ((u[4] & 0xF0) == 0x80 || u[4] == 0xDE || u[4] == 0xDF))
             fmt = RPT_FMT_LMCT;
     }
+    /* JSON: the first line within DETECT_LINES that starts an object decides;
+     * lines before it are bad lines the reader counts when it reads them */
+    enum { DETECT_LINES = 64 };
+    size_t s = bom;
+    bool any = false;
+    for (unsigned ln = 0; fmt == RPT_FMT_UNKNOWN && ln < DETECT_LINES && s < n; ln++) {
+        size_t i = s;
+        while (i < n && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
+            i++;
+        if (i == n)
+            break;
+        any = true;
+        char *nl = memchr(b + i, '\n', n - i);
+        size_t end = nl ? (size_t)(nl - b) : n;
+        if (b[i] == '{') {
+            char save = b[end];
+            b[end] = 0;
+            fmt = strstr(b + i, "\"resourceSpans\"") ? RPT_FMT_OTLP : RPT_FMT_SPANS;
+            b[end] = save;
+        }
+        s = end + 1;
+    }
+    if (fmt == RPT_FMT_UNKNOWN && !any && n < PEEK)
+        fmt = RPT_FMT_EMPTY;
     free(b);
+    if (bom && (fmt == RPT_FMT_SPANS || fmt == RPT_FMT_OTLP))
+        fseek(f, 3, SEEK_SET); /* the reader starts past the BOM (still line 1) */
     return fmt;
 }
 
@@ -503,7 +518,9 @@ static int otlp_count(rpt_lex *lx, const char *field, uint32_t *dst)
     return 0;
 }
 
-/* One OTLP Span object, its '{' read. */
+/* One OTLP Span object, its '{' read. -1: the line cannot be read on (bad JSON
+ * or a mistyped field); 1: the object was read whole but is no span (a field
+ * missing): the caller counts a bad span and reads on in the batch. */
 static int parse_otlp_span(rpt_lex *lx, rpt_span *o)
 {
     bool first = true, has_trace = false, has_span = false, has_start = false, has_end = false,
@@ -578,7 +595,7 @@ static int parse_otlp_span(rpt_lex *lx, rpt_span *o)
                           : !has_start ? "startTimeUnixNano" : !has_end ? "endTimeUnixNano" : NULL;
     if (missing) {
         snprintf(lx->err, sizeof lx->err, "not a span: no %s", missing);
-        return -1;
+        return 1; /* the object is read whole: only this span is bad */
     }
     return 0;
 }
@@ -609,8 +626,22 @@ static void bad(rpt_source *src, uint64_t line)
     src->state = S_LINE;
 }
 
+static void bad_span(rpt_source *src, uint64_t line)
+{
+    src->bad_spans++;
+    if (src->on_bad_span)
+        src->on_bad_span(src->bad_ctx, src->file, line, src->lx.err[0] ? src->lx.err : "not a span");
+    src->lx.err[0] = 0;
+}
+
+/* times past INT64_MAX are refused (as the span file's reader does): the
+ * figures work in signed 64-bit nanoseconds */
 static int check_times(rpt_lex *lx, const rpt_span *o)
 {
+    if (o->start_ns > (uint64_t)INT64_MAX || o->end_ns > (uint64_t)INT64_MAX) {
+        snprintf(lx->err, sizeof lx->err, "the span '%.40s' has a time past 2^63 ns", o->name);
+        return -1;
+    }
     if (o->end_ns < o->start_ns) {
         snprintf(lx->err, sizeof lx->err, "the span '%.40s' ends before it starts", o->name);
         return -1;
@@ -769,8 +800,12 @@ static int next_otlp(rpt_source *src, rpt_span *out)
             if (want(lx, t, RPT_TK_LBRACE, "spans", "a span object"))
                 goto fail;
             rpt_span_reset(out, src->file, lx->tok_line);
-            if (parse_otlp_span(lx, out) || check_times(lx, out))
+            if ((r = parse_otlp_span(lx, out)) < 0)
                 goto fail;
+            if (r > 0 || check_times(lx, out)) {
+                bad_span(src, out->line); /* the object is read whole: on with the batch */
+                continue;
+            }
             src->spans++;
             return 1;
         default:

@@ -17,7 +17,10 @@
  *
  * A line that is not one of these (bad JSON, a missing or mistyped field, an
  * end before the start) is counted, with its file and line, and skipped; the
- * spans an OTLP line gave before its error stand. Reading goes on.
+ * spans an OTLP line gave before its error stand. In an OTLP batch a span
+ * object that is good JSON but no span (a field missing, an end before the
+ * start, a time past 2^63 ns) is counted as a bad span and the rest of the
+ * batch is read on. Reading goes on.
  *
  * The merge (rpt_merge) hands out the spans of all JSON files together,
  * taking next the file whose next span ends first: each file is roughly in
@@ -81,9 +84,11 @@ typedef enum rpt_format {
 const char *rpt_format_name(rpt_format f);
 
 /* Which format `f` holds, from its first bytes (at most 64 KiB read); the
- * file is rewound. A JSON line with a "resourceSpans" member is OTLP, any
- * other JSON object a span file (its lines are checked as they are read),
- * a file starting with an LMCT frame an LMCT recording. */
+ * file is rewound (past a UTF-8 byte-order mark, which is skipped). The
+ * first line of the first 64 that starts a JSON object decides: one with a
+ * "resourceSpans" member is OTLP, any other a span file (its lines are
+ * checked as they are read; lines before it are counted as bad lines then).
+ * A file starting with an LMCT frame is an LMCT recording. */
 rpt_format rpt_detect(FILE *f);
 
 /* A bad line: where, and why. */
@@ -98,8 +103,12 @@ typedef struct rpt_source {
     bool first[6];    /* the walk's six open containers (request, resourceSpans, one of
                          them, scopeSpans, one of them, spans): first element to come */
     uint64_t spans, bad_lines;
+    uint64_t bad_spans;     /* OTLP: span objects in a good batch that are no span
+                               (a field missing, end before start, a time past 2^63):
+                               skipped, the rest of the batch read on */
     char service[RPT_NAME_MAX]; /* the resource's service.name, last seen */
     rpt_bad_line_fn on_bad;
+    rpt_bad_line_fn on_bad_span; /* NULL: bad spans only counted; set after open */
     void *bad_ctx;
 } rpt_source;
 

@@ -8,6 +8,22 @@
 
 #include "report_out.h"
 
+/* Text from the inputs (names, ids, services, reasons, paths) printed to a
+ * terminal: control bytes (< 0x20, 0x7f) become '?', one for one so columns
+ * stay aligned, and no input can send an escape sequence to the terminal. */
+enum { SAFE_CAP = 256 };
+static const char *safe(const char *in, char *buf, size_t cap)
+{
+    size_t k = 0;
+    for (; in[k] && k + 1 < cap; k++) {
+        unsigned char c = (unsigned char)in[k];
+        buf[k] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+    buf[k] = 0;
+    return buf;
+}
+#define SAFE(s) safe((s), (char[SAFE_CAP]){0}, SAFE_CAP)
+
 /* three significant digits, trailing zeros kept: 1.20 ms, 17.0 ms, 802 us */
 static void three(char buf[16], double v, const char *unit)
 {
@@ -59,6 +75,8 @@ void rpt_completeness_line(const rpt_summary *s, char *buf, size_t cap)
     } while (0)
     ADD(s->bad_lines, "%llu bad line%s", (unsigned long long)s->bad_lines,
         s->bad_lines == 1 ? "" : "s");
+    ADD(s->bad_spans, "%llu bad span%s", (unsigned long long)s->bad_spans,
+        s->bad_spans == 1 ? "" : "s");
     ADD(s->incomplete_roots, "%llu incomplete root%s", (unsigned long long)s->incomplete_roots,
         s->incomplete_roots == 1 ? "" : "s");
     ADD(s->orphans, "%llu orphan%s", (unsigned long long)s->orphans, s->orphans == 1 ? "" : "s");
@@ -108,9 +126,10 @@ static void example_lines(FILE *f, const rpt_summary *s, const rpt_example *ex, 
         const char *path = ex[k].file < s->n_files && s->files[ex[k].file].path
                                ? s->files[ex[k].file].path : "?";
         if (ex[k].line)
-            fprintf(f, "      %s:%llu: %s\n", path, (unsigned long long)ex[k].line, ex[k].text);
+            fprintf(f, "      %s:%llu: %s\n", SAFE(path), (unsigned long long)ex[k].line,
+                    SAFE(ex[k].text));
         else
-            fprintf(f, "      %s: %s\n", path, ex[k].text);
+            fprintf(f, "      %s: %s\n", SAFE(path), SAFE(ex[k].text));
     }
     if (total > n)
         fprintf(f, "      (and %llu more)\n", (unsigned long long)(total - n));
@@ -124,6 +143,11 @@ static void completeness(FILE *f, const rpt_summary *s)
     if (s->bad_lines) {
         fprintf(f, "  bad lines: %llu (skipped)\n", (unsigned long long)s->bad_lines);
         example_lines(f, s, s->bad, s->n_bad, s->bad_lines);
+    }
+    if (s->bad_spans) {
+        fprintf(f, "  bad spans: %llu (skipped; the rest of their batch read on)\n",
+                (unsigned long long)s->bad_spans);
+        example_lines(f, s, s->badspan, s->n_badspan, s->bad_spans);
     }
     if (s->incomplete_roots) {
         fprintf(f, "  incomplete roots: %llu traces (%llu spans) whose root never arrived\n",
@@ -159,7 +183,7 @@ static void completeness(FILE *f, const rpt_summary *s)
     if (s->spans_incomplete) {
         fprintf(f, "  spans ended incomplete: %llu (", (unsigned long long)s->spans_incomplete);
         for (unsigned k = 0; k < s->n_evict; k++)
-            fprintf(f, "%s%s %llu", k ? ", " : "", s->evict_reason[k],
+            fprintf(f, "%s%s %llu", k ? ", " : "", SAFE(s->evict_reason[k]),
                     (unsigned long long)s->evict_count[k]);
         fprintf(f, ")\n");
     }
@@ -186,7 +210,7 @@ static void completeness(FILE *f, const rpt_summary *s)
         fprintf(f, "  %llu values left out of the percentiles (no memory)\n",
                 (unsigned long long)s->sketch_lost);
     for (unsigned k = 0; k < s->n_notes; k++)
-        fprintf(f, "  %s%s\n", s->note_is_loss[k] ? "" : "note: ", s->notes[k]);
+        fprintf(f, "  %s%s\n", s->note_is_loss[k] ? "" : "note: ", SAFE(s->notes[k]));
 }
 
 static void wall(uint64_t ns, char *buf, size_t cap)
@@ -203,7 +227,7 @@ static void waterfall(FILE *f, const rpt_summary *s, const rpt_wf *w, unsigned w
     char a[16], b[16], c[16], d[16];
     const char *path = w->file < s->n_files && s->files[w->file].path ? s->files[w->file].path
                                                                         : "?";
-    fprintf(f, "\n%s  %s end to end (request span %s", w->session[0] ? w->session : "(no id)",
+    fprintf(f, "\n%s  %s end to end (request span %s", w->session[0] ? SAFE(w->session) : "(no id)",
             rpt_fmt_dur((double)w->latency, a), rpt_fmt_dur((double)w->root_dur, b));
     if (w->gpu_queue >= 0)
         fprintf(f, ", GPU queue %s", rpt_fmt_dur((double)w->gpu_queue, c));
@@ -213,7 +237,7 @@ static void waterfall(FILE *f, const rpt_summary *s, const rpt_wf *w, unsigned w
         fprintf(f, ", GPU tail %s", rpt_fmt_dur((double)w->gpu_tail, a));
     if (!isnan(w->hit_rate))
         fprintf(f, ", hit rate %.2f", w->hit_rate);
-    fprintf(f, ")\n  trace %s in %s%s\n", w->trace, base_name(path),
+    fprintf(f, ")\n  trace %s in %s%s\n", SAFE(w->trace), SAFE(base_name(path)),
             w->n < w->n_total ? " (first spans only)" : "");
     double total = w->latency ? (double)w->latency : 1.0;
     int col = 20;
@@ -238,7 +262,7 @@ static void waterfall(FILE *f, const rpt_summary *s, const rpt_wf *w, unsigned w
         int ind = 2 * sp->depth;
         if (ind > 32)
             ind = 32;
-        fprintf(f, "  %*s%-*.*s |", ind, "", col - ind, col - ind, sp->name);
+        fprintf(f, "  %*s%-*.*s |", ind, "", col - ind, col - ind, SAFE(sp->name));
         for (unsigned x = 0; x < width; x++)
             fputs(x >= x0 && x < x1 ? "\u2588" : x >= xq && x < x0 ? "\u2591" : " ", f);
         fprintf(f, "| %10s", rpt_fmt_dur((double)(sp->end - sp->start), a));
@@ -271,12 +295,14 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
     fputc('\n', f);
     for (unsigned k = 0; k < s->n_files; k++) {
         const rpt_file_sum *fs = &s->files[k];
-        fprintf(f, "  %s: %s, %llu spans", fs->path ? fs->path : "?", rpt_format_name(fs->fmt),
+        fprintf(f, "  %s: %s, %llu spans", fs->path ? SAFE(fs->path) : "?", rpt_format_name(fs->fmt),
                 (unsigned long long)fs->spans);
         if (fs->bad_lines)
             fprintf(f, ", %llu bad lines", (unsigned long long)fs->bad_lines);
+        if (fs->bad_spans)
+            fprintf(f, ", %llu bad spans", (unsigned long long)fs->bad_spans);
         if (fs->service[0])
-            fprintf(f, ", service %s", fs->service);
+            fprintf(f, ", service %s", SAFE(fs->service));
         fputc('\n', f);
     }
     completeness(f, s);
@@ -291,7 +317,7 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
             "p90", "p99", "max", "queue p50", "p90", "p99");
     for (unsigned k = 0; k < s->n_names; k++) {
         const rpt_name_sum *n = &s->names[k];
-        fprintf(f, "  %-*.*s %9llu ", col, 48, n->name, (unsigned long long)n->count);
+        fprintf(f, "  %-*.*s %9llu ", col, 48, SAFE(n->name), (unsigned long long)n->count);
         q_cols(f, &n->dur);
         if (n->queue.n)
             fprintf(f, " | %10s %10s %10s", rpt_fmt_dur(n->queue.p50, a),
@@ -330,7 +356,7 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
         const rpt_name_sum *n = &s->names[k];
         if (!n->busy_req.n)
             continue;
-        fprintf(f, "    busy: %-*.*s ", col - 8, col - 8, n->name);
+        fprintf(f, "    busy: %-*.*s ", col - 8, col - 8, SAFE(n->name));
         q_cols(f, &n->busy_req);
         fprintf(f, "  (%llu requests)\n", (unsigned long long)n->busy_req.n);
     }
@@ -347,7 +373,7 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
         double share = s->latency.sum > 0 ? 100.0 * n->queue.sum / s->latency.sum : 0.0;
         fprintf(f, "\nMOST QUEUEING: %s waited %s in all over %llu spans (p50 %s, p99 %s), "
                    "%.1f%% of the requests' summed latency\n",
-                n->name, rpt_fmt_dur(n->queue.sum, a), (unsigned long long)n->queue.n,
+                SAFE(n->name), rpt_fmt_dur(n->queue.sum, a), (unsigned long long)n->queue.n,
                 rpt_fmt_dur(n->queue.p50, b), rpt_fmt_dur(n->queue.p99, c), share);
     }
 
@@ -360,7 +386,7 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
         for (unsigned k = 0; k < shown; k++) {
             const rpt_stream_sum *st = &s->streams[k];
             char d[16], e[16];
-            fprintf(f, "  %-*.*s %9llu ", col, 48, st->label, (unsigned long long)st->count);
+            fprintf(f, "  %-*.*s %9llu ", col, 48, SAFE(st->label), (unsigned long long)st->count);
             q_cols(f, &st->queue);
             fprintf(f, " %12s %12s\n", rpt_fmt_dur(st->queue.sum, d), rpt_fmt_dur(st->run, e));
         }
@@ -369,7 +395,7 @@ void rpt_text_write(FILE *f, const rpt_summary *s, unsigned width)
         const rpt_stream_sum *st = &s->streams[0];
         if (st->queue.sum > 0)
             fprintf(f, "SLOWEST STREAM: %s: %llu spans waited %s in all (p50 %s, p99 %s)\n",
-                    st->label, (unsigned long long)st->count, rpt_fmt_dur(st->queue.sum, a),
+                    SAFE(st->label), (unsigned long long)st->count, rpt_fmt_dur(st->queue.sum, a),
                     rpt_fmt_dur(st->queue.p50, b), rpt_fmt_dur(st->queue.p99, c));
     }
 

@@ -426,10 +426,36 @@ static void detect_formats(void **state)
              {" \n\n", RPT_FMT_EMPTY},
              {"{\"trace_id\":\"x\"}\n", RPT_FMT_SPANS},
              {"\n {\"resourceSpans\":[]}\n", RPT_FMT_OTLP},
-             {"hello world, this is text\n", RPT_FMT_UNKNOWN}};
+             {"hello world, this is text\n", RPT_FMT_UNKNOWN},
+             /* a garbage first line (a bad line, counted when read) or a BOM */
+             {"garbage line\n{\"resourceSpans\":[]}\n", RPT_FMT_OTLP},
+             {"\xEF\xBB\xBF{\"trace_id\":\"x\"}\n", RPT_FMT_SPANS}};
     for (unsigned k = 0; k < sizeof c / sizeof *c; k++) {
         FILE *f = file_of(c[k].text);
         assert_int_equal(rpt_detect(f), c[k].fmt);
+        fclose(f);
+    }
+    /* read on from there: the BOM is skipped (the span on line 1 is read),
+     * the garbage line is one bad line and the span after it is read */
+    static const char with_bom[] =
+        "\xEF\xBB\xBF{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":\"x\","
+        "\"start_ns\":5,\"end_ns\":6}\n";
+    static const char garbage_first[] =
+        "garbage line\n{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":"
+        "\"x\",\"start_ns\":5,\"end_ns\":6}\n";
+    const char *texts[] = {with_bom, garbage_first};
+    for (unsigned k = 0; k < 2; k++) {
+        FILE *f = file_of(texts[k]);
+        assert_int_equal(rpt_detect(f), RPT_FMT_SPANS);
+        rpt_source src;
+        bad_log bl = {0};
+        assert_int_equal(rpt_source_open(&src, f, RPT_FMT_SPANS, 0, log_bad, &bl), 0);
+        rpt_span sp;
+        assert_int_equal(rpt_source_next(&src, &sp), 1);
+        assert_int_equal(sp.line, k + 1);
+        assert_int_equal(rpt_source_next(&src, &sp), 0);
+        assert_int_equal(src.bad_lines, k);
+        rpt_source_close(&src);
         fclose(f);
     }
 }
@@ -578,7 +604,7 @@ static void completeness_counts(void **state)
     rpt_agg_bad_line(a, 0, 17, "not JSON");
     const rpt_summary *S = rpt_agg_finish(a);
     assert_false(S->whole);
-    assert_int_equal(S->spans, 11);
+    assert_int_equal(S->spans, 10); /* the duplicate is not counted as a span */
     assert_int_equal(S->duplicate_spans, 1);
     assert_int_equal(S->names[0].count, 3); /* mp.store: traces 1, 2 and 3, not the copy */
     assert_string_equal(S->names[0].name, "mp.store");
@@ -841,6 +867,147 @@ static void timeline_coarsens(void **state)
     rpt_agg_free(a);
 }
 
+/* one OTLP span with an end before its start, in a batch of 1002: the batch
+ * reads on, 1001 spans come, 1 bad span is counted (with its line and
+ * reason), no bad line; a time past 2^63 is a bad span too */
+static void otlp_bad_span_keeps_its_batch(void **state)
+{
+    (void)state;
+    size_t cap = 1200 * 200;
+    char *text = malloc(cap);
+    assert_non_null(text);
+    size_t n = (size_t)snprintf(text, cap, "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[");
+    for (unsigned k = 0; k < 1002; k++) {
+        uint64_t st = k == 1 ? 500 : 1000 + k, en = k == 1 ? 400 : 2000 + k;
+        n += (size_t)snprintf(text + n, cap - n,
+                              "%s{\"traceId\":\"%016x%016x\",\"spanId\":\"%016x\",\"name\":"
+                              "\"r\",\"startTimeUnixNano\":\"%llu\",\"endTimeUnixNano\":"
+                              "\"%llu\"}",
+                              k ? "," : "", 0u, k + 1, k + 1, (unsigned long long)st,
+                              (unsigned long long)en);
+    }
+    n += (size_t)snprintf(text + n, cap - n, "]}]}]}\n");
+    /* line 2: a time past 2^63 (both ends, so not an end before the start), then a good span */
+    snprintf(text + n, cap - n,
+             "{\"resourceSpans\":[{\"scopeSpans\":[{\"spans\":[{\"traceId\":\"" TID "\","
+             "\"spanId\":\"0000000000000001\",\"name\":\"big\",\"startTimeUnixNano\":"
+             "\"18446744073709551000\",\"endTimeUnixNano\":\"18446744073709551000\"},"
+             "{\"traceId\":\"" TID "\",\"spanId\":\"0000000000000002\",\"name\":\"ok\","
+             "\"startTimeUnixNano\":\"1\",\"endTimeUnixNano\":\"2\"}]}]}]}\n");
+    FILE *f = file_of(text);
+    rpt_source src;
+    bad_log bl = {0};
+    assert_int_equal(rpt_source_open(&src, f, RPT_FMT_OTLP, 0, log_bad, &bl), 0);
+    src.on_bad_span = log_bad;
+    src.bad_ctx = &bl; /* one context: both logs in bl, told apart by the counters */
+    rpt_span sp;
+    unsigned got = 0;
+    bool big = false;
+    while (rpt_source_next(&src, &sp) == 1) {
+        got++;
+        big = big || !strcmp(sp.name, "big");
+    }
+    assert_int_equal(got, 1001 + 1);
+    assert_false(big);
+    assert_int_equal(src.bad_lines, 0);
+    assert_int_equal(src.bad_spans, 2);
+    assert_int_equal(bl.n, 2);
+    assert_int_equal(bl.line[0], 1);
+    assert_non_null(strstr(bl.why[0], "ends before it starts"));
+    assert_int_equal(bl.line[1], 2);
+    assert_non_null(strstr(bl.why[1], "past 2^63"));
+    rpt_source_close(&src);
+    fclose(f);
+    free(text);
+}
+
+/* a line cut right after a backslash inside a string: one bad line, and the
+ * next line (a good span) is still read */
+static void backslash_at_line_end(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"trace_id\":\"" TID "\",\"name\":\"cut\\\n"
+        "{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":\"x\",\"start_ns\":5,"
+        "\"end_ns\":6}\n";
+    rpt_span s[4];
+    bad_log bl = {0};
+    int n = read_all(text, RPT_FMT_SPANS, s, 4, &bl);
+    assert_int_equal(n, 1);
+    assert_string_equal(s[0].name, "x");
+    assert_int_equal(s[0].line, 2);
+    assert_int_equal(bl.n, 1);
+    assert_int_equal(bl.line[0], 1);
+}
+
+/* hostile queue times: the figures stay sane (no overflow: a request's GPU
+ * queue saturates instead of wrapping negative and vanishing) */
+static void hostile_queue_times(void **state)
+{
+    (void)state;
+    rpt_agg *a = rpt_agg_new(NULL);
+    assert_non_null(a);
+    rpt_span s = mk(1, 1, 0, "request", 1000, (uint64_t)INT64_MAX);
+    rpt_agg_add(a, &s);
+    s = mk(1, 2, 1, "k1", 2000, 3000);
+    s.queue_ns = INT64_MAX - 10; /* no cbt.enqueue_ns: start - queue */
+    rpt_agg_add(a, &s);
+    s = mk(1, 3, 1, "k2", (uint64_t)INT64_MAX - 5, (uint64_t)INT64_MAX);
+    s.queue_ns = INT64_MAX - 3;
+    rpt_agg_add(a, &s);
+    const rpt_summary *S = rpt_agg_finish(a);
+    assert_int_equal(S->requests, 1);
+    assert_int_equal(S->gpu_queue.n, 1); /* measured: not wrapped below zero */
+    assert_true(S->gpu_queue.max >= 0);
+    assert_int_equal(S->n_slow, 1);
+    for (unsigned k = 0; k < S->slow[0].n; k++)
+        assert_true(S->slow[0].spans[k].enqueue == RPT_ABSENT || S->slow[0].spans[k].enqueue >= 0);
+    assert_true(S->slow[0].gpu_queue >= 0);
+    rpt_agg_free(a);
+}
+
+/* names, sessions and services from the input reach the terminal without a
+ * control byte: no ESC or BEL */
+static void text_output_has_no_control_bytes(void **state)
+{
+    (void)state;
+    static const char text[] =
+        "{\"trace_id\":\"" TID "\",\"span_id\":\"50dc5b51ff2cfb2d\",\"name\":"
+        "\"\\u001b]0;title\\u0007\",\"start_ns\":5,\"end_ns\":60,\"attributes\":{\"session_id\":"
+        "\"\\u001b[2J\",\"cbt.queue_ns\":3,\"cbt.stream\":1,\"cbt.device\":\"\\u001b[31m\","
+        "\"cbt.evicted\":\"\\u0007\"}}\n"
+        "{\"trace_id\":\"" TID "\",\"name\":\"\\u001b[5m\",\"span_id\":5}\n";
+    rpt_span sp[4];
+    bad_log bl = {0};
+    int n = read_all(text, RPT_FMT_SPANS, sp, 4, &bl);
+    assert_int_equal(n, 1);
+    assert_int_equal(bl.n, 1);
+    assert_non_null(strchr(sp[0].name, 0x1b));
+    rpt_agg *a = rpt_agg_new(NULL);
+    assert_non_null(a);
+    rpt_agg_file(a, 0, "in\x1b[1m.jsonl", RPT_FMT_SPANS);
+    sp[0].file = 0;
+    rpt_agg_add(a, &sp[0]);
+    rpt_agg_bad_line(a, 0, 2, "span_id: expected a hex string in \x1b[5m");
+    rpt_agg_bad_span(a, 0, 3, "the span '\x1b]0;x\x07' ends before it starts");
+    const rpt_summary *S = rpt_agg_finish(a);
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    rpt_text_write(f, S, 60);
+    long len = ftell(f);
+    rewind(f);
+    char *out = calloc(1, (size_t)len + 1);
+    assert_non_null(out);
+    assert_int_equal(fread(out, 1, (size_t)len, f), (size_t)len);
+    assert_non_null(strstr(out, "?]0;title?"));
+    assert_non_null(strstr(out, "?[2J"));
+    assert_null(memchr(out, 0x1b, (size_t)len));
+    assert_null(memchr(out, 0x07, (size_t)len));
+    free(out);
+    fclose(f);
+    rpt_agg_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -854,6 +1021,10 @@ int main(void)
         cmocka_unit_test(detect_formats),
         cmocka_unit_test_teardown(otlp_from_cbt_encoder, tu_teardown),
         cmocka_unit_test(merge_by_end_time),
+        cmocka_unit_test(otlp_bad_span_keeps_its_batch),
+        cmocka_unit_test(backslash_at_line_end),
+        cmocka_unit_test(hostile_queue_times),
+        cmocka_unit_test(text_output_has_no_control_bytes),
         cmocka_unit_test(completeness_counts),
         cmocka_unit_test(split_by_the_open_bound),
         cmocka_unit_test(one_request_figures),
