@@ -318,14 +318,11 @@ static void handle(cbt_tracer *t, cbt_bus_item *it, uint64_t lag_ticks)
     if (!(it->ev.flags & CBT_EVF_EXPLICIT_TS)) {
         it->ev.ts = cbt_clock_to_unix(&t->clock, it->ticks);
         /* a CPU stream's mark: its enqueue stamp, by the same map (so
-         * ts - enqueue_ns is the ticks between them); the flag from anyone
-         * else without an explicit time is not cbt's and means nothing */
-        if (__builtin_expect((it->ev.flags & CBT_EVF_ENQUEUED) != 0, 0)) {
-            if (it->ev.flags & CBT_EVF_FROM_STREAM)
-                it->ev.enqueue_ns = cbt_clock_to_unix(&t->clock, it->ev.enqueue_ns);
-            else
-                it->ev.flags &= ~CBT_EVF_ENQUEUED;
-        }
+         * ts - enqueue_ns is the ticks between them). Only reach_mark gets
+         * here with the flag: cbt_tracer_publish drops it from anyone else
+         * without an explicit time */
+        if (__builtin_expect((it->ev.flags & CBT_EVF_ENQUEUED) != 0, 0))
+            it->ev.enqueue_ns = cbt_clock_to_unix(&t->clock, it->ev.enqueue_ns);
     }
     cbt_dispatch_(t, &it->ev, lag_ticks);
 }
