@@ -21,7 +21,7 @@ load:
     the same span on the host side at its cbt.enqueue_ns;
   - the gap between an arrow's ends is the span's cbt.queue_ns (to the
     microsecond-with-three-decimals the file writes), and with --plant-queue
-    each request's first stream operation waited at least the planted 20 ms.
+    each request's first stream operation waited at least half the planted 20 ms (the host enqueues the operation after the plant has begun running).
 
 Exit 0 when all hold, 1 naming the first that does not. A missing cbt binary
 is a usage error (2).
@@ -182,9 +182,13 @@ def check(path, planted):
             fail("with --plant-queue: no request has a stream operation")
         for sid, x in sorted(first.items()):
             q = x["args"]["cbt.queue_ns"] / 1e6
-            if q < PLANTED_MS:
+            # the plant starts running when it is enqueued, and the
+            # operation is enqueued after it: its wait is the plant less the
+            # host's time between the two calls (3.6 ms under TSan once), so
+            # half the plant, still far above an idle stream's microseconds
+            if q < PLANTED_MS / 2:
                 fail("with --plant-queue: %s's first stream operation, %s, waited %.3f ms, "
-                     "less than the planted %.0f ms" % (sid, x["name"], q, PLANTED_MS))
+                     "less than half the planted %.0f ms" % (sid, x["name"], q, PLANTED_MS))
     print("ok: %d events, %d streams on their own lanes, %d flows paired, the longest "
           "queue %.3f ms" % (len(ev), len(streams), len(starts), longest))
 
