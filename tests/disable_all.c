@@ -720,6 +720,19 @@ static void test_otlp_h(void)
     os.spans_queued = 1;
     CHECK(cbt_otlp_exporter_stats(ex, &os) == CBT_OK);
     CHECK(os.version == CBT_OTLP_STATS_VERSION && os.size == sizeof os && os.spans_queued == 0);
+
+    /* the OTLP JSON file: no file, an empty sink; the environment not read */
+    const char *oj = "cbt-disable-all-otlp.jsonl";
+    remove(oj);
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_otlp_json_sink_create(oj, NULL, &k) == CBT_OK);
+    CHECK(empty_sink(&k) && absent(oj));
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_otlp_json_sink_create_into(oj, NULL, &k) == CBT_OK && all_ff(&k, sizeof k) &&
+          absent(oj));
+    setenv("OTEL_SERVICE_NAME", "not-read", 1);
+    cbt_otlp_resource_from_env(&g_ocfg.resource, stderr);
+    CHECK(strcmp(g_ocfg.resource.service_name, "cbt") == 0);
 }
 
 /* ---- cbt/trace_file.h, cbt/tree.h ------------------------------------------------------ */

@@ -187,7 +187,7 @@ typedef struct cbt_sink {
      * a version-1 sink, which has no such field, counts 0. */
     uint64_t (*spans_lost)(void *ctx);
     /* version 3 */
-    uint32_t flags;    /* CBT_SINK_NONBLOCKING, or 0 */
+    uint32_t flags;    /* CBT_SINK_NONBLOCKING or CBT_SINK_FLUSH_IDLE, or 0 */
     uint32_t reserved; /* must be zero */
     /* flush, waiting at most timeout_ms: CBT_ERR_TIMEOUT when everything
      * was not durable by then. May be NULL (flush is used). */
@@ -199,6 +199,13 @@ CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, flush_within);
 /* cbt_sink.flags: the callbacks never wait (above); the harvester calls the
  * sink itself, with no sink thread in between. */
 #define CBT_SINK_NONBLOCKING 1u
+/* cbt_sink.flags, for a sink that runs on a sink thread: the thread calls
+ * its flush each time it has handed over every span queued (before it
+ * sleeps), so what arrived together is written together and promptly (the
+ * OTLP JSON file's lines, cbt/otlp.h). Without it the sink's flush comes only
+ * from cbt_flush and cbt_shutdown. Ignored with CBT_SINK_NONBLOCKING and in
+ * a replay (every sink is called on the replaying thread). */
+#define CBT_SINK_FLUSH_IDLE 2u
 /* The bound on one sink thread's queue of span records (bytes; a record is
  * the used part of a span, a few hundred bytes for an MP span), and on its
  * queue of CTA records. */

@@ -1882,21 +1882,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
                              "trace_output", "trace_buffer_kib", "otlp_protocol",
-                             "names_capacity", NULL};
+                             "names_capacity", "otlp_json_path", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
-             *proto = Py_None, *names_cap = NULL;
+             *proto = Py_None, *names_cap = NULL, *ojson = NULL;
     if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOO:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib, &proto, &names_cap))
+                                     &tkib, &proto, &names_cap, fs_or_none, &ojson))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -2008,6 +2008,28 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 #endif
     c.jsonl_path = spans ? PyBytes_AsString(spans) : NULL;
     const char *trace_p = trace ? PyBytes_AsString(trace) : NULL;
+    /* the OTLP JSON file: the keyword, else CBT_OTLP_JSON_PATH; "" is none */
+    const char *env_ojson = getenv(CBT_OTLP_JSON_PATH_ENV);
+    const char *ojson_p = ojson ? PyBytes_AsString(ojson) : env_ojson;
+    if (ojson_p && !*ojson_p)
+        ojson_p = NULL;
+#ifndef CBT_WITH_OTLP
+    if (ojson_p) {
+        raise_status(CBT_ERR_UNSUPPORTED,
+                     "cbt.init: otlp_json_path: this build has no OTLP encoder (protobuf-c or "
+                     "libcurl was missing when the package was built)");
+        goto out;
+    }
+#else
+    /* its resource: the exporter's (the environment's, then service_name) */
+    cbt_otlp_resource ores;
+    cbt_otlp_resource_default(&ores);
+    if (ojson_p) {
+        cbt_otlp_resource_from_env(&ores, stderr);
+        if (svc)
+            snprintf(ores.service_name, sizeof ores.service_name, "%s", svc);
+    }
+#endif
 #ifdef CBT_WITH_OTLP
     cbt_otlp_config oc;
     int want_otlp = otlp_config("cbt.init", ep, protocol, svc, &oc);
@@ -2028,7 +2050,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
      * and opens the span file, the sinks open theirs (a sink that may wait
      * gets a thread of its own). Only C locals and the bytes this call holds are
      * used; a shutdown meanwhile waits for it (g_in_tracer). */
-    cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK;
+    cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK, ojson_st = CBT_OK;
 #ifdef CBT_WITH_OTLP
     cbt_status otlp_st = CBT_OK;
 #endif
@@ -2049,7 +2071,14 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             sk.destroy(sk.ctx);
     }
 #ifdef CBT_WITH_OTLP
-    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK && want_otlp)
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK && ojson_p) {
+        cbt_sink sk;
+        if ((ojson_st = cbt_otlp_json_sink_create(ojson_p, &ores, &sk)) == CBT_OK &&
+            (ojson_st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
+            sk.destroy(sk.ctx);
+    }
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK &&
+        ojson_st == CBT_OK && want_otlp)
         otlp_st = otlp_start(&oc);
 #endif
     tracer_leave();
@@ -2105,6 +2134,14 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(e);
         goto fail_tracer;
     }
+    if (ojson_st != CBT_OK) {
+        PyObject *e = ojson ? echo(ojson) : PyUnicode_DecodeFSDefault(ojson_p);
+        if (e)
+            raise_statusf(ojson_st, "cbt.init: the OTLP JSON file %U%s%s", e,
+                          ojson ? "" : " (" CBT_OTLP_JSON_PATH_ENV ")", fifo_hint(ojson_p));
+        Py_XDECREF(e);
+        goto fail_tracer;
+    }
 #ifdef CBT_WITH_OTLP
     g_otlp_on = 0;
     if (want_otlp && otlp_started("cbt.init", otlp_st, &oc) < 0)
@@ -2128,6 +2165,7 @@ out:
     Py_XDECREF(spans);
     Py_XDECREF(trace);
     Py_XDECREF(tout);
+    Py_XDECREF(ojson);
     return ret;
 }
 

@@ -82,6 +82,7 @@ class _Config(TypedDict, total=False):
     trace_output: Optional[_Path]
     trace_buffer_kib: int
     names_capacity: int             # the name table's capacity (docs/python.md, "Limits")
+    otlp_json_path: Optional[_Path] # OTLP JSON file, collector file exporter's format
 
 # ---- errors and constants -------------------------------------------------------------
 

@@ -35,6 +35,11 @@ is appended when the path lacks it).
 LMCache's logging and metrics subscribers are untouched. Stores and
 retrieves published on a CUDA stream are timed by cbt on the GPU.
 
+--otlp-json-path FILE (cbt's; with --enable-tracing) also writes the spans
+to FILE in the OpenTelemetry Collector file exporter's format (OTLP JSON, one
+ExportTraceServiceRequest per line), which `lmcache bench trace-analyze` and
+jq read without a collector.
+
 --trace-level gpu [--trace-output FILE.lct] (with --enable-tracing) records
 what cbt's span builders consume, for `cbt replay FILE.lct` on any machine;
 LMCache's own levels (storage, events) and their --trace-output stay LMCache's.
@@ -42,6 +47,7 @@ LMCache's own levels (storage, events) and their --trace-output stay LMCache's.
 cbt's own settings come from the environment as for the C library
 (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...), plus:
   CBT_SPANS_PATH   also write every span as a JSON line to this file
+  CBT_OTLP_JSON_PATH   as --otlp-json-path FILE
   CBT_TRACE_PATH   also write a trace file (Perfetto / chrome://tracing)
   CBT_MP_ROOT_END  request_end (default) or transfer_end (LMCache 0.5.6's rule)
   CBT_TRACE_LEVEL, CBT_TRACE_OUTPUT   as --trace-level gpu / --trace-output
@@ -115,6 +121,31 @@ def take_trace_args(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     return [a for j, a in enumerate(args) if j not in drop], cfg
 
 
+def take_otlp_json_arg(args: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Take cbt's --otlp-json-path FILE (or =FILE) out of LMCache's arguments:
+    (the rest, {"otlp_json_path": FILE} or {}). Options after a `--` are not
+    looked at. ValueError: no value (or one that looks like a flag), or the
+    flag given twice."""
+    found: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(args) and args[i] != "--":
+        f = _flag(args, i, "--otlp-json-path")
+        if f is None:
+            i += 1
+            continue
+        value, n = f
+        if not value or (n == 2 and value.startswith("-")):
+            raise ValueError("--otlp-json-path needs a file name")
+        found.append((value, i, n))
+        i += n
+    if not found:
+        return list(args), {}
+    if len(found) > 1:
+        raise ValueError("--otlp-json-path is given twice")
+    value, j, n = found[0]
+    return args[:j] + args[j + n:], {"otlp_json_path": value}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -124,9 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         args = args[1:]
     try:
         args, trace_cfg = take_trace_args(args)
+        args, ojson_cfg = take_otlp_json_arg(args)
     except ValueError as e:
         sys.stderr.write(f"python -m cbt.lmcache: {e}\n")
         return 2
+    if ojson_cfg and "--enable-tracing" not in args:
+        sys.stderr.write("python -m cbt.lmcache: --otlp-json-path writes the spans of cbt's "
+                         "tracer, which runs with --enable-tracing: add it\n")
+        return 2
+    trace_cfg.update(ojson_cfg)
     if trace_cfg and "--enable-tracing" not in args:
         sys.stderr.write("python -m cbt.lmcache: --trace-level gpu records cbt's tracer, which "
                          "runs with --enable-tracing: add it (and --otlp-endpoint)\n")
