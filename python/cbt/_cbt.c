@@ -709,7 +709,7 @@ static int set_array_value(cbt_event *ev, cbt_name k, PyObject *key, PyObject *v
             return -1;
         if (elem_type_of(o) != type) {
             PyErr_Format(PyExc_TypeError,
-                         "cbt: value '%U': element %zd is a %.100s, element 0 a %s: an array's "
+                         "cbt: value '%U': element %zd is a %.100s, not %s like element 0: an array's "
                          "elements are all int, all float, all bool or all str",
                          key, i, tp_name_of(o), k_elem_names[type]);
             return -1;
@@ -1882,21 +1882,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
                              "trace_output", "trace_buffer_kib", "otlp_protocol",
-                             "names_capacity", "otlp_json_path", NULL};
+                             "names_capacity", "otlp_json_path", "arrays_capacity", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
-             *proto = Py_None, *names_cap = NULL, *ojson = NULL;
+             *proto = Py_None, *names_cap = NULL, *ojson = NULL, *arr_cap = NULL;
     if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&O:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib, &proto, &names_cap, fs_or_none, &ojson))
+                                     &tkib, &proto, &names_cap, fs_or_none, &ojson, &arr_cap))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -1948,6 +1948,15 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0 ||
         get_u32(names_cap, "names_capacity", &c.names_capacity) < 0)
         goto out;
+    if (arr_cap && arr_cap != Py_None) { /* the process-wide array store (cbt/array.h) */
+        if (!PyLong_Check(arr_cap) || PyBool_Check(arr_cap)) {
+            PyErr_Format(PyExc_TypeError, "cbt.init: arrays_capacity is an int (bytes), not %.100s",
+                         tp_name_of(arr_cap));
+            goto out;
+        }
+        if (uint_of(arr_cap, "cbt.init: arrays_capacity (bytes)", UINT64_MAX, &c.arrays_capacity) < 0)
+            goto out;
+    }
     c.trace_output = tout ? PyBytes_AsString(tout) : NULL; /* kept until `out` */
     const char *env_level = getenv("CBT_TRACE_LEVEL");
     int recording = c.trace_level ? *c.trace_level != 0 : env_level && *env_level;

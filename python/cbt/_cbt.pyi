@@ -83,6 +83,7 @@ class _Config(TypedDict, total=False):
     trace_buffer_kib: int
     names_capacity: int             # the name table's capacity (docs/python.md, "Limits")
     otlp_json_path: Optional[_Path] # OTLP JSON file, collector file exporter's format
+    arrays_capacity: int            # bytes of the array store (docs/python.md, "Arrays")
 
 # ---- errors and constants -------------------------------------------------------------
 
