@@ -43,6 +43,7 @@ typedef struct replay_opts {
     const char *events; /* "-" is stdin */
     const char *spans;  /* NULL or "-" is stdout */
     uint32_t root_end; /* cbt_root_end; 0: CBT_MP_ROOT_END or the default */
+    int token_trace;   /* --token-trace: the MP path builds mp.request.trace */
     int keep_going;
     int drop_unfit;
     const char *dropped; /* --dropped FILE: one JSON line per dropped value */
@@ -70,7 +71,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cbt replay --events FILE [--spans OUT.jsonl] [--keep-going]\n"
             "                  [--drop-unfit [--dropped FILE]]\n"
-            "                  [--mp-root-end request_end|transfer_end]\n"
+            "                  [--mp-root-end request_end|transfer_end] [--token-trace]\n"
             "\n"
             "  Publish the events of FILE (JSON lines; '-' is stdin) in file order, with\n"
             "  their own timestamps, through cbt's MP and CacheBlend span builders, and\n"
@@ -85,7 +86,10 @@ static void usage(FILE *f)
             "                     {\"line\", \"type\", \"session\", \"key\", \"why\"}\n"
             "  --mp-root-end R    when a deferred MP root ends: request_end (its saved\n"
             "                     MP_REQUEST_END time, the default) or transfer_end (the\n"
-            "                     END that cleared the last pending op, as LMCache 0.5.6)\n",
+            "                     END that cleared the last pending op, as LMCache 0.5.6)\n"
+            "  --token-trace      one mp.request.trace span per mp.lookup carrying\n"
+            "                     token_ids (LMCache 0.5.7's --enable-token-trace); without\n"
+            "                     it, CBT_TOKEN_TRACE decides (default off)\n",
             CBT_EVENT_META_MAX, CBT_META_STR_MAX - 1);
 }
 
@@ -337,6 +341,8 @@ static int parse_flags(int argc, char **argv, replay_opts *o)
                 return 2;
             }
             i++;
+        } else if (!strcmp(a, "--token-trace")) {
+            o->token_trace = 1;
         } else if (!strcmp(a, "--keep-going")) {
             o->keep_going = 1;
         } else if (!strcmp(a, "--drop-unfit")) {
@@ -403,11 +409,12 @@ static void print_summary(const replay_state *rs, const cbt_mp_stats *mp, const 
             "cbt replay: evicted (idle/full/span pool) mp %" PRIu64 "/%" PRIu64 "/%" PRIu64
             ", cb %" PRIu64 "/%" PRIu64 "/%" PRIu64 "; late children mp %" PRIu64 ", cb %" PRIu64
             "; cb sibling_request_end %" PRIu64 "; timeout spans %" PRIu64
-            ", transfer spans %" PRIu64 " (%" PRIu64 " samples skipped)\n",
+            ", transfer spans %" PRIu64 " (%" PRIu64 " samples skipped), token traces %" PRIu64
+            "\n",
             mp->evicted_idle, mp->evicted_full, mp->evicted_span_pool, cb->evicted_idle,
             cb->evicted_full, cb->evicted_span_pool, mp->late_children, cb->late_children,
             cb->sibling_request_end, mp->timeout_spans, mp->transfer_spans,
-            mp->transfer_samples_skipped);
+            mp->transfer_samples_skipped, mp->token_trace_spans);
     if (rs->values_dropped) {
         fprintf(stderr, "cbt replay: dropped values by key:");
         for (uint32_t i = 0; i < rs->n_drops; i++)
@@ -426,7 +433,9 @@ int cbt_replay_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
 
     cbt_config cfg = cbt_config_default();
-    cfg.mp_subscriber = true;
+    /* the MP subscriber is added below with every option, token_trace included
+     * (cbt_config has no field for it) */
+    cfg.mp_subscriber = false;
     cfg.ring_capacity = 0;      /* no kernels here: no rings */
     cfg.cuda_ring_capacity = 0;
     cfg.mp_root_end = o.root_end;
@@ -456,7 +465,11 @@ int cbt_replay_main(int argc, char **argv)
 
     cbt_status st = cbt_init(&cfg);
     cbt_sink sk;
-    cbt_subscriber cb;
+    cbt_subscriber mps, cb;
+    cbt_tree_options mpo = CBT_STRUCT_INIT(cbt_tree_options);
+    mpo.max_sessions = cfg.max_sessions;
+    mpo.root_end = o.root_end;
+    mpo.token_trace = o.token_trace ? CBT_TOKEN_TRACE_ON : CBT_TOKEN_TRACE_DEFAULT;
     if (st != CBT_OK) {
         fprintf(stderr, "cbt replay: the tracer could not start: %s\n", cbt_strerror(st));
         rc = 1;
@@ -473,6 +486,8 @@ int cbt_replay_main(int argc, char **argv)
         cli_stdout_sink(&sk);
     }
     if ((st = cbt_add_sink(&sk)) != CBT_OK ||
+        (st = cbt_mp_subscriber_create_opts(&mpo, &mps)) != CBT_OK ||
+        (st = cbt_add_subscriber(&mps)) != CBT_OK ||
         (st = cbt_cb_subscriber_create(0, &cb)) != CBT_OK ||
         (st = cbt_add_subscriber(&cb)) != CBT_OK) {
         /* a sink or subscriber that was not added is not destroyed by
