@@ -38,9 +38,6 @@
 #include <string.h>
 
 #include "cbt.h"
-#if __has_include("cbt/array.h") /* TEMP until the arrays land in main: removed at the merge */
-#define REPLAY_ARRAYS_ 1
-#endif
 #include "cli_sinks.h"
 #include "jsonl_in.h"
 
@@ -179,7 +176,6 @@ static void count_drop(replay_state *rs, uint64_t line, const cbt_event *ev, cbt
 /* Show at most 40 bytes of a (decoded) string in a message. */
 static int clip(uint32_t len) { return len > 40 ? 40 : (int)len; }
 
-#ifdef REPLAY_ARRAYS_
 /* A JSON list as an array value on ev (the elements staged in rs until the
  * publish). CBT_OK or the setter's status; 2 (printed and counted) for a
  * list cbt cannot hold. */
@@ -228,7 +224,6 @@ static int add_array(replay_state *rs, uint64_t line, cbt_event *ev, cbt_name ke
     }
     return 0;
 }
-#endif
 
 /* One metadata value onto ev. 0, 1 (dropped under --drop-unfit), or 2. */
 static int add_meta(replay_state *rs, uint64_t line, cbt_event *ev, const cbt_jl_node *m)
@@ -255,14 +250,12 @@ static int add_meta(replay_state *rs, uint64_t line, cbt_event *ev, const cbt_jl
                                         "cannot be held by a cbt event", m->key);
         st = cbt_event_str(ev, key, m->str);
         break;
-#ifdef REPLAY_ARRAYS_
     case CBT_JL_ARRAY: {
         int rc = add_array(rs, line, ev, key, m, &st);
         if (rc)
             return rc;
         break;
     }
-#endif
     default:
         /* object, null, an integer outside 64 bits */
         return line_error(rs, line, "meta.%s: %s cannot be held by a cbt event (int, float, "

@@ -16,10 +16,7 @@
 
 #include "testutil.h"
 
-#if __has_include("cbt/array.h") /* TEMP until the arrays land */
 #include "cbt/array.h"
-#define HAVE_ARRAYS_ 1
-#endif
 
 /* Publish `type` for `sid` with the NULL-terminated (key, value) int pairs,
  * then an optional string value. */
@@ -219,13 +216,8 @@ static void pub_lookup(const char *sid, bool no_ids)
                      CBT_OK);
     assert_int_equal(cbt_event_i64(&e, CBT_N_CHUNK_SIZE, 256), CBT_OK);
     assert_int_equal(cbt_event_i64(&e, CBT_N_SEQ_LEN, (int64_t)N_IDS), CBT_OK);
-#ifdef HAVE_ARRAYS_
     if (!no_ids)
         assert_int_equal(cbt_event_array_i64(&e, CBT_N_TOKEN_IDS, k_ids, N_IDS), CBT_OK);
-#else
-    if (!no_ids) /* TEMP: a scalar stands in until the arrays land */
-        assert_int_equal(cbt_event_i64(&e, CBT_N_TOKEN_IDS, k_ids[0]), CBT_OK);
-#endif
     assert_int_equal(cbt_publish(&e), CBT_OK);
 }
 
@@ -245,7 +237,6 @@ static void check_trace_span(const cbt_span *t, const char *sid)
     assert_int_equal(t->start_ns, tu_event_ts(CBT_EV_MP_LOOKUP, sid, 0));
     assert_str_attr(t, "session_id", sid);
     assert_str_attr(t, "lmcache.model", "meta-llama/Llama-3.1-8B-Instruct");
-#ifdef HAVE_ARRAYS_
     const cbt_attr *a = cbt_span_attr(t, CBT_N_LMCACHE_INPUT_IDS);
     assert_non_null(a);
     cbt_array arr;
@@ -260,7 +251,6 @@ static void check_trace_span(const cbt_span *t, const char *sid)
         assert_int_equal(v, k_ids[i]);
     }
     assert_false(cbt_array_next_i64(&it, &v));
-#endif
     assert_false(tu_has_attr(t, "token_ids"));
     assert_false(tu_has_attr(t, "chunk_size")); /* only the three LMCache sets */
 }

@@ -7,10 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if __has_include("cbt/array.h") /* TEMP until the arrays land: removed at the merge */
 #include "cbt/array.h"
-#define MP_HAVE_ARRAYS_ 1
-#endif
 #include "internal/abi.h"
 #include "internal/reqtree.h"
 #include "internal/xfer.h"
@@ -199,7 +196,6 @@ static cbt_status on_lookup(cbt_tree *e, const cbt_event *ev)
     const char *model = cbt_event_get_str(ev, CBT_N_MODEL_NAME, &n);
     if (model)
         cbt_span_set_str(sp, CBT_N_LMCACHE_MODEL, model, n);
-#ifdef MP_HAVE_ARRAYS_
     cbt_array a;
     if (cbt_meta_array(ids, &a)) {
         cbt_span_set_array(sp, CBT_N_LMCACHE_INPUT_IDS, &a);
@@ -207,7 +203,6 @@ static cbt_status on_lookup(cbt_tree *e, const cbt_event *ev)
         sp->attrs_dropped++;
         sp->flags |= CBT_SPANF_ATTRS_DROPPED;
     }
-#endif
     if (late)
         cbt_span_set_bool(sp, CBT_N_LATE, true);
     cbt_span_end(t, sp, ev->ts);

@@ -74,6 +74,7 @@ typedef enum cbt_span_status {
                                          * event) was cut to fit: it ends in
                                          * CBT_SPAN_TRUNC_MARK; attrs_truncated counts */
 #define CBT_SPANF_EVENTS_DROPPED 0x8u   /* at least one span event did not fit */
+#define CBT_SPANF_ARRAYS 0x10u          /* holds array attributes (cbt/array.h) */
 
 /* cbt_span_ctx (a span's W3C ids) is defined in cbt/event.h: events carry one. */
 
@@ -82,11 +83,14 @@ typedef struct cbt_attr {
     uint8_t type;  /* cbt_meta_type */
     uint8_t owner; /* 0: the span's own; k: span event k - 1's */
     uint16_t str_off; /* CBT_META_STR: offset into the span's arena */
-    uint16_t str_len;
+    uint16_t str_len; /* CBT_META_STR: its length; CBT_META_ARRAY: the cbt_array_type */
     union {
         int64_t i64;
         double f64;
         bool b;
+        struct {
+            uint32_t handle, count; /* CBT_META_ARRAY: read with cbt_attr_array (cbt/array.h) */
+        } arr;
     } v;
 } cbt_attr;
 
@@ -459,7 +463,9 @@ CBT_API cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
 CBT_API cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
 CBT_API cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len);
 
-/* Copy an event's metadata onto the span as attributes, types preserved. */
+/* Copy an event's metadata onto the span as attributes, types preserved;
+ * an array value the span references (cbt_span_set_array, cbt/array.h), a
+ * dropped one (the store had no room) is counted in attrs_dropped. */
 CBT_API void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
 
 /* Queue time (docs/spans.md, "Queue time"). When `ev` was timed by a stream
