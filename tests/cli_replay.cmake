@@ -192,6 +192,11 @@ bad("\"traceparent\" is not a W3C traceparent" "{${E}, \"traceparent\": \"00-abc
 bad("\"meta\" must be an object, not a list" "{${E}, \"meta\": [1]}")
 # a list of lists is no array (before arrays: no list at all)
 bad("meta.keys(\\[0\\])?: a list cannot be" "{${E}, \"meta\": {\"keys\": [[1, 2]]}}")
+bad("meta.ids\\[1\\]: a string in a list of ints: an array holds one type"
+    "{${E}, \"meta\": {\"ids\": [1, \"a\"]}}")
+bad("meta.ids\\[0\\]: null cannot be an array element" "{${E}, \"meta\": {\"ids\": [null]}}")
+bad("meta.ids\\[2\\]: an integer outside 64 bits cannot be an array element"
+    "{${E}, \"meta\": {\"ids\": [1, 2, 18446744073709551616]}}")
 bad("meta.snapshot: an object cannot be held by a cbt event" "{${E}, \"meta\": {\"snapshot\": {}}}")
 bad("meta.worker_id: null cannot be held by a cbt event" "{${E}, \"meta\": {\"worker_id\": null}}")
 bad("meta.n: an integer outside 64 bits cannot be held" "{${E}, \"meta\": {\"n\": 18446744073709551616}}")
@@ -289,6 +294,21 @@ replay(2 "--dropped is given without --drop-unfit" --events unfit.jsonl --droppe
 # ... but a value no cbt event can hold is still refused
 file(WRITE ${D}/unfit2.jsonl "{${E}, \"meta\": {\"keys\": [[1]]}}\n")
 replay(2 "unfit2.jsonl:1: meta.keys(\\[0\\])?: a list cannot be" --events unfit2.jsonl --drop-unfit)
+
+# JSON lists are array values (ints, floats, bools, strings, empty); with
+# --token-trace an mp.lookup carrying token_ids makes one mp.request.trace
+file(WRITE ${D}/arrays.jsonl
+  "{\"type\": \"mp.request.start\", \"ts_ns\": 10, \"session\": \"t\"}\n"
+  "{\"type\": \"mp.lookup\", \"ts_ns\": 11, \"session\": \"t\", \"meta\": {\"model_name\": \"m\", "
+  "\"token_ids\": [128000, 9906, 0], \"f\": [0.5, 1e3], \"b\": [true, false], \"dtypes\": [\"bf16\"], "
+  "\"e\": []}}\n"
+  "{\"type\": \"mp.request.end\", \"ts_ns\": 12, \"session\": \"t\"}\n")
+replay(0 "3 published.*token traces 1" --events arrays.jsonl --spans arrays-spans.jsonl --token-trace)
+file(READ ${D}/arrays-spans.jsonl spans)
+if(NOT spans MATCHES "\"name\":\"mp.request.trace\"")
+  message(FATAL_ERROR "--token-trace: no mp.request.trace span:\n${spans}")
+endif()
+replay(0 "token traces 0" --events arrays.jsonl --spans arrays-spans.jsonl)
 
 # blank lines are no events; random bytes end in an error, not a crash
 file(WRITE ${D}/blank.jsonl "\n   \n\t\r\n")
