@@ -333,7 +333,8 @@ cbt_status cbt_init(const cbt_config *cfg)
     if (c.mp_subscriber) {
         cbt_subscriber mp;
         cbt_tree_options to = {CBT_TREE_OPTIONS_VERSION, sizeof to, c.max_sessions,
-                               c.mp_root_end, c.session_idle_ms, c.late_grace_ms};
+                               c.mp_root_end, c.session_idle_ms, c.late_grace_ms,
+                               CBT_TOKEN_TRACE_DEFAULT /* CBT_TOKEN_TRACE */};
         if ((st = cbt_mp_subscriber_create_opts(&to, &mp)) ||
             (st = cbt_subscribers_add_(t, &mp))) {
             tracer_free(t);
