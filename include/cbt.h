@@ -234,9 +234,14 @@ typedef struct cbt_config {
                                     their value is ignored). 0: CBT_ARRAYS_CAPACITY
                                     (bytes) when set, else 64 MiB. Full: arrays are
                                     dropped and counted (cbt_metrics.arrays_dropped) */
+    uint32_t token_trace;        /* LMCache 0.5.7's token traces: the MP builder's
+                                    mp.request.trace span per lookup (docs/spans.md);
+                                    a cbt_token_trace (cbt/request_tree.h): 0 the
+                                    environment's CBT_TOKEN_TRACE, else off */
+    uint32_t reserved6;          /* must be zero */
 } cbt_config;
 #define CBT_CONFIG_VERSION 6u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, arrays_capacity);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved6);
 
 /* cbt_config's defaults, the one list of them: libcbt's
  * cbt_config_default_into() fills them, and so does its CBT_DISABLE stub,

@@ -174,6 +174,8 @@ static cbt_status check_config(const cbt_config *c)
                          (unsigned long long)c->arrays_capacity,
                          (unsigned long long)CBT_ARRAYS_CAPACITY_MIN,
                          (unsigned long long)CBT_ARRAYS_CAPACITY_MAX);
+    if (c->token_trace > CBT_TOKEN_TRACE_OFF)
+        return bad_field("token_trace", "token_trace %u is not a cbt_token_trace", c->token_trace);
     if (c->replay && c->trace_level)
         return bad_field("trace_level", "a replay tracer does not record (trace_level is set)");
     return CBT_OK;
@@ -334,7 +336,7 @@ cbt_status cbt_init(const cbt_config *cfg)
         cbt_subscriber mp;
         cbt_tree_options to = {CBT_TREE_OPTIONS_VERSION, sizeof to, c.max_sessions,
                                c.mp_root_end, c.session_idle_ms, c.late_grace_ms,
-                               CBT_TOKEN_TRACE_DEFAULT /* CBT_TOKEN_TRACE */};
+                               c.token_trace /* DEFAULT: CBT_TOKEN_TRACE */};
         if ((st = cbt_mp_subscriber_create_opts(&to, &mp)) ||
             (st = cbt_subscribers_add_(t, &mp))) {
             tracer_free(t);

@@ -1882,21 +1882,23 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
                              "trace_output", "trace_buffer_kib", "otlp_protocol",
-                             "names_capacity", "otlp_json_path", "arrays_capacity", NULL};
+                             "names_capacity", "otlp_json_path", "arrays_capacity",
+                             "token_trace", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
-             *proto = Py_None, *names_cap = NULL, *ojson = NULL, *arr_cap = NULL;
+             *proto = Py_None, *names_cap = NULL, *ojson = NULL, *arr_cap = NULL,
+             *ttrace = Py_None;
     if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&O:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&OO:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib, &proto, &names_cap, fs_or_none, &ojson, &arr_cap))
+                                     &tkib, &proto, &names_cap, fs_or_none, &ojson, &arr_cap, &ttrace))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -1948,6 +1950,12 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0 ||
         get_u32(names_cap, "names_capacity", &c.names_capacity) < 0)
         goto out;
+    if (ttrace != Py_None) { /* None: CBT_TOKEN_TRACE decides */
+        bool on = false;
+        if (get_bool(ttrace, "token_trace", &on) < 0)
+            goto out;
+        c.token_trace = on ? CBT_TOKEN_TRACE_ON : CBT_TOKEN_TRACE_OFF;
+    }
     if (arr_cap && arr_cap != Py_None) { /* the process-wide array store (cbt/array.h) */
         if (!PyLong_Check(arr_cap) || PyBool_Check(arr_cap)) {
             PyErr_Format(PyExc_TypeError, "cbt.init: arrays_capacity is an int (bytes), not %.100s",

@@ -84,6 +84,7 @@ class _Config(TypedDict, total=False):
     names_capacity: int             # the name table's capacity (docs/python.md, "Limits")
     otlp_json_path: Optional[_Path] # OTLP JSON file, collector file exporter's format
     arrays_capacity: int            # bytes of the array store (docs/python.md, "Arrays")
+    token_trace: Optional[bool]     # LMCache 0.5.7's mp.request.trace spans; None: CBT_TOKEN_TRACE
 
 # ---- errors and constants -------------------------------------------------------------
 
