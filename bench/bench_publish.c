@@ -22,6 +22,10 @@
  *                   event on a CPU stream whose worker is held (so the
  *                   producer's side alone is timed: the claim, the enqueue
  *                   stamp of queue time, the copy, the commit)
+ *   publish_array_1k / _128k  ns per build + cbt_publish() of an mp.lookup
+ *                   carrying 1024 / 131072 token ids (an int64 array value:
+ *                   the copy into the array store, cbt/array.h), with the
+ *                   plain memcpy of the same bytes beside it
  *   publish_off     ns per cbt_publish() with no tracer (the disabled branch)
  *   sampled_out     ns per request-sampled check that skips a publish
  *   pspan_*         ns per cbt_pspan_begin + cbt_pspan_end, sampled out / in
@@ -162,6 +166,60 @@ static double bench_publish_on(int rounds, int per_round, int build, int cb)
     free(r);
     return m;
 }
+
+/* ns per publish of an mp.lookup carrying `n` token ids (an int64 array,
+ * LMCache 0.5.7's token_ids), plus the same memcpy alone for comparison:
+ * the array's cost is its copy into the store (cbt/array.h). Rounds of
+ * `per_round` publishes fit the store (64 MiB by default); the harvester
+ * gives each array back after dispatch (cbt_flush between rounds, not
+ * timed). *dropped: arrays the store refused (should be 0). */
+#ifdef CBT_ARRAY_COUNT_MAX /* a library with array values (compare_core.sh builds older ones) */
+static double bench_publish_array(int rounds, int per_round, uint32_t n, double *memcpy_ns,
+                                  uint64_t *dropped)
+{
+    start_tracer(1u << 17);
+    int64_t *ids = malloc((size_t)n * sizeof *ids), *dst = malloc((size_t)n * sizeof *ids);
+    double *r = calloc((size_t)rounds, sizeof *r), *c = calloc((size_t)rounds, sizeof *c);
+    if (!ids || !dst || !r || !c) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ids[i] = 100 + (int64_t)(i * 2654435761u % 128000u);
+    cbt_name k_ids;
+    cbt_intern("token_ids", &k_ids);
+    cbt_metrics m0 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics_get(&m0);
+    for (int k = -2; k < rounds; k++) { /* two warm-up rounds */
+        double t0 = now_s();
+        for (int i = 0; i < per_round; i++) {
+            cbt_event e;
+            cbt_event_init(&e, CBT_EV_MP_LOOKUP, SESSION_ID);
+            cbt_event_array_i64(&e, k_ids, ids, n);
+            cbt_publish(&e);
+        }
+        double t1 = now_s();
+        for (int i = 0; i < per_round; i++) {
+            memcpy(dst, ids, (size_t)n * sizeof *ids);
+            __asm__ volatile("" : : "r"(dst) : "memory");
+        }
+        double t2 = now_s();
+        if (k >= 0) {
+            r[k] = (t1 - t0) * 1e9 / per_round;
+            c[k] = (t2 - t1) * 1e9 / per_round;
+        }
+        cbt_flush(10000);
+    }
+    cbt_metrics m1 = CBT_STRUCT_INIT(cbt_metrics);
+    cbt_metrics_get(&m1);
+    *dropped = m1.arrays_dropped - m0.arrays_dropped;
+    cbt_shutdown();
+    *memcpy_ns = median(c, rounds);
+    double med = median(r, rounds);
+    free(ids), free(dst), free(r), free(c);
+    return med;
+}
+#endif
 
 /* A work item that holds a CPU stream's worker until opened. */
 typedef struct hold {
@@ -589,6 +647,12 @@ int main(int argc, char **argv)
     double cb_on = bench_publish_on(rounds, PER_ROUND, 0, 1);
     double cb_build = bench_publish_on(rounds, PER_ROUND, 1, 1);
     double on_stream = bench_publish_on_stream(rounds, 4096);
+#ifdef CBT_ARRAY_COUNT_MAX
+    double arr1k_cpy, arr128k_cpy;
+    uint64_t arr1k_drop, arr128k_drop;
+    double arr1k = bench_publish_array(rounds, 1024, 1024, &arr1k_cpy, &arr1k_drop);
+    double arr128k = bench_publish_array(rounds, 16, 131072, &arr128k_cpy, &arr128k_drop);
+#endif
     paced_result pw, ps, pc;
     bench_publish_paced(quick ? 20000 : 200000, 0, 0, &pw);
     bench_publish_paced(quick ? 2000 : 10000, 1, 1, &ps);
@@ -622,6 +686,16 @@ int main(int argc, char **argv)
     printf("publish_slept_cold %4.2f ns/event   (median; p99 %.2f, mean %.2f, first of a burst "
            "%.2f: the same with the prepared event left cold across the sleep)\n",
            pc.med, pc.p99, pc.mean, pc.first_med);
+#ifdef CBT_ARRAY_COUNT_MAX
+    printf("publish_array_1k   %9.1f ns/event (mp.lookup, 1024 token ids as an int array; "
+           "memcpy of the 8 KiB alone %.1f ns; %llu dropped)\n",
+           arr1k, arr1k_cpy, (unsigned long long)arr1k_drop);
+    printf("publish_array_128k %9.1f ns/event (mp.lookup, 131072 token ids: 1 MiB; memcpy alone "
+           "%.1f ns; %llu dropped)\n",
+           arr128k, arr128k_cpy, (unsigned long long)arr128k_drop);
+#else
+    printf("publish_array_1k   n/a (this library has no array values)\n");
+#endif
     printf("publish_cb     %8.2f ns/event   (prepared cb.lookup.end: 12 values and a 40-byte "
            "model name; target <= 60)\n", cb_on);
     printf("build_cb       %8.2f ns/event   (init + those 13 values + publish)\n", cb_build);
