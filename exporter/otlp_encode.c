@@ -81,6 +81,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cbt/array.h"
 #include "internal/json.h"
 #include "otlp_private.h"
 #include "otlp_wire.h"
@@ -211,8 +212,10 @@ typedef struct attr_plan {
     int64_t i;
     double d;
     bool b;
-    uint32_t any_len;  /* AnyValue body */
-    uint32_t kv_len;   /* KeyValue body */
+    cbt_array arr;     /* CBT_META_ARRAY: a view the span holds alive */
+    size_t arr_len;    /* CBT_META_ARRAY: the ArrayValue body */
+    size_t any_len;    /* AnyValue body */
+    size_t kv_len;     /* KeyValue body */
 } attr_plan;
 
 typedef struct event_plan {
@@ -245,15 +248,56 @@ static inline str_ref name_ref(cbt_name n)
     return mkstr(cbt_name_str(n), cbt_name_len(n));
 }
 
+/* An ArrayValue's body: each element an AnyValue (ArrayValue.values, field
+ * 1) of the array's one type. */
+static size_t array_pb_len(const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    size_t z = 0;
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v))
+            z += ld_size(1 + vlen((uint64_t)v));
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v))
+            z += ld_size(9);
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v))
+            z += ld_size(2);
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n))
+            z += ld_size(ld_size(mkstr(s, (uint32_t)n).out));
+        break;
+    }
+    }
+    return z;
+}
+
 static void kv_sizes(attr_plan *a)
 {
     switch (a->type) {
-    case CBT_META_I64: a->any_len = (uint32_t)(1 + vlen((uint64_t)a->i)); break;
+    case CBT_META_I64: a->any_len = 1 + vlen((uint64_t)a->i); break;
     case CBT_META_F64: a->any_len = 9; break;
     case CBT_META_BOOL: a->any_len = 2; break;
-    default: a->any_len = (uint32_t)ld_size(a->sval.out); break;
+    case CBT_META_ARRAY:
+        a->arr_len = array_pb_len(&a->arr);
+        a->any_len = ld_size(a->arr_len); /* AnyValue.array_value */
+        break;
+    default: a->any_len = ld_size(a->sval.out); break;
     }
-    a->kv_len = (uint32_t)(ld_size(a->key.out) + ld_size(a->any_len));
+    a->kv_len = ld_size(a->key.out) + ld_size(a->any_len);
 }
 
 /* The attributes and events to write, with their sizes; the span's size
@@ -297,6 +341,12 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
                 continue;
             }
             a->sval = mkstr(s->arena + at->str_off, at->str_len);
+            break;
+        case CBT_META_ARRAY:
+            if (!cbt_attr_array(at, &a->arr)) {
+                (*drop)++; /* an array the store had no room for */
+                continue;
+            }
             break;
         default: (*drop)++; continue;
         }
@@ -360,6 +410,54 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
     p->body = z;
 }
 
+static uint8_t *put_array(uint8_t *w, const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v)) {
+            w = put_ld_head(w, 1, 1 + vlen((uint64_t)v)); /* ArrayValue.values */
+            *w++ = TAG(3, WT_VARINT);                      /* AnyValue.int_value */
+            w = put_varint(w, (uint64_t)v);
+        }
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v)) {
+            uint64_t bits;
+            memcpy(&bits, &v, 8);
+            w = put_ld_head(w, 1, 9);
+            *w++ = TAG(4, WT_I64); /* AnyValue.double_value */
+            w = put_fixed64(w, bits);
+        }
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v)) {
+            w = put_ld_head(w, 1, 2);
+            *w++ = TAG(2, WT_VARINT); /* AnyValue.bool_value */
+            *w++ = v ? 1 : 0;
+        }
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n)) {
+            str_ref r = mkstr(s, (uint32_t)n);
+            w = put_ld_head(w, 1, ld_size(r.out));
+            w = put_str_field(w, 1, r); /* AnyValue.string_value */
+        }
+        break;
+    }
+    }
+    return w;
+}
+
 static uint8_t *put_kv(uint8_t *w, unsigned field, const attr_plan *a)
 {
     w = put_ld_head(w, field, a->kv_len);
@@ -380,6 +478,10 @@ static uint8_t *put_kv(uint8_t *w, unsigned field, const attr_plan *a)
     case CBT_META_BOOL:
         *w++ = TAG(2, WT_VARINT); /* AnyValue.bool_value */
         *w++ = a->b ? 1 : 0;
+        break;
+    case CBT_META_ARRAY:
+        w = put_ld_head(w, 5, a->arr_len); /* AnyValue.array_value */
+        w = put_array(w, &a->arr);
         break;
     default:
         w = put_str_field(w, 1, a->sval); /* AnyValue.string_value */
@@ -693,6 +795,75 @@ static void j_i64(cbt_jbuf *b, int64_t v)
     }
 }
 
+/* {"arrayValue":{"values":[...]}}: each element an AnyValue as a scalar's. */
+static void j_array(cbt_jbuf *b, const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    if (arr->count == 0) {
+        J(b, "{\"arrayValue\":{}}"); /* what json_format writes for an empty one */
+        return;
+    }
+    J(b, "{\"arrayValue\":{\"values\":[");
+    bool first = true;
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v)) {
+            if (first)
+                J(b, "{\"intValue\":\"");
+            else
+                J(b, ",{\"intValue\":\"");
+            j_i64(b, v);
+            J(b, "\"}");
+            first = false;
+        }
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v)) {
+            if (first)
+                J(b, "{\"doubleValue\":");
+            else
+                J(b, ",{\"doubleValue\":");
+            cbt_jbuf_f64(b, v);
+            J(b, "}");
+            first = false;
+        }
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v)) {
+            if (!first)
+                J(b, ",");
+            if (v)
+                J(b, "{\"boolValue\":true}");
+            else
+                J(b, "{\"boolValue\":false}");
+            first = false;
+        }
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n)) {
+            if (first)
+                J(b, "{\"stringValue\":");
+            else
+                J(b, ",{\"stringValue\":");
+            j_str(b, s, n);
+            J(b, "}");
+            first = false;
+        }
+        break;
+    }
+    }
+    J(b, "]}}");
+}
+
 static void j_kv(cbt_jbuf *b, const attr_plan *a)
 {
     J(b, "{\"key\":");
@@ -713,6 +884,11 @@ static void j_kv(cbt_jbuf *b, const attr_plan *a)
             J(b, ",\"value\":{\"boolValue\":true}}");
         else
             J(b, ",\"value\":{\"boolValue\":false}}");
+        break;
+    case CBT_META_ARRAY:
+        J(b, ",\"value\":");
+        j_array(b, &a->arr);
+        J(b, "}");
         break;
     default:
         J(b, ",\"value\":{\"stringValue\":");
