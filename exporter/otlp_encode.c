@@ -17,7 +17,11 @@
  *   trace_id (16 bytes), span_id (8), parent_span_id (8, roots: omitted),
  *   name, kind, start/end_time_unix_nano (fixed64),
  *   attributes: int -> int_value, double -> double_value, bool ->
- *     bool_value, string -> string_value; an attribute that cannot be
+ *     bool_value, string -> string_value, array -> array_value
+ *     (ArrayValue { values = 1 }, each element an AnyValue of the array's
+ *     one type; an empty array is an empty ArrayValue, still set; an array
+ *     the store dropped is not on the span: attrs_dropped counted it);
+ *     an attribute that cannot be
  *     encoded (no key, unknown type, string outside the span's arena) is
  *     left out and counted as dropped,
  *   cbt.incomplete = true for CBT_SPANF_INCOMPLETE spans (an attribute of
@@ -64,7 +68,15 @@
  * exceptions: camelCase keys, trace/span ids as lowercase hex, int64 /
  * fixed64 (intValue, *TimeUnixNano) as decimal strings, enums (kind, code)
  * and 32-bit counts / flags as numbers, doubles as numbers (NaN and the
- * infinities as the strings "NaN", "Infinity", "-Infinity").
+ * infinities as the strings "NaN", "Infinity", "-Infinity"); an array as
+ * {"arrayValue":{"values":[{"intValue":"1"},...]}}, its elements by the same
+ * rules, an empty one {"arrayValue":{}} (what json_format writes).
+ *
+ * Sizes: an array's elements are walked twice (size, then write) for
+ * protobuf and once or twice for JSON (j_append's guess); a 128 k-token
+ * array is about 0.8-1.3 MB of protobuf and 2.8 MB of JSON, within the
+ * default max_message_bytes; a request over a transport's limit is the
+ * exporter's to split or drop and count (spans_too_large).
  *
  * Strings that are not valid UTF-8 are repaired in both: each byte that does
  * not start a valid sequence becomes U+FFFD (cbt_utf8_seq_len decides, as
