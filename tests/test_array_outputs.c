@@ -2,7 +2,8 @@
  * JSON-lines span file (plain JSON arrays, a 128 k-token span written whole
  * past the fixed line buffer), the Perfetto trace file (args as JSON arrays,
  * the file still valid JSON), the console tree (the short form), and
- * `cbt report` reading the span file back (the arrays skipped, no bad line).
+ * `cbt report` reading the span file and the OTLP JSON file (a build with
+ * OTLP) back: the arrays skipped, every span read, no bad line.
  * The OTLP outputs are tests/test_otlp_encode.c's, tests/otlp_decode.py's
  * and tests/test_otlp_http.c's.
  *
@@ -16,6 +17,9 @@
 
 #include "testutil.h"
 #include "cbt/array.h"
+#ifdef CBT_TEST_OTLP
+#include "cbt/otlp.h"
+#endif
 #include "cbt/trace_file.h"
 #include "cbt/tree.h"
 
@@ -119,6 +123,26 @@ static const char k_check_trace[] =
     "    assert a['strings'] == ['a', 'q\"b', 'bad\\ufffd', ''] and a['empty'] == []\n"
     "print('trace file: valid, arrays whole')\n";
 
+static void report_reads(const char *dir, const char *file, const char *format)
+{
+    char cmd[600], out[256];
+    snprintf(out, sizeof out, "%s/report.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s report %s > %s 2>&1", CBT_CLI_PATH, file, out);
+    int rc = system(cmd);
+    FILE *rf = fopen(out, "r");
+    assert_non_null(rf);
+    static char rep[1 << 16];
+    size_t rn = fread(rep, 1, sizeof rep - 1, rf);
+    rep[rn] = '\0';
+    fclose(rf);
+    print_message("%.400s\n", rep);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(rep, "1 file, 20 spans"));
+    assert_non_null(strstr(rep, format));
+    assert_non_null(strstr(rep, "COMPLETENESS: whole: no bad lines"));
+    unlink(out);
+}
+
 static void arrays_in_files(void **state)
 {
     (void)state;
@@ -127,12 +151,20 @@ static void arrays_in_files(void **state)
     char spans[256], trace[256];
     snprintf(spans, sizeof spans, "%s/spans.jsonl", dir);
     snprintf(trace, sizeof trace, "%s/trace.json", dir);
+    char otlp[256]; /* the OTLP JSON file (cbt report's other JSON input) */
+    snprintf(otlp, sizeof otlp, "%s/spans.otlp.jsonl", dir);
     tu_start(NULL);
     cbt_sink k;
     assert_int_equal(cbt_jsonl_sink_create(spans, &k), CBT_OK);
     assert_int_equal(cbt_add_sink(&k), CBT_OK);
     assert_int_equal(cbt_trace_file_sink_create(trace, &k), CBT_OK);
     assert_int_equal(cbt_add_sink(&k), CBT_OK);
+#ifdef CBT_TEST_OTLP
+    cbt_otlp_resource res;
+    cbt_otlp_resource_default(&res);
+    assert_int_equal(cbt_otlp_json_sink_create(otlp, &res, &k), CBT_OK);
+    assert_int_equal(cbt_add_sink(&k), CBT_OK);
+#endif
     assert_int_equal(cbt_event_type_register("test.array.outputs", &g_type), CBT_OK);
     cbt_subscriber sub;
     memset(&sub, 0, sizeof sub);
@@ -175,23 +207,12 @@ static void arrays_in_files(void **state)
     assert_int_equal(run_python(k_check_spans, spans, NULL), 0);
     assert_int_equal(run_python(k_check_trace, trace, NULL), 0);
 
-#ifdef CBT_CLI_PATH
-    /* cbt report reads the span file: the arrays skipped, no bad line */
-    char cmd[600], out[256];
-    snprintf(out, sizeof out, "%s/report.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s report %s > %s 2>&1", CBT_CLI_PATH, spans, out);
-    int rc = system(cmd);
-    FILE *rf = fopen(out, "r");
-    assert_non_null(rf);
-    static char rep[1 << 16];
-    size_t rn = fread(rep, 1, sizeof rep - 1, rf);
-    rep[rn] = '\0';
-    fclose(rf);
-    print_message("%.600s\n", rep);
-    assert_int_equal(rc, 0);
-    assert_non_null(strstr(rep, "1 file, 20 spans"));
-    assert_non_null(strstr(rep, "COMPLETENESS: whole: no bad lines"));
-    unlink(out);
+    /* cbt report reads the span file (and the OTLP JSON file): the arrays
+     * skipped, every span read, no bad line */
+    report_reads(dir, spans, "cbt span file");
+#ifdef CBT_TEST_OTLP
+    report_reads(dir, otlp, "OTLP JSON");
+    unlink(otlp);
 #endif
     unlink(spans);
     unlink(trace);
