@@ -169,8 +169,9 @@ static cbt_status stdout_on_span(void *ctx, const cbt_span *s)
     (void)ctx;
     if (n < sizeof buf)
         return fwrite(buf, 1, n, stdout) == n ? CBT_OK : CBT_ERR_IO;
-    /* a span with long strings: the length it needs is bounded (32
-     * attributes, a 2 KiB arena), so take it once from the heap */
+    /* a span with long strings (bounded: 32 attributes, a 2 KiB arena) or
+     * long arrays (bounded by the array store: a 128 k-token prompt is about
+     * 1 MB): take what it needs once from the heap */
     char *big = malloc(n + 1);
     if (!big)
         return CBT_ERR_NOMEM;

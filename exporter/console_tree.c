@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbt/array.h"
+
 typedef struct node {
     const cbt_span *s;
     int first_child, next_sibling;
@@ -18,6 +20,53 @@ static int cmp_start(const void *a, const void *b)
 static const uint8_t k_zero_id[8];
 
 static int has_parent(const cbt_span *s) { return memcmp(s->parent_span_id, k_zero_id, 8) != 0; }
+
+/* An array in short: its first ARRAY_SHOWN elements, then, when there are
+ * more, how many in all: [1,2,3,4 ... 131072 ints]; strings cut at 24 bytes. */
+#define ARRAY_SHOWN 4
+
+static void print_array(FILE *f, const cbt_attr *a)
+{
+    cbt_array arr;
+    if (!cbt_attr_array(a, &arr)) {
+        fprintf(f, "[?]"); /* not in the store: nothing to show */
+        return;
+    }
+    static const char *const kinds[] = {"", "ints", "floats", "bools", "strings"};
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, &arr);
+    fputc('[', f);
+    for (uint32_t i = 0; i < arr.count && i < ARRAY_SHOWN; i++) {
+        if (i)
+            fputc(',', f);
+        int64_t iv;
+        double dv;
+        bool bv;
+        const char *sv;
+        size_t sn;
+        switch (arr.type) {
+        case CBT_ARRAY_I64:
+            if (cbt_array_next_i64(&it, &iv))
+                fprintf(f, "%lld", (long long)iv);
+            break;
+        case CBT_ARRAY_F64:
+            if (cbt_array_next_f64(&it, &dv))
+                fprintf(f, "%.3g", dv);
+            break;
+        case CBT_ARRAY_BOOL:
+            if (cbt_array_next_bool(&it, &bv))
+                fputs(bv ? "true" : "false", f);
+            break;
+        default:
+            if (cbt_array_next_str(&it, &sv, &sn))
+                fprintf(f, "\"%.*s%s\"", (int)(sn < 24 ? sn : 24), sv, sn > 24 ? "..." : "");
+            break;
+        }
+    }
+    if (arr.count > ARRAY_SHOWN)
+        fprintf(f, " ... %u %s", (unsigned)arr.count, arr.type <= 4 ? kinds[arr.type] : "");
+    fputc(']', f);
+}
 
 static void print_attrs(FILE *f, const cbt_span *s)
 {
@@ -34,6 +83,7 @@ static void print_attrs(FILE *f, const cbt_span *s)
         case CBT_META_F64: fprintf(f, "%.3g", a->v.f64); break;
         case CBT_META_BOOL: fprintf(f, "%s", a->v.b ? "true" : "false"); break;
         case CBT_META_STR: fprintf(f, "%.*s", (int)a->str_len, s->arena + a->str_off); break;
+        case CBT_META_ARRAY: print_array(f, a); break;
         default: break;
         }
     }

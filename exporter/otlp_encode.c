@@ -17,7 +17,11 @@
  *   trace_id (16 bytes), span_id (8), parent_span_id (8, roots: omitted),
  *   name, kind, start/end_time_unix_nano (fixed64),
  *   attributes: int -> int_value, double -> double_value, bool ->
- *     bool_value, string -> string_value; an attribute that cannot be
+ *     bool_value, string -> string_value, array -> array_value
+ *     (ArrayValue { values = 1 }, each element an AnyValue of the array's
+ *     one type; an empty array is an empty ArrayValue, still set; an array
+ *     the store dropped is not on the span: attrs_dropped counted it);
+ *     an attribute that cannot be
  *     encoded (no key, unknown type, string outside the span's arena) is
  *     left out and counted as dropped,
  *   cbt.incomplete = true for CBT_SPANF_INCOMPLETE spans (an attribute of
@@ -64,7 +68,15 @@
  * exceptions: camelCase keys, trace/span ids as lowercase hex, int64 /
  * fixed64 (intValue, *TimeUnixNano) as decimal strings, enums (kind, code)
  * and 32-bit counts / flags as numbers, doubles as numbers (NaN and the
- * infinities as the strings "NaN", "Infinity", "-Infinity").
+ * infinities as the strings "NaN", "Infinity", "-Infinity"); an array as
+ * {"arrayValue":{"values":[{"intValue":"1"},...]}}, its elements by the same
+ * rules, an empty one {"arrayValue":{}} (what json_format writes).
+ *
+ * Sizes: an array's elements are walked twice (size, then write) for
+ * protobuf and once or twice for JSON (j_append's guess); a 128 k-token
+ * array is about 0.8-1.3 MB of protobuf and 2.8 MB of JSON, within the
+ * default max_message_bytes; a request over a transport's limit is the
+ * exporter's to split or drop and count (spans_too_large).
  *
  * Strings that are not valid UTF-8 are repaired in both: each byte that does
  * not start a valid sequence becomes U+FFFD (cbt_utf8_seq_len decides, as
@@ -81,6 +93,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cbt/array.h"
 #include "internal/json.h"
 #include "otlp_private.h"
 #include "otlp_wire.h"
@@ -211,8 +224,10 @@ typedef struct attr_plan {
     int64_t i;
     double d;
     bool b;
-    uint32_t any_len;  /* AnyValue body */
-    uint32_t kv_len;   /* KeyValue body */
+    cbt_array arr;     /* CBT_META_ARRAY: a view the span holds alive */
+    size_t arr_len;    /* CBT_META_ARRAY: the ArrayValue body */
+    size_t any_len;    /* AnyValue body */
+    size_t kv_len;     /* KeyValue body */
 } attr_plan;
 
 typedef struct event_plan {
@@ -245,15 +260,56 @@ static inline str_ref name_ref(cbt_name n)
     return mkstr(cbt_name_str(n), cbt_name_len(n));
 }
 
+/* An ArrayValue's body: each element an AnyValue (ArrayValue.values, field
+ * 1) of the array's one type. */
+static size_t array_pb_len(const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    size_t z = 0;
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v))
+            z += ld_size(1 + vlen((uint64_t)v));
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v))
+            z += ld_size(9);
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v))
+            z += ld_size(2);
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n))
+            z += ld_size(ld_size(mkstr(s, (uint32_t)n).out));
+        break;
+    }
+    }
+    return z;
+}
+
 static void kv_sizes(attr_plan *a)
 {
     switch (a->type) {
-    case CBT_META_I64: a->any_len = (uint32_t)(1 + vlen((uint64_t)a->i)); break;
+    case CBT_META_I64: a->any_len = 1 + vlen((uint64_t)a->i); break;
     case CBT_META_F64: a->any_len = 9; break;
     case CBT_META_BOOL: a->any_len = 2; break;
-    default: a->any_len = (uint32_t)ld_size(a->sval.out); break;
+    case CBT_META_ARRAY:
+        a->arr_len = array_pb_len(&a->arr);
+        a->any_len = ld_size(a->arr_len); /* AnyValue.array_value */
+        break;
+    default: a->any_len = ld_size(a->sval.out); break;
     }
-    a->kv_len = (uint32_t)(ld_size(a->key.out) + ld_size(a->any_len));
+    a->kv_len = ld_size(a->key.out) + ld_size(a->any_len);
 }
 
 /* The attributes and events to write, with their sizes; the span's size
@@ -297,6 +353,12 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
                 continue;
             }
             a->sval = mkstr(s->arena + at->str_off, at->str_len);
+            break;
+        case CBT_META_ARRAY:
+            if (!cbt_attr_array(at, &a->arr)) {
+                (*drop)++; /* an array the store had no room for */
+                continue;
+            }
             break;
         default: (*drop)++; continue;
         }
@@ -360,6 +422,54 @@ static void plan_span(const cbt_span *s, span_plan *p, bool pb)
     p->body = z;
 }
 
+static uint8_t *put_array(uint8_t *w, const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v)) {
+            w = put_ld_head(w, 1, 1 + vlen((uint64_t)v)); /* ArrayValue.values */
+            *w++ = TAG(3, WT_VARINT);                      /* AnyValue.int_value */
+            w = put_varint(w, (uint64_t)v);
+        }
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v)) {
+            uint64_t bits;
+            memcpy(&bits, &v, 8);
+            w = put_ld_head(w, 1, 9);
+            *w++ = TAG(4, WT_I64); /* AnyValue.double_value */
+            w = put_fixed64(w, bits);
+        }
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v)) {
+            w = put_ld_head(w, 1, 2);
+            *w++ = TAG(2, WT_VARINT); /* AnyValue.bool_value */
+            *w++ = v ? 1 : 0;
+        }
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n)) {
+            str_ref r = mkstr(s, (uint32_t)n);
+            w = put_ld_head(w, 1, ld_size(r.out));
+            w = put_str_field(w, 1, r); /* AnyValue.string_value */
+        }
+        break;
+    }
+    }
+    return w;
+}
+
 static uint8_t *put_kv(uint8_t *w, unsigned field, const attr_plan *a)
 {
     w = put_ld_head(w, field, a->kv_len);
@@ -380,6 +490,10 @@ static uint8_t *put_kv(uint8_t *w, unsigned field, const attr_plan *a)
     case CBT_META_BOOL:
         *w++ = TAG(2, WT_VARINT); /* AnyValue.bool_value */
         *w++ = a->b ? 1 : 0;
+        break;
+    case CBT_META_ARRAY:
+        w = put_ld_head(w, 5, a->arr_len); /* AnyValue.array_value */
+        w = put_array(w, &a->arr);
         break;
     default:
         w = put_str_field(w, 1, a->sval); /* AnyValue.string_value */
@@ -693,6 +807,75 @@ static void j_i64(cbt_jbuf *b, int64_t v)
     }
 }
 
+/* {"arrayValue":{"values":[...]}}: each element an AnyValue as a scalar's. */
+static void j_array(cbt_jbuf *b, const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    if (arr->count == 0) {
+        J(b, "{\"arrayValue\":{}}"); /* what json_format writes for an empty one */
+        return;
+    }
+    J(b, "{\"arrayValue\":{\"values\":[");
+    bool first = true;
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v)) {
+            if (first)
+                J(b, "{\"intValue\":\"");
+            else
+                J(b, ",{\"intValue\":\"");
+            j_i64(b, v);
+            J(b, "\"}");
+            first = false;
+        }
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v)) {
+            if (first)
+                J(b, "{\"doubleValue\":");
+            else
+                J(b, ",{\"doubleValue\":");
+            cbt_jbuf_f64(b, v);
+            J(b, "}");
+            first = false;
+        }
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v)) {
+            if (!first)
+                J(b, ",");
+            if (v)
+                J(b, "{\"boolValue\":true}");
+            else
+                J(b, "{\"boolValue\":false}");
+            first = false;
+        }
+        break;
+    }
+    default: {
+        const char *s;
+        size_t n;
+        while (cbt_array_next_str(&it, &s, &n)) {
+            if (first)
+                J(b, "{\"stringValue\":");
+            else
+                J(b, ",{\"stringValue\":");
+            j_str(b, s, n);
+            J(b, "}");
+            first = false;
+        }
+        break;
+    }
+    }
+    J(b, "]}}");
+}
+
 static void j_kv(cbt_jbuf *b, const attr_plan *a)
 {
     J(b, "{\"key\":");
@@ -713,6 +896,11 @@ static void j_kv(cbt_jbuf *b, const attr_plan *a)
             J(b, ",\"value\":{\"boolValue\":true}}");
         else
             J(b, ",\"value\":{\"boolValue\":false}}");
+        break;
+    case CBT_META_ARRAY:
+        J(b, ",\"value\":");
+        j_array(b, &a->arr);
+        J(b, "}");
         break;
     default:
         J(b, ",\"value\":{\"stringValue\":");

@@ -8,8 +8,9 @@
  * flagged CBT_SINK_FLUSH_IDLE, so the thread flushes it each time it has
  * handed over everything queued: the spans that arrived together make one
  * line. A line is also closed after LINE_SPANS spans or once it holds
- * LINE_BYTES bytes (a span bigger than that, a long array, is a line of its
- * own), and at every flush.
+ * LINE_BYTES bytes (a span bigger than that, a long array, closes the line
+ * it joins), and at every flush. A line has no other bound: its size is its
+ * spans', and an array's elements are bounded by the array store.
  *
  * The encoding is otlp_encode.c's, in pieces (otlp_private.h): the head
  * (resource, scope) once per line, each span as it comes, the tail. A span

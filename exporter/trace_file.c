@@ -31,6 +31,11 @@
  * ("ph":"i", thread scope) on the same lane at their own times, named by the
  * event's name; their args are the event's attributes plus "span_id" and
  * "span" (the span's name), so a marker leads back to its slice.
+ * Args are written as the span file writes attributes (cbt_jbuf_attr): an
+ * array attribute is a JSON array of all its elements, so a 128 k-token
+ * prompt makes a slice of about 1 MB, written from a heap buffer of its
+ * size (emit_with, at most CBT_SPAN_JSON_BIG_MAX); a longer one is lost,
+ * counted. The file stays valid JSON either way.
  * Times are microseconds with nanosecond decimals. The file stays valid JSON
  * after every flush: the closing "]}" is written and then overwritten by the
  * next event (the file is seekable; a pipe would not be, and is refused).
@@ -242,7 +247,8 @@ static cbt_status tf_on_span(void *ctx, const cbt_span *s)
     }
     t->pending++;
     cbt_status st = tf_span(t, s);
-    if (st == CBT_ERR_FULL) { /* not written at all (cannot happen: bounded spans) */
+    if (st == CBT_ERR_FULL) { /* not written whole: over CBT_SPAN_JSON_BIG_MAX, or no
+                                 memory for its arrays (a span without arrays cannot) */
         t->pending--;
         atomic_fetch_add_explicit(&t->lost, 1, memory_order_relaxed);
         return st;
@@ -337,6 +343,70 @@ static cbt_status emit_enqueue(trace_file *t, const cbt_span *s, uint64_t enq)
     return emit_jbuf(t, &b);
 }
 
+/* What a span's slice and its events' markers are written from. */
+typedef struct slice_args {
+    const cbt_span *s;
+    const char *cat;
+    int pid;
+    int64_t tid;
+    uint32_t ev; /* a marker: the event's index */
+} slice_args;
+
+static void w_slice(cbt_jbuf *b, const void *arg)
+{
+    const slice_args *a = arg;
+    const cbt_span *s = a->s;
+    cbt_jbuf_cstr(b, "{\"name\":");
+    cbt_jbuf_str(b, cbt_name_str(s->name), cbt_name_len(s->name));
+    cbt_jbuf_fmt(b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%llu.%03u,\"dur\":%llu.%03u", a->cat,
+                 (unsigned long long)(s->start_ns / 1000), (unsigned)(s->start_ns % 1000),
+                 (unsigned long long)((s->end_ns - s->start_ns) / 1000),
+                 (unsigned)((s->end_ns - s->start_ns) % 1000));
+    cbt_jbuf_fmt(b, ",\"pid\":%d,\"tid\":%lld", a->pid, (long long)a->tid);
+    args_of(b, s);
+    cbt_jbuf_cstr(b, "}");
+}
+
+static void w_marker(cbt_jbuf *b, const void *arg)
+{
+    const slice_args *a = arg;
+    const cbt_span *s = a->s;
+    const cbt_span_event *ev = &s->events[a->ev];
+    cbt_jbuf_cstr(b, "{\"name\":");
+    cbt_jbuf_str(b, cbt_name_str(ev->name), cbt_name_len(ev->name));
+    cbt_jbuf_fmt(b, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%llu.%03u", a->cat,
+                 (unsigned long long)(ev->time_ns / 1000), (unsigned)(ev->time_ns % 1000));
+    cbt_jbuf_fmt(b, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"span_id\":", a->pid,
+                 (long long)a->tid);
+    cbt_jbuf_hex(b, s->ctx.span_id, 8);
+    cbt_jbuf_cstr(b, ",\"span\":");
+    cbt_jbuf_str(b, cbt_name_str(s->name), cbt_name_len(s->name));
+    attr_members(b, s, (uint8_t)(a->ev + 1));
+    cbt_jbuf_cstr(b, "}}");
+}
+
+/* Write one event `w` formats: from t->line, or, when the span's arrays
+ * make it longer (nothing else can), from a heap buffer of its size taken
+ * for it alone (at most CBT_SPAN_JSON_BIG_MAX) and freed at once.
+ * CBT_ERR_FULL when it is longer still or there is no memory for it. */
+static cbt_status emit_with(trace_file *t, void (*w)(cbt_jbuf *, const void *), const void *arg)
+{
+    cbt_jbuf b = {t->line, sizeof t->line, 0};
+    w(&b, arg);
+    if (b.need < b.cap)
+        return emit(t, b.p, b.need);
+    if (b.need >= CBT_SPAN_JSON_BIG_MAX)
+        return CBT_ERR_FULL;
+    char *big = malloc(b.need + 1);
+    if (!big)
+        return CBT_ERR_FULL;
+    cbt_jbuf g = {big, b.need + 1, 0};
+    w(&g, arg);
+    cbt_status st = g.need < g.cap ? emit(t, big, g.need) : CBT_ERR_FULL;
+    free(big);
+    return st;
+}
+
 /* The span's slice and its events' markers; for a stream-timed span its
  * host enqueue and the flow between them. */
 static cbt_status tf_span(trace_file *t, const cbt_span *s)
@@ -374,17 +444,9 @@ static cbt_status tf_span(trace_file *t, const cbt_span *s)
     cbt_status st = CBT_OK;
     if (flow && (st = emit_enqueue(t, s, (uint64_t)enq->v.i64)) != CBT_OK)
         return st;
+    slice_args sa = {s, cat, pid, tid, 0};
+    st = emit_with(t, w_slice, &sa);
     cbt_jbuf b = {t->line, sizeof t->line, 0};
-    cbt_jbuf_cstr(&b, "{\"name\":");
-    cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
-    cbt_jbuf_fmt(&b, ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%llu.%03u,\"dur\":%llu.%03u", cat,
-                 (unsigned long long)(s->start_ns / 1000), (unsigned)(s->start_ns % 1000),
-                 (unsigned long long)((s->end_ns - s->start_ns) / 1000),
-                 (unsigned)((s->end_ns - s->start_ns) % 1000));
-    cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld", pid, (long long)tid);
-    args_of(&b, s);
-    cbt_jbuf_cstr(&b, "}");
-    st = emit_jbuf(t, &b);
     if (flow && st == CBT_OK) {
         /* the flow's end, bound to the slice just written (same start) */
         b.need = 0;
@@ -396,19 +458,8 @@ static cbt_status tf_span(trace_file *t, const cbt_span *s)
     }
     uint32_t ne = s->n_events < CBT_SPAN_EVENTS_MAX ? s->n_events : CBT_SPAN_EVENTS_MAX;
     for (uint32_t e = 0; e < ne && st == CBT_OK; e++) {
-        const cbt_span_event *ev = &s->events[e];
-        b.need = 0;
-        cbt_jbuf_cstr(&b, "{\"name\":");
-        cbt_jbuf_str(&b, cbt_name_str(ev->name), cbt_name_len(ev->name));
-        cbt_jbuf_fmt(&b, ",\"cat\":\"%s\",\"ph\":\"i\",\"s\":\"t\",\"ts\":%llu.%03u", cat,
-                     (unsigned long long)(ev->time_ns / 1000), (unsigned)(ev->time_ns % 1000));
-        cbt_jbuf_fmt(&b, ",\"pid\":%d,\"tid\":%lld,\"args\":{\"span_id\":", pid, (long long)tid);
-        cbt_jbuf_hex(&b, s->ctx.span_id, 8);
-        cbt_jbuf_cstr(&b, ",\"span\":");
-        cbt_jbuf_str(&b, cbt_name_str(s->name), cbt_name_len(s->name));
-        attr_members(&b, s, (uint8_t)(e + 1));
-        cbt_jbuf_cstr(&b, "}}");
-        st = emit_jbuf(t, &b);
+        sa.ev = e;
+        st = emit_with(t, w_marker, &sa);
     }
     return st;
 }

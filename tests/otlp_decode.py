@@ -9,7 +9,9 @@ Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json <dir>/spans.otlp.j
      (ExportTraceServiceRequest) and compares it, field by field and span by
      span, with the values below: the fixed set of tests/test_otlp_encode.c
      (emit_resource, emit_spans), written out here independently, span
-     events (Span.events, dropped_events_count) included;
+     events (Span.events, dropped_events_count) included, and array values
+     (AnyValue.array_value: every element type, an empty array, a 128 k-element
+     int array) element by element;
   2. checks the bytes are protobuf's canonical encoding of that message
      (the same bytes the official serializer writes);
   3. reads spans.json as OTLP/JSON: ids lowercase hex, int64 values as
@@ -67,7 +69,8 @@ def seq(first, n):
     return bytes((first + i) & 0xFF for i in range(n))
 
 
-S, I, D, B = "string_value", "int_value", "double_value", "bool_value"
+S, I, D, B, A = "string_value", "int_value", "double_value", "bool_value", "array_value"
+EMIT_IDS = 131072  # test_otlp_encode.c's EMIT_IDS
 
 RESOURCE = [
     ("service.name", S, "cbt-test"),
@@ -115,6 +118,19 @@ SPANS = [
                  dict(time=T0 + 8500, name="retry", dropped=1,
                       attrs=[("attempt", I, 2), ("backoff_s", D, 0.5), ("final", B, False)])],
          dropped_events=2),
+    # arrays (emit_array_span): AnyValue.array_value, a 128 k-token prompt among them
+    dict(trace_id=TRACE, span_id=seq(0x71, 8), parent=seq(0xA1, 8), flags=1,
+         name="mp.request.trace", kind=INTERNAL, start=T0 + 9000, end=T0 + 9000, status=UNSET,
+         dropped=0,
+         attrs=[("session_id", S, "sess-0001"),
+                ("lmcache.input_ids", A, [(I, 2**63 - 1), (I, -(2**63))]
+                 + [(I, i - 65536) for i in range(2, EMIT_IDS)]),
+                ("floats", A, [(D, 1.5), (D, -0.0), (D, 1e300), (D, float("inf")), (D, -2.25),
+                               (D, 1.0)]),
+                ("bools", A, [(B, True), (B, False), (B, True)]),
+                ("strings", A, [(S, "a"), (S, ""), (S, 'h\u00e9 "q"'), (S, "bad\ufffdx")]),
+                ("empty", A, []),
+                ("one", A, [(I, 42)])]),
 ]
 
 
@@ -147,8 +163,21 @@ def check_attrs(kvs, want, where):
     for i, (kv, (key, kind, value)) in enumerate(zip(kvs, want)):
         w = f"{where} attribute {i} ({key})"
         check_eq(kv.key, key, f"{w} key")
-        check_eq(kv.value.WhichOneof("value"), kind, f"{w} value type")
-        check_eq(getattr(kv.value, kind), value, f"{w} value")
+        check_value(kv.value, kind, value, w)
+
+
+def check_value(any_value, kind, value, where):
+    check_eq(any_value.WhichOneof("value"), kind, f"{where} value type")
+    if kind != A:
+        check_eq(getattr(any_value, kind), value, f"{where} value")
+        return
+    got = [(e.WhichOneof("value"), getattr(e, e.WhichOneof("value") or S))
+           for e in any_value.array_value.values]
+    if got != value:  # one message, not 128 k
+        check_eq(len(got), len(value), f"{where} array length")
+        bad = next((i for i, (g, v) in enumerate(zip(got, value)) if g != v), None)
+        check(bad is None, f"{where} array element {bad}: got {got[bad] if bad is not None else None!r}, "
+                           f"want {value[bad] if bad is not None else None!r}")
 
 
 def check_request(req, version):
@@ -722,8 +751,10 @@ def main():
     check_otlp_file(file_text, req)
 
     if errors:
-        for e in errors:
+        for e in errors[:50]:
             print("FAIL:", e)
+        if len(errors) > 50:
+            print(f"FAIL: ... and {len(errors) - 50} more")
         return 1
     import google.protobuf
     import opentelemetry.proto.version as v

@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+#include "cbt/array.h"
 #include "cbt/otlp.h"
+#include "internal/arrays.h"
 #include "testutil.h"
 
 typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest pb_req;
@@ -35,6 +37,7 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue pb_any;
 #define AV_BOOL OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE
 #define AV_INT OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE
 #define AV_DOUBLE OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_DOUBLE_VALUE
+#define AV_ARRAY OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE
 
 /* ---- the fixed set (--emit; mirrored in tests/otlp_decode.py) ----------------------------
  *
@@ -73,7 +76,8 @@ typedef Opentelemetry__Proto__Common__V1__AnyValue pb_any;
  *   attribute dropped.
  */
 #define T0 1700000000000000000ull
-#define EMIT_N 6
+#define EMIT_N 7
+#define EMIT_IDS 131072 /* a 128 k-token prompt: lmcache.input_ids */
 #define EMIT_STACK "Traceback (most recent call last):\n  File \"x.py\", line 1\nTimeoutError"
 
 static void ids(uint8_t *p, size_t n, uint8_t first)
@@ -87,6 +91,68 @@ static void set_str(cbt_span *s, const char *key, const char *v, size_t len)
     assert_int_equal(cbt_span_set_str(s, tu_name(key), v, len), CBT_OK);
 }
 #define SET_STR(s, k, lit) set_str((s), (k), (lit), sizeof(lit) - 1)
+
+/* An array view in the store, as a publish makes one: the elements copied in
+ * (cbt_arrays_adopt_), the view taken, the event's reference let go once
+ * the span holds its own (cbt_span_set_array). The store is reserved here
+ * when no tracer did it (--emit). */
+typedef enum { ARR_I64, ARR_F64, ARR_BOOL, ARR_STR } arr_kind;
+
+static void set_array(cbt_span *s, const char *key, arr_kind kind, const void *v, size_t n)
+{
+    assert_int_equal(cbt_arrays_reserve_(64ull << 20), CBT_OK);
+    static cbt_event ev; /* 2.6 KiB: not on the stack */
+    assert_int_equal(cbt_event_init(&ev, 1, "arrays"), CBT_OK);
+    cbt_name k = tu_name(key);
+    cbt_status st = CBT_ERR_INVAL;
+    switch (kind) {
+    case ARR_I64: st = cbt_event_array_i64(&ev, k, v, n); break;
+    case ARR_F64: st = cbt_event_array_f64(&ev, k, v, n); break;
+    case ARR_BOOL: st = cbt_event_array_bool(&ev, k, v, n); break;
+    case ARR_STR: st = cbt_event_array_str(&ev, k, v, n); break;
+    }
+    assert_int_equal(st, CBT_OK);
+    cbt_arrays_adopt_(&ev);
+    cbt_array a;
+    assert_true(cbt_meta_array(&ev.meta[0], &a));
+    assert_int_equal(a.count, n);
+    assert_int_equal(cbt_span_set_array(s, k, &a), CBT_OK);
+    cbt_arrays_release_event_(&ev);
+}
+
+/* The fixed set's array span (mirrored in tests/otlp_decode.py, ARRAY_SPAN):
+ * every element type, an empty array, strings to repair, and a 128 k-element
+ * int array (lmcache.input_ids: i - 65536, the first two INT64_MAX and
+ * INT64_MIN). */
+static void emit_array_span(cbt_span *s)
+{
+    ids(s->ctx.trace_id, 16, 0x01);
+    ids(s->ctx.span_id, 8, 0x71);
+    ids(s->parent_span_id, 8, 0xa1);
+    s->ctx.trace_flags = 1;
+    s->name = tu_name("mp.request.trace");
+    s->kind = CBT_SPAN_KIND_INTERNAL;
+    s->start_ns = T0 + 9000;
+    s->end_ns = T0 + 9000;
+    SET_STR(s, "session_id", "sess-0001");
+    int64_t *tok = malloc(EMIT_IDS * sizeof *tok);
+    assert_non_null(tok);
+    for (int64_t i = 0; i < EMIT_IDS; i++)
+        tok[i] = i - 65536;
+    tok[0] = INT64_MAX;
+    tok[1] = INT64_MIN;
+    set_array(s, "lmcache.input_ids", ARR_I64, tok, EMIT_IDS);
+    free(tok);
+    const double f[] = {1.5, -0.0, 1e300, INFINITY, -2.25, 1.0};
+    set_array(s, "floats", ARR_F64, f, 6);
+    const bool b[] = {true, false, true};
+    set_array(s, "bools", ARR_BOOL, b, 3);
+    const char *const str[] = {"a", "", "h\xc3\xa9 \"q\"", "bad\xff" "x"};
+    set_array(s, "strings", ARR_STR, str, 4);
+    set_array(s, "empty", ARR_I64, NULL, 0);
+    const int64_t one[] = {42};
+    set_array(s, "one", ARR_I64, one, 1);
+}
 
 static void emit_resource(cbt_otlp_resource *r)
 {
@@ -205,6 +271,8 @@ static void emit_spans(cbt_span sp[EMIT_N])
     s->events_dropped = 2;
     s->flags |= CBT_SPANF_EVENTS_DROPPED;
     assert_int_equal(cbt_span_set_i64(s, CBT_N_COUNT, 7), CBT_OK);
+
+    emit_array_span(&sp[6]);
 }
 
 static int write_file(const char *path, const cbt_buf *b)
@@ -367,6 +435,46 @@ static void check_kv_value(const pb_kv *kv, const cbt_span *s, const cbt_attr *a
         assert_int_equal(v->value_case, AV_STR);
         assert_string_equal(v->string_value, ref_repair(cbt_attr_str(s, a), a->str_len));
         break;
+    case CBT_META_ARRAY: {
+        assert_int_equal(v->value_case, AV_ARRAY);
+        assert_non_null(v->array_value);
+        cbt_array arr;
+        assert_true(cbt_attr_array(a, &arr));
+        assert_int_equal(v->array_value->n_values, arr.count);
+        cbt_array_iter it;
+        cbt_array_iter_init(&it, &arr);
+        for (size_t i = 0; i < arr.count; i++) {
+            const pb_any *e = v->array_value->values[i];
+            int64_t iv;
+            double dv;
+            bool bv;
+            const char *sv;
+            size_t sn;
+            switch (arr.type) {
+            case CBT_ARRAY_I64:
+                assert_true(cbt_array_next_i64(&it, &iv));
+                assert_int_equal(e->value_case, AV_INT);
+                assert_true(e->int_value == iv);
+                break;
+            case CBT_ARRAY_F64:
+                assert_true(cbt_array_next_f64(&it, &dv));
+                assert_int_equal(e->value_case, AV_DOUBLE);
+                assert_memory_equal(&e->double_value, &dv, sizeof dv);
+                break;
+            case CBT_ARRAY_BOOL:
+                assert_true(cbt_array_next_bool(&it, &bv));
+                assert_int_equal(e->value_case, AV_BOOL);
+                assert_int_equal(!!e->bool_value, bv);
+                break;
+            default:
+                assert_true(cbt_array_next_str(&it, &sv, &sn));
+                assert_int_equal(e->value_case, AV_STR);
+                assert_string_equal(e->string_value, ref_repair(sv, sn));
+                break;
+            }
+        }
+        break;
+    }
     default: fail_msg("unexpected attribute type %u", a->type);
     }
 }
@@ -589,6 +697,35 @@ static void fixed_set_every_field(void **state)
     assert_int_equal(e->attributes[2]->value->value_case, AV_BOOL);
     assert_false(e->attributes[2]->value->bool_value);
     assert_int_equal(e->dropped_attributes_count, 1);
+
+    d = ss->spans[6]; /* arrays: AnyValue.array_value, each element an AnyValue */
+    assert_string_equal(d->name, "mp.request.trace");
+    assert_int_equal(d->n_attributes, 7);
+    assert_int_equal(d->dropped_attributes_count, 0);
+    const pb_any *v = d->attributes[1]->value;
+    assert_string_equal(d->attributes[1]->key, "lmcache.input_ids");
+    assert_int_equal(v->value_case, AV_ARRAY);
+    assert_int_equal(v->array_value->n_values, EMIT_IDS);
+    assert_true(v->array_value->values[0]->int_value == INT64_MAX);
+    assert_true(v->array_value->values[1]->int_value == INT64_MIN);
+    assert_true(v->array_value->values[2]->int_value == -65534);
+    assert_true(v->array_value->values[EMIT_IDS - 1]->int_value == 65535);
+    v = d->attributes[2]->value;
+    assert_int_equal(v->array_value->n_values, 6);
+    assert_true(v->array_value->values[3]->double_value == INFINITY);
+    assert_true(signbit(v->array_value->values[1]->double_value));
+    v = d->attributes[3]->value;
+    assert_int_equal(v->array_value->n_values, 3);
+    assert_int_equal(v->array_value->values[1]->value_case, AV_BOOL);
+    assert_false(v->array_value->values[1]->bool_value);
+    v = d->attributes[4]->value;
+    assert_int_equal(v->array_value->n_values, 4);
+    assert_string_equal(v->array_value->values[1]->string_value, "");
+    assert_string_equal(v->array_value->values[3]->string_value, "bad\xEF\xBF\xBDx");
+    v = d->attributes[5]->value; /* an empty array is still an array */
+    assert_string_equal(d->attributes[5]->key, "empty");
+    assert_int_equal(v->value_case, AV_ARRAY);
+    assert_int_equal(v->array_value->n_values, 0);
     free_req(q);
     cbt_buf_free(&b);
 }
@@ -932,6 +1069,24 @@ static void json_mapping(void **state)
                                "\"attributes\":[{\"key\":\"attempt\",\"value\":{\"intValue\":\"2\"}},"));
     assert_non_null(strstr(js, "{\"key\":\"final\",\"value\":{\"boolValue\":false}}],"
                                "\"droppedAttributesCount\":1}],\"droppedEventsCount\":2,"));
+    /* arrays: arrayValue of AnyValues, ints as strings, an empty one as {} */
+    assert_non_null(strstr(js, "{\"key\":\"lmcache.input_ids\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"intValue\":\"9223372036854775807\"},"
+                               "{\"intValue\":\"-9223372036854775808\"},{\"intValue\":\"-65534\"},"));
+    assert_non_null(strstr(js, "{\"intValue\":\"65534\"},{\"intValue\":\"65535\"}]}}}"));
+    assert_non_null(strstr(js, "{\"key\":\"floats\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"doubleValue\":1.5},{\"doubleValue\":-0.0},{\"doubleValue\":1e+300},"
+                               "{\"doubleValue\":\"Infinity\"},{\"doubleValue\":-2.25},"
+                               "{\"doubleValue\":1.0}]}}}"));
+    assert_non_null(strstr(js, "{\"key\":\"bools\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"boolValue\":true},{\"boolValue\":false},{\"boolValue\":true}]}}}"));
+    assert_non_null(strstr(js, "{\"key\":\"strings\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"stringValue\":\"a\"},{\"stringValue\":\"\"},"
+                               "{\"stringValue\":\"h\xc3\xa9 \\\"q\\\"\"},"
+                               "{\"stringValue\":\"bad\\ufffdx\"}]}}}"));
+    assert_non_null(strstr(js, "{\"key\":\"empty\",\"value\":{\"arrayValue\":{}}}"));
+    assert_non_null(strstr(js, "{\"key\":\"one\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"intValue\":\"42\"}]}}}"));
     /* camelCase only, and no proto enum names */
     const char *snake[] = {"trace_id", "span_id", "parent_span", "start_time", "end_time",
                            "dropped_", "resource_spans", "scope_spans", "int_value",
@@ -949,11 +1104,16 @@ static void json_mapping(void **state)
     assert_int_equal(cbt_span_set_f64(&s, tu_name("j.nan"), NAN), CBT_OK);
     assert_int_equal(cbt_span_set_f64(&s, tu_name("j.inf"), -INFINITY), CBT_OK);
     assert_int_equal(cbt_span_set_f64(&s, tu_name("j.one"), 1.0), CBT_OK);
+    const double odd[] = {NAN, -INFINITY, 3.0};
+    set_array(&s, "j.arr", ARR_F64, odd, 3);
     js = json_of(&r, &s, 1);
     python_json_ok(js);
     assert_non_null(strstr(js, "\"doubleValue\":\"NaN\""));
     assert_non_null(strstr(js, "\"doubleValue\":\"-Infinity\""));
     assert_non_null(strstr(js, "\"doubleValue\":1.0}"));
+    assert_non_null(strstr(js, "{\"key\":\"j.arr\",\"value\":{\"arrayValue\":{\"values\":["
+                               "{\"doubleValue\":\"NaN\"},{\"doubleValue\":\"-Infinity\"},"
+                               "{\"doubleValue\":3.0}]}}}"));
     assert_null(strstr(js, "parentSpanId"));
     assert_null(strstr(js, "\"status\""));
     assert_null(strstr(js, "\"flags\""));

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "testutil.h"
+#include "cbt/array.h"
 
 /* A shutdown's bound is its shutdown_timeout_ms plus this much of the
  * machine's own time (draining, joining); a sanitizer build
@@ -1008,6 +1009,174 @@ static void oversized_batch_split(void **state)
     tu_stop();
 }
 
+/* ---- array attributes: a 128 k-token span against max_message_bytes ------------------- */
+
+#define BIG_IDS 131072 /* a 128 k-token prompt: about 0.7 MB of protobuf, 2.8 MB of JSON */
+
+static cbt_event_type g_arr_type;
+static cbt_name g_k_ids, g_k_words;
+
+/* The subscriber: each "test.otlp.arrays" event becomes a span "arrays"
+ * with the event's values (its arrays included). */
+static cbt_status array_span(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx;
+    if (ev->type != g_arr_type)
+        return CBT_OK;
+    cbt_span *s = cbt_span_start_for_event(t, tu_name("arrays"), CBT_SPAN_KIND_INTERNAL, NULL, ev);
+    if (!s)
+        return CBT_ERR_FULL;
+    cbt_span_set_from_event(s, ev);
+    cbt_span_end(t, s, ev->ts);
+    return CBT_OK;
+}
+
+/* start(), then the subscriber; publish one array event of `n` ids (i * 3)
+ * and a short string array, and one small MP request beside it. */
+static cbt_otlp_exporter *start_arrays(const cbt_otlp_config *c, size_t n, const char *sid)
+{
+    cbt_otlp_exporter *e = start(c);
+    assert_int_equal(cbt_event_type_register("test.otlp.arrays", &g_arr_type), CBT_OK);
+    g_k_ids = tu_name("lmcache.input_ids");
+    g_k_words = tu_name("words");
+    cbt_subscriber sub;
+    memset(&sub, 0, sizeof sub);
+    sub.version = CBT_SUBSCRIBER_VERSION;
+    sub.size = sizeof sub;
+    sub.name = "test-otlp-arrays";
+    sub.on_event = array_span;
+    memset(sub.mask, 0xff, sizeof sub.mask);
+    assert_int_equal(cbt_add_subscriber(&sub), CBT_OK);
+    int64_t *ids = malloc(n * sizeof *ids);
+    assert_non_null(ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (int64_t)i * 3;
+    const char *const words[] = {"alpha", "", "gamma"};
+    static cbt_event ev;
+    assert_int_equal(cbt_event_init(&ev, g_arr_type, sid), CBT_OK);
+    assert_int_equal(cbt_event_array_i64(&ev, g_k_ids, ids, n), CBT_OK);
+    assert_int_equal(cbt_event_array_str(&ev, g_k_words, words, 3), CBT_OK);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    free(ids);
+    tu_pub_mp_requests(sid, 1); /* 3 small spans in the same batch */
+    tu_flush();
+    return e;
+}
+
+/* The largest request the server recorded. */
+static size_t largest_body(void)
+{
+    size_t big = 0;
+    for (uint32_t i = 0; i < hl_request_count(g_srv); i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        if (r.body_len > big)
+            big = r.body_len;
+        hl_request_free(&r);
+    }
+    return big;
+}
+
+/* Protobuf, the default max_message_bytes: the 128 k-element array arrives
+ * whole, in order (AnyValue.array_value); JSON likewise (ints as strings).
+ * Under a max_message_bytes the big span's request passes: that span alone
+ * is dropped and counted (spans_too_large), its batch's small spans go out. */
+static void array_span_sizes(void **state)
+{
+    (void)state;
+    cbt_otlp_config c;
+    test_config(&c);
+    cbt_otlp_exporter *e = start_arrays(&c, BIG_IDS, "arr-pb");
+    cbt_otlp_stats s = stats_of(e);
+    assert_int_equal(s.spans_exported, 4);
+    assert_int_equal(s.spans_dropped, 0);
+    size_t pb_size = largest_body();
+    assert_true(pb_size > 600000 && pb_size < 1000000);
+    decode_all();
+    const pb_span *sp = NULL;
+    for (size_t i = 0; i < g_dec.n_spans; i++)
+        if (strcmp(g_dec.spans[i]->name, "arrays") == 0)
+            sp = g_dec.spans[i];
+    assert_non_null(sp);
+    const pb_kv *kv = pb_attr(sp, "lmcache.input_ids");
+    assert_non_null(kv);
+    assert_int_equal(kv->value->value_case,
+                     OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE);
+    assert_int_equal(kv->value->array_value->n_values, BIG_IDS);
+    for (size_t i = 0; i < BIG_IDS; i++) {
+        const Opentelemetry__Proto__Common__V1__AnyValue *v = kv->value->array_value->values[i];
+        if (v->value_case != OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE ||
+            v->int_value != (int64_t)i * 3)
+            fail_msg("element %zu of lmcache.input_ids is not %zu", i, i * 3);
+    }
+    kv = pb_attr(sp, "words");
+    assert_non_null(kv);
+    assert_int_equal(kv->value->array_value->n_values, 3);
+    assert_string_equal(kv->value->array_value->values[0]->string_value, "alpha");
+    assert_string_equal(kv->value->array_value->values[1]->string_value, "");
+    assert_string_equal(kv->value->array_value->values[2]->string_value, "gamma");
+    decoded_free();
+    tu_stop();
+
+    /* JSON, the default limit: whole */
+    uint32_t before = hl_request_count(g_srv);
+    test_config(&c);
+    c.protocol = CBT_OTLP_HTTP_JSON;
+    e = start_arrays(&c, BIG_IDS, "arr-js");
+    s = stats_of(e);
+    assert_int_equal(s.spans_exported, 4);
+    assert_int_equal(s.spans_dropped, 0);
+    uint32_t n = hl_request_count(g_srv);
+    assert_true(n > before);
+    size_t ints = 0, js_size = 0;
+    for (uint32_t i = before; i < n; i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        char *body = strndup((const char *)r.body, r.body_len);
+        assert_non_null(body);
+        if (r.body_len > js_size)
+            js_size = r.body_len;
+        const char *p = strstr(body, "{\"key\":\"lmcache.input_ids\",\"value\":{\"arrayValue\":"
+                                     "{\"values\":[{\"intValue\":\"0\"},{\"intValue\":\"3\"},");
+        const char *end = p ? strstr(p, "]}}") : NULL; /* the array's end */
+        for (; p && (p = strstr(p, "{\"intValue\":\"")) != NULL && p < end; p++)
+            ints++;
+        free(body);
+        hl_request_free(&r);
+    }
+    assert_int_equal(ints, BIG_IDS);
+    assert_true(js_size > 2000000 && js_size < c.max_message_bytes);
+    tu_stop();
+
+    /* over the limit: the big span dropped and counted, the rest sent */
+    before = hl_request_count(g_srv);
+    test_config(&c);
+    c.protocol = CBT_OTLP_HTTP_JSON;
+    c.max_message_bytes = 1u << 20; /* protobuf's 0.7 MB would fit; JSON's 2.8 MB does not */
+    e = start_arrays(&c, BIG_IDS, "arr-big");
+    s = stats_of(e);
+    assert_int_equal(s.spans_too_large, 1);
+    assert_int_equal(s.spans_dropped, 1);
+    assert_int_equal(s.spans_exported, 3);
+    assert_true(hl_request_count(g_srv) > before);
+    for (uint32_t i = before; i < hl_request_count(g_srv); i++) {
+        hl_request r;
+        assert_true(hl_request_get(g_srv, i, &r));
+        assert_true(r.body_len <= c.max_message_bytes);
+        hl_request_free(&r);
+    }
+    tu_stop();
+
+    /* protobuf under the same limit: fits */
+    test_config(&c);
+    c.max_message_bytes = 1u << 20;
+    e = start_arrays(&c, BIG_IDS, "arr-pb1");
+    s = stats_of(e);
+    assert_int_equal(s.spans_too_large, 0);
+    assert_int_equal(s.spans_exported, 4);
+    tu_stop();
+}
+
 static void disabled_sends_nothing(void **state)
 {
     (void)state;
@@ -1303,6 +1472,8 @@ int main(void)
     unsetenv("all_proxy");
     unsetenv("ALL_PROXY");
     setenv("no_proxy", "127.0.0.1,localhost", 1);
+    if (getenv("CBT_TEST_FILTER")) /* one case while working on it */
+        cmocka_set_test_filter(getenv("CBT_TEST_FILTER"));
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(proto_trees_arrive),
@@ -1327,6 +1498,7 @@ int main(void)
         T(partial_success_counted),
         T(partial_success_json),
         T(oversized_batch_split),
+        T(array_span_sizes),
         T(disabled_sends_nothing),
         T(bad_configs_refused),
         T(env_endpoints),

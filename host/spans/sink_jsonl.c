@@ -6,7 +6,13 @@
  * always has a '.' or exponent, bool, string), dropped_attributes, events
  * (an array, in the order they were added, of {name, time_unix_nano,
  * attributes, dropped_attributes}), dropped_events, truncated_attributes.
- * A line is at most CBT_SPAN_JSON_MAX bytes (internal/json.h).
+ * An array attribute is a plain JSON array of its elements ([1,2,3],
+ * ["a","b"], [true,false], doubles as the scalars are), written whole.
+ * A line is at most CBT_SPAN_JSON_MAX bytes (internal/json.h) for a span
+ * without arrays; one with arrays may be longer (a 128 k-token prompt is
+ * about 1 MB): it is written from a heap buffer taken for it alone, up to
+ * CBT_SPAN_JSON_BIG_MAX (64 MiB), and freed after its write; a span longer
+ * still (or with no memory for it) is lost, counted in `lost`.
  *
  * Writing: lines collect in the sink's own buffer (JSONL_FILL bytes, or
  * JSONL_SPANS lines) and go to the file with write(2) when it is full and at
@@ -126,8 +132,12 @@ typedef struct jsonl_sink {
     bool cut;                      /* a short write left part of a line in the file */
     off_t whole_end;               /* cut: where the last whole line ends (-1: unknown) */
     _Atomic uint64_t lost;         /* spans never written whole */
-    char buf[JSONL_FILL + CBT_SPAN_JSON_MAX]; /* room for one more line past the fill mark */
+    char *buf;                     /* JSONL_CAP bytes; for a long span's line alone, more */
+    size_t cap;
 } jsonl_sink;
+
+/* room for one more line of a span without arrays past the fill mark */
+#define JSONL_CAP ((size_t)JSONL_FILL + CBT_SPAN_JSON_MAX)
 
 /* After a short write: take the fragment of the cut line out of the file
  * (ftruncate to whole_end, and write from there on), or, where that is not
@@ -194,19 +204,56 @@ static cbt_status write_out(jsonl_sink *j)
     return st;
 }
 
+/* A span longer than the room left (only one with arrays can be): the lines
+ * before it go out, then its own line from a buffer of its size (at most
+ * CBT_SPAN_JSON_BIG_MAX), written at once; the buffer shrinks back after. */
+static cbt_status long_line(jsonl_sink *j, const cbt_span *s, size_t need, cbt_status st)
+{
+    if (j->len) {
+        cbt_status w = write_out(j);
+        if (w != CBT_OK)
+            st = w;
+    }
+    if (need >= CBT_SPAN_JSON_BIG_MAX) {
+        atomic_fetch_add_explicit(&j->lost, 1, memory_order_relaxed);
+        return CBT_ERR_FULL;
+    }
+    char *big = realloc(j->buf, need + 1);
+    if (!big) {
+        atomic_fetch_add_explicit(&j->lost, 1, memory_order_relaxed);
+        return CBT_ERR_NOMEM;
+    }
+    j->buf = big;
+    j->cap = need + 1;
+    size_t n = cbt_span_to_json(s, j->buf, j->cap); /* the same bytes: n == need */
+    if (n < j->cap) {
+        j->len = n;
+        j->ends[j->n++] = (uint32_t)n;
+        cbt_status w = write_out(j);
+        if (w != CBT_OK)
+            st = w;
+    } else {
+        atomic_fetch_add_explicit(&j->lost, 1, memory_order_relaxed);
+        st = CBT_ERR_FULL;
+    }
+    char *small = realloc(j->buf, JSONL_CAP); /* give the memory back */
+    if (small) {
+        j->buf = small;
+        j->cap = JSONL_CAP;
+    }
+    return st;
+}
+
 static cbt_status jsonl_on_span(void *ctx, const cbt_span *s)
 {
     jsonl_sink *j = ctx;
     cbt_status st = CBT_OK;
     if (j->len > JSONL_FILL || j->n == JSONL_SPANS)
         st = write_out(j); /* the spans before this one */
-    size_t n = cbt_span_to_json(s, j->buf + j->len, sizeof j->buf - j->len);
-    if (n >= sizeof j->buf - j->len) {
-        /* cannot happen with the bounded span (the room left is at least
-         * CBT_SPAN_JSON_MAX); counted if it does */
-        atomic_fetch_add_explicit(&j->lost, 1, memory_order_relaxed);
-        return CBT_ERR_FULL;
-    }
+    size_t n = cbt_span_to_json(s, j->buf + j->len, j->cap - j->len);
+    if (n >= j->cap - j->len)
+        return long_line(j, s, n, st); /* only a span with arrays: the room left
+                                          is at least CBT_SPAN_JSON_MAX */
     j->len += n;
     j->ends[j->n++] = (uint32_t)j->len;
     return st;
@@ -225,6 +272,7 @@ static void jsonl_destroy(void *ctx)
     jsonl_sink *j = ctx;
     (void)write_out(j); /* empty after cbt_shutdown's last flush; mends a cut line */
     close(j->fd);
+    free(j->buf);
     free(j);
 }
 
@@ -240,6 +288,12 @@ cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
     jsonl_sink *j = calloc(1, sizeof *j);
     if (!j)
         return CBT_ERR_NOMEM;
+    j->cap = JSONL_CAP;
+    j->buf = malloc(j->cap);
+    if (!j->buf) {
+        free(j);
+        return CBT_ERR_NOMEM;
+    }
     /* A FIFO: opened without waiting for a reader (a plain open would wait
      * for one forever); none is an error, said now. Its writes then happen
      * on the sink's thread (the sink is not CBT_SINK_NONBLOCKING), so a
@@ -256,6 +310,7 @@ cbt_status cbt_jsonl_sink_create_into(const char *path, cbt_sink *sink_out)
                             "first\n", path);
         else
             fprintf(stderr, "cbt: cannot open span file '%s': %s\n", path, strerror(e));
+        free(j->buf);
         free(j);
         errno = e;
         return CBT_ERR_IO;

@@ -1,6 +1,8 @@
 /* host/util/json.c — owns the bounded JSON writer (see json.h). */
 #include "internal/json.h"
 
+#include "cbt/array.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -125,6 +127,60 @@ void cbt_jbuf_f64(cbt_jbuf *b, double v)
     }
 }
 
+void cbt_jbuf_array(cbt_jbuf *b, const cbt_array *arr)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, arr);
+    cbt_jbuf_raw(b, "[", 1);
+    bool first = true;
+    switch (arr->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v)) {
+            if (!first)
+                cbt_jbuf_raw(b, ",", 1);
+            first = false;
+            char tmp[24];
+            int n = snprintf(tmp, sizeof tmp, "%lld", (long long)v);
+            cbt_jbuf_raw(b, tmp, (size_t)(n > 0 ? n : 0));
+        }
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v)) {
+            if (!first)
+                cbt_jbuf_raw(b, ",", 1);
+            first = false;
+            cbt_jbuf_f64(b, v);
+        }
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v)) {
+            if (!first)
+                cbt_jbuf_raw(b, ",", 1);
+            first = false;
+            cbt_jbuf_cstr(b, v ? "true" : "false");
+        }
+        break;
+    }
+    default: {
+        const char *v;
+        size_t n;
+        while (cbt_array_next_str(&it, &v, &n)) {
+            if (!first)
+                cbt_jbuf_raw(b, ",", 1);
+            first = false;
+            cbt_jbuf_str(b, v, n);
+        }
+        break;
+    }
+    }
+    cbt_jbuf_raw(b, "]", 1);
+}
+
 void cbt_jbuf_attr(cbt_jbuf *b, const cbt_span *s, const cbt_attr *a)
 {
     cbt_jbuf_str(b, cbt_name_str(a->key), cbt_name_len(a->key));
@@ -139,6 +195,14 @@ void cbt_jbuf_attr(cbt_jbuf *b, const cbt_span *s, const cbt_attr *a)
         else
             cbt_jbuf_cstr(b, "null"); /* not a value of this arena */
         break;
+    case CBT_META_ARRAY: {
+        cbt_array arr;
+        if (cbt_attr_array(a, &arr))
+            cbt_jbuf_array(b, &arr);
+        else
+            cbt_jbuf_cstr(b, "null"); /* not an array of the store */
+        break;
+    }
     default: cbt_jbuf_cstr(b, "null"); break;
     }
 }
