@@ -273,7 +273,10 @@ static void huge_refused(void **state)
     /* a map32 claiming 2^32-1 entries, a str32 of 4 GiB: rejected unallocated */
     assert_int_equal(one_frame((const unsigned char *)"\xdf\xff\xff\xff\xff", 5), CBT_ERR_LMCT_LIMIT);
     assert_int_equal(one_frame((const unsigned char *)"\x81\xdb\xff\xff\xff\xff", 6), CBT_ERR_LMCT_LIMIT);
-    assert_int_equal(one_frame((const unsigned char *)"\xdd\x00\x0f\xff\xff", 5), CBT_ERR_LMCT_LIMIT);
+    /* an array past CBT_LMCT_SCALAR_ARRAY_MAX; one within it (an event's
+     * array value may be long) that claims more items than the frame has */
+    assert_int_equal(one_frame((const unsigned char *)"\xdd\xff\xff\xff\xff", 5), CBT_ERR_LMCT_LIMIT);
+    assert_int_equal(one_frame((const unsigned char *)"\xdd\x00\x0f\xff\xff", 5), CBT_ERR_LMCT_TYPE);
     /* nesting past CBT_LMCT_DEPTH_MAX */
     unsigned char deep[3 * (CBT_LMCT_DEPTH_MAX + 2) + 1];
     for (unsigned i = 0; i < CBT_LMCT_DEPTH_MAX + 2; i++)
@@ -420,13 +423,114 @@ static void schemas(void **state)
     unlink(g_path);
 }
 
+/* A frame of {"a": [n items]}: the items `item` (1 byte each) but the one at
+ * `odd` (if < n), which is an empty map. Its length prefix first. */
+static unsigned char *long_array_frame(uint32_t n, unsigned char item, uint32_t odd, size_t *len)
+{
+    size_t body = 3 + 5 + (size_t)n;
+    unsigned char *b = malloc(4 + body);
+    assert_non_null(b);
+    b[0] = (unsigned char)(body >> 24), b[1] = (unsigned char)(body >> 16);
+    b[2] = (unsigned char)(body >> 8), b[3] = (unsigned char)body;
+    memcpy(b + 4, "\x81\xa1\x61\xdd", 4);
+    b[8] = (unsigned char)(n >> 24), b[9] = (unsigned char)(n >> 16);
+    b[10] = (unsigned char)(n >> 8), b[11] = (unsigned char)n;
+    memset(b + 12, item, n);
+    if (odd < n)
+        b[12 + odd] = 0x80;
+    *len = 4 + body;
+    return b;
+}
+
+/* An event's array value may hold more than CBT_LMCT_ARRAY_MAX items (a
+ * 128 k-token prompt): an array of scalars in a record, up to
+ * CBT_LMCT_SCALAR_ARRAY_MAX, bounded by the frame. Nowhere else: not in the
+ * header, not with a map or array among its items. */
+static void long_scalar_arrays(void **state)
+{
+    (void)state;
+    enum { N = 131072 };
+    cbt_lmct_value *ints = calloc(N, sizeof *ints), *strs = calloc(CBT_LMCT_ARRAY_MAX + 1, sizeof *strs);
+    assert_non_null(ints);
+    assert_non_null(strs);
+    for (uint32_t i = 0; i < N; i++)
+        ints[i] = i % 3 == 0 ? CBT_LMCT_I(-(int64_t)i - 1) : CBT_LMCT_U(i);
+    ints[0] = CBT_LMCT_I(INT64_MIN);
+    for (uint32_t i = 0; i <= CBT_LMCT_ARRAY_MAX; i++)
+        strs[i] = CBT_LMCT_S("ab", i % 3);
+    cbt_lmct_kv args[] = {
+        CBT_LMCT_KV("ids", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY, .v.array = {ints, N}})),
+        CBT_LMCT_KV("s", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY,
+                                          .v.array = {strs, CBT_LMCT_ARRAY_MAX + 1}})),
+    };
+    cbt_lmct_header h = gpu_header();
+    cbt_lmct_writer *w;
+    tmp_path();
+    assert_int_equal(cbt_lmct_writer_open(g_path, &h, &w), CBT_OK);
+    cbt_lmct_record r = CBT_LMCT_RECORD_INIT;
+    r.qualname = "cbt.event";
+    r.args = args;
+    r.arg_count = 2;
+    assert_int_equal(cbt_lmct_writer_append(w, &r), CBT_OK);
+    /* a map among the items of a long array: refused */
+    cbt_lmct_value odd = strs[7];
+    strs[7] = (cbt_lmct_value){.type = CBT_LMCT_MAP};
+    assert_int_equal(cbt_lmct_writer_append(w, &r), CBT_ERR_LMCT_LIMIT);
+    strs[7] = odd;
+    assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(g_path, &rd), CBT_OK);
+    const cbt_lmct_record *got;
+    assert_int_equal(cbt_lmct_reader_next(rd, &got), CBT_OK);
+    assert_non_null(got);
+    const cbt_lmct_value *a = arg(got, "ids");
+    assert_non_null(a);
+    assert_int_equal(a->type, CBT_LMCT_ARRAY);
+    assert_int_equal(a->v.array.count, N);
+    assert_int_equal(a->v.array.items[0].type, CBT_LMCT_INT);
+    assert_true(a->v.array.items[0].v.i == INT64_MIN);
+    assert_int_equal(a->v.array.items[N - 1].type, CBT_LMCT_UINT);
+    assert_int_equal(a->v.array.items[N - 1].v.u, N - 1);
+    assert_true(a->v.array.items[3].v.i == -4);
+    a = arg(got, "s");
+    assert_int_equal(a->v.array.count, CBT_LMCT_ARRAY_MAX + 1);
+    assert_int_equal(a->v.array.items[CBT_LMCT_ARRAY_MAX].v.s.len, CBT_LMCT_ARRAY_MAX % 3);
+    assert_int_equal(cbt_lmct_reader_next(rd, &got), CBT_OK);
+    assert_null(got);
+    cbt_lmct_reader_close(rd);
+    /* the header keeps CBT_LMCT_ARRAY_MAX: the writer refuses, and so does the reader */
+    cbt_lmct_kv meta = CBT_LMCT_KV("m", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY,
+                                                         .v.array = {ints, CBT_LMCT_ARRAY_MAX + 1}}));
+    h.level_meta = &meta;
+    h.level_meta_count = 1;
+    assert_int_equal(cbt_lmct_writer_open(g_path, &h, &w), CBT_ERR_LMCT_LIMIT);
+    unlink(g_path);
+    free(ints);
+    free(strs);
+    size_t len;
+    unsigned char *f = long_array_frame(CBT_LMCT_ARRAY_MAX + 1, 0x01, UINT32_MAX, &len);
+    assert_int_equal(cbt_lmct_reader_open_mem(f, len, &rd), CBT_ERR_LMCT_LIMIT);
+    assert_null(rd);
+    free(f);
+    /* in a record frame: read; with a map among the items: refused */
+    f = long_array_frame(CBT_LMCT_ARRAY_MAX + 1, 0x01, UINT32_MAX, &len);
+    assert_int_equal(one_frame(f + 4, len - 4), CBT_ERR_LMCT_TYPE); /* {"a": ...} is no Record */
+    free(f);
+    f = long_array_frame(CBT_LMCT_ARRAY_MAX + 1, 0x01, 60000, &len);
+    assert_int_equal(one_frame(f + 4, len - 4), CBT_ERR_LMCT_LIMIT);
+    free(f);
+    f = long_array_frame(CBT_LMCT_ARRAY_MAX, 0x01, 7, &len); /* a short one may hold maps */
+    assert_int_equal(one_frame(f + 4, len - 4), CBT_ERR_LMCT_TYPE);
+    free(f);
+}
+
 int main(void)
 {
     tmp_path();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip),  cmocka_unit_test(truncated_tail), cmocka_unit_test(bad_header),
         cmocka_unit_test(oversize_frame), cmocka_unit_test(wrong_types), cmocka_unit_test(huge_refused),
-        cmocka_unit_test(schemas),
+        cmocka_unit_test(schemas), cmocka_unit_test(long_scalar_arrays),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -41,6 +41,11 @@ enum {
     CBT_RK_SHUTDOWN,   /* the stop path ends what is open */
     CBT_RK_GAP,        /* entries were dropped here (the buffer was full) */
     CBT_RK_IDS,        /* the span-id generator's state, after spans no record explains */
+    /* a dispatched event with array values: a head cell, the event's record,
+     * then each array's elements, copied out of the store (recorder.c);
+     * larger than a byte of cells can say, so its cells are a u32 */
+    CBT_RK_EVENT_ARRAYS,
+    CBT_RK_PAD,        /* cells skipped to the ring's end before a large entry */
 };
 
 /* Which of the tracer's rings a ring record or device clock is of. */

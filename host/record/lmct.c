@@ -50,9 +50,31 @@ static cbt_status pack_cstr(msgpack_packer *pk, const char *s)
     return pack_str(pk, s, strlen(s));
 }
 
-static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n, unsigned depth);
+static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n, unsigned depth,
+                           bool rec);
 
-static cbt_status pack_value(msgpack_packer *pk, const cbt_lmct_value *v, unsigned depth)
+static bool is_container(const cbt_lmct_value *v)
+{
+    return v->type == CBT_LMCT_ARRAY || v->type == CBT_LMCT_MAP;
+}
+
+/* An array's count within its bound: CBT_LMCT_ARRAY_MAX, or, in a record's
+ * args, CBT_LMCT_SCALAR_ARRAY_MAX for an array of scalars (the reader's
+ * rule, scan()). */
+static bool array_count_ok(const cbt_lmct_value *v, bool rec)
+{
+    uint32_t n = v->v.array.count;
+    if (n <= CBT_LMCT_ARRAY_MAX)
+        return true;
+    if (!rec || n > CBT_LMCT_SCALAR_ARRAY_MAX || !v->v.array.items)
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (is_container(&v->v.array.items[i]))
+            return false;
+    return true;
+}
+
+static cbt_status pack_value(msgpack_packer *pk, const cbt_lmct_value *v, unsigned depth, bool rec)
 {
     switch (v->type) {
     case CBT_LMCT_NIL: msgpack_pack_nil(pk); return CBT_OK;
@@ -78,13 +100,13 @@ static cbt_status pack_value(msgpack_packer *pk, const cbt_lmct_value *v, unsign
         msgpack_pack_bin_body(pk, v->v.s.ptr, v->v.s.len);
         return CBT_OK;
     case CBT_LMCT_ARRAY:
-        if (depth >= CBT_LMCT_DEPTH_MAX || v->v.array.count > CBT_LMCT_ARRAY_MAX)
+        if (depth >= CBT_LMCT_DEPTH_MAX || !array_count_ok(v, rec))
             return CBT_ERR_LMCT_LIMIT;
         if (v->v.array.count && !v->v.array.items)
             return CBT_ERR_INVAL;
         msgpack_pack_array(pk, v->v.array.count);
         for (uint32_t i = 0; i < v->v.array.count; i++) {
-            cbt_status st = pack_value(pk, &v->v.array.items[i], depth + 1);
+            cbt_status st = pack_value(pk, &v->v.array.items[i], depth + 1, rec);
             if (st)
                 return st;
         }
@@ -92,12 +114,13 @@ static cbt_status pack_value(msgpack_packer *pk, const cbt_lmct_value *v, unsign
     case CBT_LMCT_MAP:
         if (depth >= CBT_LMCT_DEPTH_MAX)
             return CBT_ERR_LMCT_LIMIT;
-        return pack_map(pk, v->v.map.items, v->v.map.count, depth + 1);
+        return pack_map(pk, v->v.map.items, v->v.map.count, depth + 1, rec);
     }
     return CBT_ERR_INVAL;
 }
 
-static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n, unsigned depth)
+static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n, unsigned depth,
+                           bool rec)
 {
     if (n > CBT_LMCT_MAP_MAX)
         return CBT_ERR_LMCT_LIMIT;
@@ -107,7 +130,7 @@ static cbt_status pack_map(msgpack_packer *pk, const cbt_lmct_kv *kv, uint32_t n
     for (uint32_t i = 0; i < n; i++) {
         cbt_status st = pack_cstr(pk, kv[i].key);
         if (!st)
-            st = pack_value(pk, &kv[i].value, depth);
+            st = pack_value(pk, &kv[i].value, depth, rec);
         if (st)
             return st;
     }
@@ -206,7 +229,7 @@ static cbt_status encode_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
         return st;
     if (meta) {
         pack_cstr(&pk, "level_meta");
-        if ((st = pack_map(&pk, h->level_meta, h->level_meta_count, 1)))
+        if ((st = pack_map(&pk, h->level_meta, h->level_meta_count, 1, false)))
             return st;
     }
     return CBT_OK;
@@ -343,7 +366,7 @@ cbt_status cbt_lmct_writer_append(cbt_lmct_writer *w, const cbt_lmct_record *rec
     st = pack_cstr(&pk, rec->qualname);
     if (!st) {
         pack_cstr(&pk, "args");
-        st = pack_map(&pk, rec->args, rec->arg_count, 1);
+        st = pack_map(&pk, rec->args, rec->arg_count, 1, true);
     }
     return frame_end(w, st);
 }
@@ -408,7 +431,14 @@ typedef struct {
     size_t nodes; /* values, map entries counted as two (kv + value) */
     size_t strbytes;
     const char *why;
+    bool records; /* a record frame: arrays of scalars may hold CBT_LMCT_SCALAR_ARRAY_MAX */
 } scan_state;
+
+/* The type byte of a map or an array. */
+static bool container_byte(unsigned c)
+{
+    return (c & 0xe0) == 0x80 || (c >= 0xdc && c <= 0xdf);
+}
 
 static bool need(scan_state *s, size_t n)
 {
@@ -489,8 +519,12 @@ static cbt_status scan(scan_state *s, unsigned depth)
         s->why = "nests maps/arrays deeper than CBT_LMCT_DEPTH_MAX";
         return CBT_ERR_LMCT_LIMIT;
     }
-    if (kind == 2 && n > CBT_LMCT_ARRAY_MAX) {
-        s->why = "holds an array longer than CBT_LMCT_ARRAY_MAX";
+    /* a long array: only of scalars, only in a record (an event's array
+     * value); every item is checked to be no container below */
+    bool scalars_only = kind == 2 && n > CBT_LMCT_ARRAY_MAX;
+    if (scalars_only && (!s->records || n > CBT_LMCT_SCALAR_ARRAY_MAX)) {
+        s->why = s->records ? "holds an array longer than CBT_LMCT_SCALAR_ARRAY_MAX"
+                            : "holds an array longer than CBT_LMCT_ARRAY_MAX";
         return CBT_ERR_LMCT_LIMIT;
     }
     if (kind == 3 && n > CBT_LMCT_MAP_MAX) {
@@ -503,6 +537,10 @@ static cbt_status scan(scan_state *s, unsigned depth)
         return CBT_ERR_LMCT_TYPE;
     }
     for (uint64_t i = 0; i < items; i++) {
+        if (scalars_only && container_byte(*s->p)) { /* items <= bytes left: *s->p is in */
+            s->why = "holds an array longer than CBT_LMCT_ARRAY_MAX with a map or array in it";
+            return CBT_ERR_LMCT_LIMIT;
+        }
         cbt_status st = scan(s, depth + 1);
         if (st)
             return st;
@@ -658,7 +696,8 @@ static cbt_status unpack_frame(cbt_lmct_reader *r, size_t len, const char *what,
         say(r, "the %s frame at offset %llu is empty", what, (unsigned long long)r->offset);
         return CBT_ERR_LMCT_TYPE;
     }
-    scan_state s = {.p = r->frame, .end = r->frame + len, .why = "is malformed"};
+    scan_state s = {.p = r->frame, .end = r->frame + len, .why = "is malformed",
+                    .records = strcmp(what, "record") == 0};
     cbt_status st = scan(&s, 0);
     if (!st && s.p != s.end) {
         s.why = "has bytes after its one msgpack object";

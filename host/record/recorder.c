@@ -16,6 +16,17 @@
  * payload; an event entry is record.h's record with the kind in its stamp
  * word, so it costs what a publish costs: the parts the event uses.
  *
+ * An event with array values (CBT_EVF_ARRAYS) is a larger entry, since its
+ * elements live in the array store only until its dispatch ends and the
+ * writer encodes it later: a head cell, the event's record, then a copy of
+ * each array's elements (rec_event_arrays, below). Byte 8 is then 0 and
+ * its cells a u32 at byte 12; it is written whole, contiguous: when the
+ * slack past the ring's end is too short for it, a CBT_RK_PAD entry skips
+ * the cells to the end and it starts at cell 0. Its bound: ARR_BYTES_MAX of
+ * elements (the frame it becomes then fits CBT_LMCT_FRAME_MAX) and the
+ * ring's size; past either, or in a ring without room, it is dropped and
+ * counted like any entry.
+ *
  * Waking the writer (Dekker, both sides fenced): the writer stores
  * `sleeping` = 1, then loads `tail`, and sleeps on the futex only if
  * nothing came; the harvester, once per round that pushed, fences and
@@ -39,6 +50,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cbt/array.h"
 #include "cbt/context.h"
 #include "cbt/lmct.h"
 #include "internal/counter.h"
@@ -61,6 +73,23 @@
 #define MAX_BUFFER_KIB 1048576u
 
 _Static_assert(ENTRY_HEAD + 40 + JSON_MAX <= ENTRY_CELLS_MAX * CBT_REC_CELL, "the header entry fits");
+
+/* An event entry with arrays: its elements' bytes at most (the msgpack of an
+ * element is at most 9/8 of its bytes here, a string's 5/4: the frame stays
+ * under CBT_LMCT_FRAME_MAX with room for the event's other parts). */
+#define ARR_BYTES_MAX (CBT_LMCT_FRAME_MAX / 2u)
+#define BIG_HEAD CBT_REC_CELL /* its head cell: kind, cells, arrays, the record's cells */
+
+/* One array value in an event entry, before its elements. */
+typedef struct arr_head {
+    uint32_t meta;     /* the value's index among the event's values */
+    uint8_t type;      /* cbt_array_type */
+    uint8_t present;   /* 0: a dropped array (the store had no room): no elements */
+    uint16_t reserved;
+    uint32_t count;    /* elements */
+    uint32_t bytes;    /* their bytes, before the padding to 8 */
+} arr_head;
+_Static_assert(sizeof(arr_head) == 16, "arr_head keeps elements 8-byte aligned");
 
 struct cbt_recorder {
     /* producer (the harvester) */
@@ -89,6 +118,8 @@ struct cbt_recorder {
     cbt_lmct_writer *w;
     uint64_t wall_start; /* unix ns, from the header entry */
     cbt_event scratch;
+    cbt_lmct_value *items; /* an event's array elements as values (grown, bounded by ARR_BYTES_MAX) */
+    size_t items_cap;
     /* the counters, owned by the tracer (it outlives us: cbt_metrics_get
      * may read them while cbt_shutdown closes us) */
     cbt_rec_counts *c;
@@ -342,6 +373,40 @@ static unsigned char *claim(cbt_recorder *r, uint32_t cells)
     return p;
 }
 
+/* Claim `cells` contiguous cells for an entry that may be longer than the
+ * slack past the ring's end: when it would run past it, a CBT_RK_PAD entry
+ * takes the cells to the end first (both or neither fit). NULL (dropped,
+ * counted) as claim(). */
+static unsigned char *claim_big(cbt_recorder *r, uint32_t cells)
+{
+    if (!r->pending_gap && cells <= r->n_cells) { /* (UINT32_MAX: always refused) */
+        uint64_t idx = atomic_load_explicit(&r->tail, memory_order_relaxed) & (r->n_cells - 1);
+        uint64_t pad = idx + cells <= r->n_cells + ENTRY_CELLS_MAX ? 0 : r->n_cells - idx;
+        if (pad + cells <= r->n_cells && claim_raw(r, (uint32_t)(pad + cells))) {
+            if (pad) {
+                unsigned char *q = r->cells + idx * CBT_REC_CELL;
+                uint32_t k = (uint32_t)pad;
+                put_head(q, CBT_RK_PAD, 0);
+                memcpy(q + 12, &k, 4);
+                commit(r, k);
+            }
+            return claim_raw(r, cells); /* at cell 0 after a pad: room was checked for both */
+        }
+    }
+    r->pending_gap++;
+    atomic_fetch_add_explicit(&r->c->dropped, 1, memory_order_relaxed);
+    return NULL;
+}
+
+/* An entry's cells: byte 8, or the u32 at byte 12 of a large entry. */
+static uint32_t entry_cells(const unsigned char *p)
+{
+    uint32_t k = p[8];
+    if (!k)
+        memcpy(&k, p + 12, 4);
+    return k ? k : 1;
+}
+
 typedef struct hdr_payload {
     uint64_t seed[4];
     uint64_t wall_start, mono_start_ns;
@@ -459,10 +524,127 @@ static void before(cbt_tracer *t, cbt_recorder *r)
     }
 }
 
+static uint64_t pad8(uint64_t n) { return (n + 7u) & ~(uint64_t)7u; }
+
+/* The bytes of a stored array's elements in an entry. */
+static uint64_t arr_bytes(const cbt_array *a)
+{
+    switch (a->type) {
+    case CBT_ARRAY_I64:
+    case CBT_ARRAY_F64: return (uint64_t)a->count * 8u;
+    case CBT_ARRAY_BOOL: return a->count;
+    case CBT_ARRAY_STR: {
+        cbt_array_iter it;
+        cbt_array_iter_init(&it, a);
+        const char *sp;
+        size_t len;
+        uint64_t b = 0;
+        while (cbt_array_next_str(&it, &sp, &len))
+            b += 4u + len;
+        return b;
+    }
+    default: return 0;
+    }
+}
+
+/* Copy a stored array's elements to dst (arr_bytes(a) bytes): numbers as
+ * their 8 bytes, bools a byte, strings a u32 length and the bytes. */
+static void arr_copy(unsigned char *dst, const cbt_array *a)
+{
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, a);
+    switch (a->type) {
+    case CBT_ARRAY_I64: {
+        int64_t v;
+        while (cbt_array_next_i64(&it, &v))
+            memcpy(dst, &v, 8), dst += 8;
+        break;
+    }
+    case CBT_ARRAY_F64: {
+        double v;
+        while (cbt_array_next_f64(&it, &v))
+            memcpy(dst, &v, 8), dst += 8;
+        break;
+    }
+    case CBT_ARRAY_BOOL: {
+        bool v;
+        while (cbt_array_next_bool(&it, &v))
+            *dst++ = v ? 1 : 0;
+        break;
+    }
+    case CBT_ARRAY_STR: {
+        const char *sp;
+        size_t len;
+        while (cbt_array_next_str(&it, &sp, &len)) {
+            uint32_t l = (uint32_t)len;
+            memcpy(dst, &l, 4);
+            memcpy(dst + 4, sp, len);
+            dst += 4u + len;
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+/* An event with array values (the harvester, during its dispatch: the
+ * store holds the elements): one CBT_RK_EVENT_ARRAYS entry with a copy of
+ * them, or a drop, counted, when it is past ARR_BYTES_MAX or finds no room.
+ * Never waits: the copy is the elements' bytes, the strings' walked twice. */
+static void rec_event_arrays(cbt_recorder *r, const cbt_event *ev)
+{
+    cbt_rec_size z = cbt_rec_size_of(ev, 0);
+    uint64_t eb[CBT_EVENT_META_MAX], elems = 0, bytes = 0;
+    uint32_t na = 0;
+    for (uint32_t i = 0; i < z.n_meta; i++) {
+        const cbt_meta *m = &ev->meta[i];
+        if (m->type != CBT_META_ARRAY)
+            continue;
+        cbt_array a;
+        eb[i] = cbt_meta_array(m, &a) ? arr_bytes(&a) : 0;
+        elems += eb[i];
+        bytes += sizeof(arr_head) + pad8(eb[i]);
+        na++;
+    }
+    uint64_t total = BIG_HEAD + (uint64_t)z.cells * CBT_REC_CELL + bytes;
+    uint64_t cells = (total + CBT_REC_CELL - 1) / CBT_REC_CELL;
+    /* past its bounds: refused by claim_big, dropped and counted */
+    unsigned char *p = claim_big(r, elems > ARR_BYTES_MAX || cells > r->n_cells ? UINT32_MAX
+                                                                              : (uint32_t)cells);
+    if (!p)
+        return;
+    uint32_t k = (uint32_t)cells, rc = z.cells;
+    put_head(p, CBT_RK_EVENT_ARRAYS, 0);
+    memcpy(p + 12, &k, 4);
+    memcpy(p + 16, &na, 4);
+    memcpy(p + 20, &rc, 4);
+    cbt_rec_write(p + BIG_HEAD, z, ev, CBT_RK_EVENT, NULL, NULL);
+    unsigned char *q = p + BIG_HEAD + (size_t)rc * CBT_REC_CELL;
+    for (uint32_t i = 0; i < z.n_meta; i++) {
+        const cbt_meta *m = &ev->meta[i];
+        if (m->type != CBT_META_ARRAY)
+            continue;
+        cbt_array a;
+        int present = cbt_meta_array(m, &a);
+        arr_head h = {.meta = i, .type = m->len, .present = (uint8_t)present,
+                      .count = present ? a.count : 0, .bytes = (uint32_t)eb[i]};
+        memcpy(q, &h, sizeof h);
+        q += sizeof h;
+        if (present)
+            arr_copy(q, &a);
+        q += pad8(eb[i]);
+    }
+    commit(r, k);
+}
+
 void cbt_rec_event_(cbt_tracer *t, const cbt_event *ev)
 {
     cbt_recorder *r = t->rec;
     before(t, r);
+    if (__builtin_expect((ev->flags & CBT_EVF_ARRAYS) != 0, 0)) {
+        rec_event_arrays(r, ev);
+        return;
+    }
     cbt_rec_size z = cbt_rec_size_of(ev, 0);
     unsigned char *p = claim(r, z.cells);
     if (!p)
@@ -629,8 +811,83 @@ static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json
 
 static const char *ring_name(uint32_t id) { return id == CBT_RREC_CUDA ? "cuda" : "host"; }
 
-/* One event as a record (docs/recording.md, "cbt.event"). */
-static void write_event(cbt_recorder *r, const unsigned char *src)
+static const char *array_type_name(uint8_t type)
+{
+    static const char *const n[] = {"?", "i64", "f64", "bool", "str"};
+    return type <= CBT_ARRAY_STR ? n[type] : n[0];
+}
+
+/* The array values of a CBT_RK_EVENT_ARRAYS entry `big` as msgpack arrays:
+ * vals[i] for each array value i (a dropped one stays nil); their items in
+ * r->items. 0 when the items found no memory. */
+static int event_arrays(cbt_recorder *r, const unsigned char *big, const cbt_event *ev,
+                        cbt_lmct_value *vals)
+{
+    uint32_t na, rc;
+    memcpy(&na, big + 16, 4);
+    memcpy(&rc, big + 20, 4);
+    const unsigned char *q0 = big + BIG_HEAD + (size_t)rc * CBT_REC_CELL, *q = q0;
+    size_t total = 0;
+    for (uint32_t j = 0; j < na; j++) { /* the elements, all arrays together */
+        arr_head h;
+        memcpy(&h, q, sizeof h);
+        total += h.present ? h.count : 0;
+        q += sizeof h + pad8(h.bytes);
+    }
+    if (total > r->items_cap) {
+        cbt_lmct_value *b = realloc(r->items, total * sizeof *b);
+        if (!b)
+            return 0;
+        r->items = b;
+        r->items_cap = total;
+    }
+    cbt_lmct_value *it = r->items;
+    q = q0;
+    for (uint32_t j = 0; j < na; j++) {
+        arr_head h;
+        memcpy(&h, q, sizeof h);
+        const unsigned char *e = q + sizeof h;
+        q = e + pad8(h.bytes);
+        if (h.meta >= ev->n_meta || h.meta >= CBT_EVENT_META_MAX)
+            continue;
+        cbt_lmct_value *v = &vals[h.meta];
+        if (!h.present) {
+            *v = (cbt_lmct_value){.type = CBT_LMCT_NIL};
+            continue;
+        }
+        *v = (cbt_lmct_value){.type = CBT_LMCT_ARRAY, .v.array = {it, h.count}};
+        for (uint32_t k = 0; k < h.count; k++, it++) {
+            switch (h.type) {
+            case CBT_ARRAY_I64: {
+                int64_t x;
+                memcpy(&x, e, 8), e += 8;
+                *it = CBT_LMCT_I(x);
+                break;
+            }
+            case CBT_ARRAY_F64: {
+                double x;
+                memcpy(&x, e, 8), e += 8;
+                *it = CBT_LMCT_F(x);
+                break;
+            }
+            case CBT_ARRAY_BOOL: *it = CBT_LMCT_B(*e++ != 0); break;
+            case CBT_ARRAY_STR: {
+                uint32_t l;
+                memcpy(&l, e, 4);
+                *it = CBT_LMCT_S((const char *)e + 4, l);
+                e += 4u + l;
+                break;
+            }
+            default: *it = (cbt_lmct_value){.type = CBT_LMCT_NIL}; break;
+            }
+        }
+    }
+    return 1;
+}
+
+/* One event as a record (docs/recording.md, "cbt.event"); `big`: its
+ * CBT_RK_EVENT_ARRAYS entry, whose arrays follow the record (else NULL). */
+static void write_event(cbt_recorder *r, const unsigned char *src, const unsigned char *big)
 {
     cbt_event *ev = &r->scratch;
     uint64_t kind;
@@ -638,7 +895,16 @@ static void write_event(cbt_recorder *r, const unsigned char *src)
     void *m;
     cbt_rec_read(src, ev, &kind, &s, &m);
     cbt_lmct_kv vals[CBT_EVENT_META_MAX];
-    uint32_t nv = 0;
+    cbt_lmct_value arrv[CBT_EVENT_META_MAX], types[CBT_EVENT_META_MAX];
+    uint32_t nv = 0, ntypes = 0;
+    for (uint32_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++) /* an array without its */
+        arrv[i] = (cbt_lmct_value){.type = CBT_LMCT_NIL};           /* elements: a dropped one */
+    if (big && !event_arrays(r, big, ev, arrv)) {
+        /* no memory for the elements: the event is lost, and the file says so */
+        atomic_fetch_add_explicit(&r->c->dropped, 1, memory_order_relaxed);
+        append_u(r, "cbt.gap", "dropped", 1, ev->ts);
+        return;
+    }
     for (uint32_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++) {
         const cbt_meta *mt = &ev->meta[i];
         cbt_lmct_value v = {.type = CBT_LMCT_NIL};
@@ -650,6 +916,12 @@ static void write_event(cbt_recorder *r, const unsigned char *src)
             size_t len = 0;
             const char *p = cbt_event_meta_str(ev, mt, &len);
             v = CBT_LMCT_S(p, (uint32_t)len);
+            break;
+        }
+        case CBT_META_ARRAY: {
+            const char *tn = array_type_name(mt->len);
+            v = arrv[i];
+            types[ntypes++] = CBT_LMCT_S(tn, (uint32_t)strlen(tn));
             break;
         }
         default: break;
@@ -677,7 +949,7 @@ static void write_event(cbt_recorder *r, const unsigned char *src)
         sm[ns++] = CBT_LMCT_KV("device", CBT_LMCT_I(ev->device));
     }
     const char *tn = cbt_event_type_name(ev->type);
-    cbt_lmct_kv args[8] = {
+    cbt_lmct_kv args[9] = {
         CBT_LMCT_KV("type", CBT_LMCT_S(tn, (uint32_t)strlen(tn))),
         CBT_LMCT_KV("session", CBT_LMCT_S(ev->session, ev->session_len)),
         CBT_LMCT_KV("ts_ns", CBT_LMCT_U(ev->ts)),
@@ -686,17 +958,24 @@ static void write_event(cbt_recorder *r, const unsigned char *src)
         CBT_LMCT_KV("values", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {vals, nv}})),
     };
     uint32_t na = 6;
+    /* the array values' element types, in the values' order (only when
+     * there are any: a file without arrays is as before) */
+    if (ntypes)
+        args[na++] = CBT_LMCT_KV("arrays", ((cbt_lmct_value){.type = CBT_LMCT_ARRAY,
+                                                             .v.array = {types, ntypes}}));
     if (nt)
         args[na++] = CBT_LMCT_KV("trace", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {tr, nt}}));
     if (ns)
         args[na++] = CBT_LMCT_KV("stream", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {sm, ns}}));
-    (void)append(r, "cbt.event", ev->ts, args, na);
+    if (append(r, "cbt.event", ev->ts, args, na) == CBT_ERR_LMCT_LIMIT)
+        append_u(r, "cbt.gap", "dropped", 1, ev->ts); /* counted by append; said in the file */
 }
 
 static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
 {
     const unsigned char *pl = p + ENTRY_HEAD;
     switch (p[0]) {
+    case CBT_RK_PAD: return; /* cells skipped before a large entry */
     case CBT_RK_HEADER: {
         hdr_payload h;
         memcpy(&h, pl, sizeof h);
@@ -712,7 +991,10 @@ static void write_entry(cbt_recorder *r, const unsigned char *p, uint64_t *now)
     }
     switch (p[0]) {
     case CBT_RK_EVENT:
-        write_event(r, p);
+        write_event(r, p, NULL);
+        break;
+    case CBT_RK_EVENT_ARRAYS:
+        write_event(r, p + BIG_HEAD, p);
         break;
     case CBT_RK_ROUND:
         memcpy(now, pl, 8);
@@ -814,7 +1096,7 @@ static void *writer_main(void *arg)
         uint64_t freed = head;
         while (head < tail) {
             const unsigned char *p = r->cells + (head & (r->n_cells - 1)) * CBT_REC_CELL;
-            uint32_t k = p[8] ? p[8] : 1;
+            uint32_t k = entry_cells(p);
             write_entry(r, p, &now);
             head += k;
             if (head - freed >= FREE_EVERY) { /* room for the harvester during a long backlog */
@@ -871,6 +1153,7 @@ void cbt_recorder_close_(cbt_recorder *r)
                         " records (its buffer was full or writes failed)\n",
                 r->path, dropped);
     free(r->raw);
+    free(r->items);
     free(r);
 }
 

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "cbt.h"
+#include "cbt/array.h"
 #include "cbt/cb.h"
 #include "cbt/lmct.h"
 #include "cbt/replay.h"
@@ -66,6 +67,11 @@ struct cbt_replay {
     int ran;
     int stop_seen; /* o.stop said stop */
     uint64_t gaps_said; /* gap lines written to the log (the first GAPS_SHOWN) */
+    /* an event's array elements, which its values borrow until its
+     * dispatch returns (grown; bounded by the frame: an element takes a
+     * byte of it at least) */
+    void *arr;
+    size_t arr_cap;
     char msg[512];
 };
 
@@ -417,6 +423,7 @@ void cbt_replay_close(cbt_replay *r)
         return;
     cbt_lmct_reader_close(r->rd);
     free(r->json);
+    free(r->arr);
     free(r);
 }
 
@@ -549,9 +556,133 @@ static int get_map_u(const cbt_lmct_value *m, const char *key, uint64_t max, uin
     return 1;
 }
 
+/* ---- array values (docs/recording.md, "cbt.event") --------------------------------
+ * A value that is a msgpack array, or nil, is an array value: "arrays" names
+ * the element types of those values in order ("i64", "f64", "bool", "str");
+ * nil is a dropped array (the live store had no room for it). */
+
+static int array_type_of(const cbt_lmct_value *v, cbt_array_type *out)
+{
+    static const char *const n[] = {"i64", "f64", "bool", "str"};
+    static const cbt_array_type t[] = {CBT_ARRAY_I64, CBT_ARRAY_F64, CBT_ARRAY_BOOL, CBT_ARRAY_STR};
+    if (v->type != CBT_LMCT_STR)
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v->v.s.ptr, n[i]) == 0) {
+            *out = t[i];
+            return 1;
+        }
+    return 0;
+}
+
+static size_t elem_bytes(cbt_array_type t)
+{
+    return t == CBT_ARRAY_BOOL ? sizeof(bool) : t == CBT_ARRAY_STR ? sizeof(char *) : 8u;
+}
+
+/* Room for every array value's elements of `vals` (typed by `types`, one
+ * type a value, none left over). */
+static int arrays_room(cbt_replay *r, const cbt_lmct_value *vals, const cbt_lmct_value *types)
+{
+    size_t need = 0;
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < vals->v.map.count; i++) {
+        const cbt_lmct_value *v = &vals->v.map.items[i].value;
+        if (v->type != CBT_LMCT_ARRAY && v->type != CBT_LMCT_NIL)
+            continue;
+        cbt_array_type t;
+        if (!types || j >= types->v.array.count || !array_type_of(&types->v.array.items[j++], &t))
+            return 0;
+        if (v->type == CBT_LMCT_ARRAY)
+            need += ((size_t)v->v.array.count * elem_bytes(t) + 7u) & ~(size_t)7u;
+    }
+    if (types && j != types->v.array.count)
+        return 0;
+    if (need > r->arr_cap) {
+        void *b = realloc(r->arr, need);
+        if (!b)
+            return 0;
+        r->arr = b;
+        r->arr_cap = need;
+    }
+    return 1;
+}
+
+/* One array value: its elements decoded into *room (advanced), then the
+ * setter of its type, which borrows them. */
+static cbt_status set_array_value(cbt_event *ev, cbt_name key, cbt_array_type t,
+                                  const cbt_lmct_value *v, unsigned char **room)
+{
+    if (v->type == CBT_LMCT_NIL) {
+        /* dropped live: an array value with no elements (handle 0, nothing
+         * borrowed), which a dispatch passes on as it is */
+        cbt_status st = cbt_event_array_i64(ev, key, NULL, 0);
+        if (st)
+            return st;
+        for (uint32_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++)
+            if (ev->meta[i].key == key && ev->meta[i].type == CBT_META_ARRAY) {
+                ev->meta[i].len = (uint8_t)t;
+                ev->meta[i].v.arr.src = NULL;
+                ev->meta[i].v.arr.count = 0;
+                ev->meta[i].v.arr.handle = 0;
+            }
+        return CBT_OK;
+    }
+    uint32_t n = v->v.array.count;
+    const cbt_lmct_value *x = v->v.array.items;
+    unsigned char *b = *room;
+    *room += ((size_t)n * elem_bytes(t) + 7u) & ~(size_t)7u;
+    switch (t) {
+    case CBT_ARRAY_I64: {
+        int64_t *e = (int64_t *)(void *)b;
+        for (uint32_t i = 0; i < n; i++) {
+            if (x[i].type == CBT_LMCT_INT)
+                e[i] = x[i].v.i;
+            else if (x[i].type == CBT_LMCT_UINT && x[i].v.u <= INT64_MAX)
+                e[i] = (int64_t)x[i].v.u;
+            else
+                return CBT_ERR_INVAL;
+        }
+        return cbt_event_array_i64(ev, key, e, n);
+    }
+    case CBT_ARRAY_F64: {
+        double *e = (double *)(void *)b;
+        for (uint32_t i = 0; i < n; i++) {
+            if (x[i].type != CBT_LMCT_FLOAT)
+                return CBT_ERR_INVAL;
+            e[i] = x[i].v.f;
+        }
+        return cbt_event_array_f64(ev, key, e, n);
+    }
+    case CBT_ARRAY_BOOL: {
+        bool *e = (bool *)(void *)b;
+        for (uint32_t i = 0; i < n; i++) {
+            if (x[i].type != CBT_LMCT_BOOL)
+                return CBT_ERR_INVAL;
+            e[i] = x[i].v.b;
+        }
+        return cbt_event_array_bool(ev, key, e, n);
+    }
+    case CBT_ARRAY_STR: {
+        const char **e = (const char **)(void *)b;
+        for (uint32_t i = 0; i < n; i++) {
+            /* as a string value: what the live store kept (cut to
+             * CBT_META_STR_MAX - 1 bytes, no NUL inside) */
+            if (x[i].type != CBT_LMCT_STR || x[i].v.s.len >= CBT_META_STR_MAX ||
+                memchr(x[i].v.s.ptr, 0, x[i].v.s.len))
+                return CBT_ERR_INVAL;
+            e[i] = x[i].v.s.ptr; /* the reader NUL-terminates it */
+        }
+        return cbt_event_array_str(ev, key, e, n);
+    }
+    }
+    return CBT_ERR_INVAL;
+}
+
 /* A "cbt.event" record back into the event the live harvester dispatched:
- * the same setters in the same order, so the same bytes. */
-static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
+ * the same setters in the same order, so the same bytes. Its array values
+ * borrow r->arr and the reader's record until the event's dispatch. */
+static int build_event(cbt_replay *r, const cbt_lmct_record *rec, cbt_event *ev)
 {
     const cbt_lmct_value *type = arg_typed(rec, "type", CBT_LMCT_STR);
     const cbt_lmct_value *sess = arg_typed(rec, "session", CBT_LMCT_STR);
@@ -569,10 +700,20 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
         return 0;
     if (vals->v.map.count > CBT_EVENT_META_MAX)
         return 0;
+    const cbt_lmct_value *types = arg(rec, "arrays");
+    if (types && types->type != CBT_LMCT_ARRAY)
+        return 0;
+    if (!arrays_room(r, vals, types))
+        return 0;
+    unsigned char *room = r->arr;
+    uint32_t ti = 0;
     for (uint32_t i = 0; i < vals->v.map.count; i++) {
         const cbt_lmct_kv *kv = &vals->v.map.items[i];
         cbt_name key;
         cbt_status ist = cbt_intern(kv->key, &key);
+        cbt_array_type at = CBT_ARRAY_I64;
+        if (kv->value.type == CBT_LMCT_ARRAY || kv->value.type == CBT_LMCT_NIL)
+            (void)array_type_of(&types->v.array.items[ti++], &at); /* checked by arrays_room */
         if (ist == CBT_ERR_FULL)
             continue; /* the name table is full: the value is dropped and counted
                          (cbt_metrics.names_refused), the event kept (cbt/names.h) */
@@ -587,6 +728,8 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
             break;
         case CBT_LMCT_FLOAT: st = cbt_event_f64(ev, key, kv->value.v.f); break;
         case CBT_LMCT_BOOL: st = cbt_event_bool(ev, key, kv->value.v.b); break;
+        case CBT_LMCT_ARRAY:
+        case CBT_LMCT_NIL: st = set_array_value(ev, key, at, &kv->value, &room); break;
         case CBT_LMCT_STR:
             st = memchr(kv->value.v.s.ptr, 0, kv->value.v.s.len) ||
                          kv->value.v.s.len >= CBT_META_STR_MAX
@@ -645,7 +788,8 @@ static int build_event(const cbt_lmct_record *rec, cbt_event *ev)
     }
     ev->ts = ts;
     ev->pair = pair;
-    ev->flags = (uint32_t)flags;
+    /* the setters' CBT_EVF_ARRAYS stays: a dispatch must take borrowed arrays in */
+    ev->flags = (uint32_t)flags | (ev->flags & CBT_EVF_ARRAYS);
     return 1;
 }
 
@@ -659,7 +803,7 @@ static r_result apply(cbt_replay *r, cbt_tracer *t, const cbt_lmct_record *rec,
         return R_UNKNOWN;
     q += 4;
     if (strcmp(q, "event") == 0) {
-        if (!build_event(rec, ev))
+        if (!build_event(r, rec, ev))
             return R_MALFORMED;
         cbt_dispatch_(t, ev, 0);
         st->events++;

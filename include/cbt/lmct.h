@@ -74,6 +74,13 @@ CBT_API const char *cbt_lmct_schema_name(cbt_lmct_schema s);
 #define CBT_LMCT_STR_MAX (1u << 20)    /* bytes in one str or bin */
 #define CBT_LMCT_MAP_MAX 1024u         /* entries in one map (args, level_meta, nested) */
 #define CBT_LMCT_ARRAY_MAX 65536u      /* items in one array */
+/* Items in one array of scalars (no map or array among its items) inside a
+ * record's args: an event's array value (a 128 k-token prompt's ids,
+ * docs/recording.md). As many as a frame can hold at a byte an item, so the
+ * frame's bytes are the real bound and a reader's memory stays what
+ * CBT_LMCT_FRAME_MAX allows; the header's arrays, and any array holding
+ * containers, keep CBT_LMCT_ARRAY_MAX. */
+#define CBT_LMCT_SCALAR_ARRAY_MAX CBT_LMCT_FRAME_MAX
 #define CBT_LMCT_DEPTH_MAX 16u         /* maps/arrays inside a record's args or level_meta
                                           (LMCache's submit_prefetch_task nests 10) */
 #define CBT_LMCT_BATCH_MAX (64u << 20) /* bytes of frames a writer may hold (set_batch) */
