@@ -1740,6 +1740,13 @@ static void arrays_workload(int with_big)
         assert_int_equal(cbt_event_array_i64(&e, tu_name("lmcache.input_ids"), g_tokens, N_TOKENS),
                          CBT_OK);
         assert_int_equal(cbt_publish(&e), CBT_OK);
+        /* a token-traced lookup (LMCache 0.5.7): the replay must build its
+         * mp.request.trace as the live run did, from the recorded config */
+        static const int64_t prompt[] = {101, 7, 7, 2048, 0};
+        assert_int_equal(cbt_event_init(&e, CBT_EV_MP_LOOKUP, "arr-1"), CBT_OK);
+        assert_int_equal(cbt_event_str(&e, tu_name("model_name"), "m"), CBT_OK);
+        assert_int_equal(cbt_event_array_i64(&e, tu_name("token_ids"), prompt, 5), CBT_OK);
+        assert_int_equal(cbt_publish(&e), CBT_OK);
         tu_pub(CBT_EV_MP_REQUEST_END, "arr-1");
     }
     /* after it, a small one: recorded whether the big one fit or not */
@@ -1763,6 +1770,7 @@ static spanset arrays_record(const char *path, uint32_t buffer_kib, cbt_metrics 
     c.trace_level = "gpu";
     c.trace_output = path;
     c.trace_buffer_kib = buffer_kib;
+    c.token_trace = CBT_TOKEN_TRACE_ON;
     tu_start(&c);
     arr_sink_add();
     arrays_workload(1);
@@ -1798,8 +1806,10 @@ static void arrays_live_vs_replay(void **state)
     assert_int_equal(m.trace_write_errors, 0);
     assert_int_equal(m.trace_bytes, file_size(path));
     assert_true(m.arrays_dropped >= 1); /* the NULL string's */
-    /* ints, floats, bools, strs, four empty ones; the tokens; arr.after */
-    assert_int_equal(live_arrays, 10);
+    /* ints, floats, bools, strs, four empty ones; the tokens; the token
+     * trace's lmcache.input_ids; arr.after */
+    assert_int_equal(live_arrays, 11);
+    assert_non_null(strstr(lt, "lmcache.input_ids t1 n5: 101 7 7 2048 0"));
     assert_int_equal(live_tokens, 1);
     assert_non_null(strstr(lt, "arr.floats t2 n9: 7ff8000000000000 fff8000000000000 "
                                "7ff0000000000000 fff0000000000000 8000000000000000"));
@@ -1829,7 +1839,7 @@ static void arrays_live_vs_replay(void **state)
     }
     cbt_lmct_reader_close(rd);
     assert_int_equal(big, 1);
-    assert_int_equal(typed, 3);
+    assert_int_equal(typed, 4); /* arr-0, arr-1 (its start and its lookup), arr-2 */
 
     arr_text_reset();
     g_arr_sink = 1;

@@ -167,9 +167,9 @@ size_t cbt_rec_config_json_(const cbt_tracer *t, char *buf, size_t cap)
         PUT("%s{\"name\":\"%s\"", k++ ? "," : "", name);
         if (tree)
             PUT(",\"max_sessions\":%u,\"root_end\":\"%s\",\"idle_ms\":%" PRIu64
-                ",\"grace_ms\":%" PRIu64,
+                ",\"grace_ms\":%" PRIu64 ",\"token_trace\":%d",
                 o.max_sessions, root_end_name(o.root_end), ms_of(o.idle_ns, 0),
-                ms_of(o.grace_ns, 1));
+                ms_of(o.grace_ns, 1), o.token_trace ? 1 : 0);
         PUT("}");
     }
     PUT("]}");

@@ -174,6 +174,9 @@ static int builder(jp *j, rp_builder *b)
     memset(b, 0, sizeof *b);
     b->o.version = CBT_TREE_OPTIONS_VERSION;
     b->o.size = sizeof b->o;
+    /* a recording made before token traces (LMCache 0.5.7) built none: off,
+     * whatever this process's CBT_TOKEN_TRACE says */
+    b->o.token_trace = CBT_TOKEN_TRACE_OFF;
     if (!lit(j, '{'))
         return 0;
     char key[32];
@@ -191,6 +194,8 @@ static int builder(jp *j, rp_builder *b)
             b->o.idle_ms = ms_field(v ? v : 1);
         } else if (strcmp(key, "grace_ms") == 0 && num(j, &v)) {
             b->o.grace_ms = ms_field(v ? v : CBT_TREE_OFF);
+        } else if (strcmp(key, "token_trace") == 0 && num(j, &v) && v <= 1) {
+            b->o.token_trace = v ? CBT_TOKEN_TRACE_ON : CBT_TOKEN_TRACE_OFF;
         } else if (strcmp(key, "root_end") == 0 && str(j, s, sizeof s)) {
             if (strcmp(s, "request_end") == 0)
                 b->o.root_end = CBT_ROOT_END_REQUEST;
@@ -450,6 +455,8 @@ cbt_status cbt_replay_config(const cbt_replay *r, cbt_config *c)
         c->mp_root_end = mp->o.root_end;
         c->session_idle_ms = mp->o.idle_ms;
         c->late_grace_ms = mp->o.grace_ms;
+        if (c->version >= 6 && c->size >= offsetof(cbt_config, reserved6))
+            c->token_trace = mp->o.token_trace;
     }
     c->span_pool = r->span_pool;
     c->registry_capacity = r->registry_capacity;
