@@ -21,11 +21,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cbt demo [--requests N] [--concurrency C] [--cpu|--gpu] [--output FILE]\n"
-            "                [--spans FILE] [--seed S] [--trees K] [--slowest K] [--cacheblend]\n"
+            "                [--spans FILE] [--otlp-json FILE] [--seed S] [--trees K] [--slowest K]\n"
+            "                [--cacheblend]\n"
             "                [--enable-tracing --otlp-endpoint URL [--otlp-protocol P]]\n"
             "                [--trace-level gpu [--trace-output FILE.lct]] [--plant-queue]\n"
             "       cbt replay FILE.lct [--spans OUT.jsonl] [--output trace.json]\n"
-            "                  [--otlp-endpoint URL] [--speed N | --asap] [--force]\n"
+            "                  [--otlp-json OUT.jsonl] [--otlp-endpoint URL] [--speed N | --asap]\n"
+            "                  [--force]\n"
             "       cbt replay --events FILE [--spans OUT.jsonl] [--keep-going] [--drop-unfit]\n"
             "                  [--mp-root-end request_end|transfer_end]\n"
             "       cbt report FILE... [--html OUT.html] [--slowest K] [--width W]\n"
@@ -39,6 +41,9 @@ static void usage(FILE *f)
             "  --cpu | --gpu      backend (default: the GPU when present, else the CPU)\n"
             "  --output FILE      trace file for ui.perfetto.dev (default cbt-trace.json)\n"
             "  --spans FILE       JSON-lines span file (default cbt-spans.jsonl)\n"
+            "  --otlp-json FILE   also an OTLP JSON file: one ExportTraceServiceRequest per\n"
+            "                     line, the collector file exporter's format, for jq or\n"
+            "                     lmcache bench trace-analyze (default: CBT_OTLP_JSON_PATH)\n"
             "  --seed S           workload seed (default 42)\n"
             "  --trees K          request trees to print (0..1000, default 3)\n"
             "  --slowest K        waterfalls of the slowest requests (0..1000, default 3)\n"
@@ -129,15 +134,18 @@ static int cmd_demo(int argc, char **argv)
                 return 2;
             o.slowest = (uint32_t)v;
             i++;
-        } else if (!strcmp(a, "--output") || !strcmp(a, "--spans")) {
+        } else if (!strcmp(a, "--output") || !strcmp(a, "--spans") ||
+                   !strcmp(a, "--otlp-json")) {
             if (!val || !*val || val[0] == '-') {
                 fprintf(stderr, "cbt: %s needs a file name\n", a);
                 return 2;
             }
             if (!strcmp(a, "--output"))
                 o.output = val;
-            else
+            else if (!strcmp(a, "--spans"))
                 o.spans = val;
+            else
+                o.otlp_json = val;
             i++;
         } else if (!strcmp(a, "--otlp-endpoint")) {
             if (!val || (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0)) {

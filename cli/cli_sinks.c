@@ -29,7 +29,7 @@ static cbt_status add_watched(sink_watch *w, const cbt_sink *sk)
     return st;
 }
 
-int cli_sinks_add(const char *prog, const char *output, const char *spans,
+int cli_sinks_add(const char *prog, const char *output, const char *spans, const char *otlp_json,
                   const char *otlp_endpoint, int otlp_protocol, cli_sinks *ds)
 {
     cbt_sink sk;
@@ -54,6 +54,25 @@ int cli_sinks_add(const char *prog, const char *output, const char *spans,
     if (ds->spans_path && st != CBT_OK)
         return -1;
     ds->has_spans = ds->spans_path != NULL;
+    const char *env_ojson = getenv(CBT_OTLP_JSON_PATH_ENV);
+    ds->otlp_json = otlp_json ? otlp_json : env_ojson && *env_ojson ? env_ojson : NULL;
+    if (ds->otlp_json) {
+#ifdef CBT_WITH_OTLP
+        if ((st = cbt_otlp_json_sink_create(ds->otlp_json, NULL, &sk)) == CBT_OK)
+            st = add_watched(&ds->ojson, &sk);
+        else /* the sink said why on stderr */
+            fprintf(stderr, "%s: cannot write the OTLP JSON file '%s'%s: %s\n", prog,
+                    ds->otlp_json, otlp_json ? "" : " (" CBT_OTLP_JSON_PATH_ENV ")",
+                    cbt_strerror(st));
+        if (st != CBT_OK)
+            return -1;
+        ds->has_ojson = 1;
+#else
+        fprintf(stderr, "%s: this build has no OTLP encoder for the OTLP JSON file '%s' "
+                        "(protobuf-c/libcurl missing)\n", prog, ds->otlp_json);
+        return -1;
+#endif
+    }
     if (ds->endpoint) {
 #ifdef CBT_WITH_OTLP
         cbt_otlp_config c;
@@ -97,6 +116,15 @@ int cli_sinks_report(const char *prog, const cli_sinks *ds, FILE *out)
         rc = 1;
     } else if (ds->has_spans) {
         fprintf(out, "span file:  %s (one JSON object per span)\n", ds->spans_path);
+    }
+    if (ds->has_ojson && ds->ojson.lost) {
+        fprintf(stderr, "%s: the OTLP JSON file '%s' lost %llu spans (writes failed or its "
+                        "queue was full)\n", prog, ds->otlp_json,
+                (unsigned long long)ds->ojson.lost);
+        rc = 1;
+    } else if (ds->has_ojson) {
+        fprintf(out, "OTLP JSON:  %s (one ExportTraceServiceRequest per line, as the "
+                     "collector's file exporter writes)\n", ds->otlp_json);
     }
 #ifdef CBT_WITH_OTLP
     if (ds->otlp) {

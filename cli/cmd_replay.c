@@ -12,14 +12,21 @@
  *
  * A line that cbt cannot take is an error naming the file, the line and the
  * problem: not JSON (jsonl_in.c says where), an unknown event type, a field
- * of the wrong type, a value cbt cannot hold (a list, an object, null, an
- * integer outside 64 bits, a string with a NUL), a string or a session id
+ * of the wrong type, a value cbt cannot hold (an object, null, an integer
+ * outside 64 bits, a string with a NUL, a list that mixes types or holds
+ * anything but ints, floats, bools or strings), a string or a session id
  * too long for this build's event, more values than it holds. By default
  * the first one stops the replay (the spans of the events before it are
  * still written); --keep-going skips each such line, counts it and goes on;
  * --drop-unfit publishes an event whose values do not all fit, without the
  * ones that do not (counted per key, and with --dropped listed one a line),
  * instead of refusing the line.
+ *
+ * A JSON list in "meta" is an array value (cbt/event.h): all ints, all
+ * floats (a number with a fraction or an exponent), all bools or all
+ * strings; [] is an empty int array. Its elements are staged in one buffer
+ * per line (a line holds at most CBT_JL_NODES_MAX values, so it never runs
+ * out) that stays put until the event is published.
  */
 #include "cmd_replay.h"
 
@@ -43,6 +50,7 @@ typedef struct replay_opts {
     const char *events; /* "-" is stdin */
     const char *spans;  /* NULL or "-" is stdout */
     uint32_t root_end; /* cbt_root_end; 0: CBT_MP_ROOT_END or the default */
+    int token_trace;   /* --token-trace: the MP path builds mp.request.trace */
     int keep_going;
     int drop_unfit;
     const char *dropped; /* --dropped FILE: one JSON line per dropped value */
@@ -62,6 +70,14 @@ typedef struct replay_state {
     uint32_t n_drops;
     uint64_t drops_other; /* keys past DROP_KEYS_MAX */
     FILE *dropped_f;      /* --dropped */
+    /* the current line's array elements, until its event is published:
+     * slots [0, staged) are taken, in the array of the element type (pages
+     * are touched only as used) */
+    uint32_t staged;
+    int64_t stage_i[CBT_JL_NODES_MAX];
+    double stage_f[CBT_JL_NODES_MAX];
+    const char *stage_s[CBT_JL_NODES_MAX];
+    bool stage_b[CBT_JL_NODES_MAX];
     cbt_jl_doc doc;
 } replay_state;
 
@@ -70,7 +86,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: cbt replay --events FILE [--spans OUT.jsonl] [--keep-going]\n"
             "                  [--drop-unfit [--dropped FILE]]\n"
-            "                  [--mp-root-end request_end|transfer_end]\n"
+            "                  [--mp-root-end request_end|transfer_end] [--token-trace]\n"
             "\n"
             "  Publish the events of FILE (JSON lines; '-' is stdin) in file order, with\n"
             "  their own timestamps, through cbt's MP and CacheBlend span builders, and\n"
@@ -85,7 +101,10 @@ static void usage(FILE *f)
             "                     {\"line\", \"type\", \"session\", \"key\", \"why\"}\n"
             "  --mp-root-end R    when a deferred MP root ends: request_end (its saved\n"
             "                     MP_REQUEST_END time, the default) or transfer_end (the\n"
-            "                     END that cleared the last pending op, as LMCache 0.5.6)\n",
+            "                     END that cleared the last pending op, as LMCache 0.5.6)\n"
+            "  --token-trace      one mp.request.trace span per mp.lookup carrying\n"
+            "                     token_ids (LMCache 0.5.7's --enable-token-trace); without\n"
+            "                     it, CBT_TOKEN_TRACE decides (default off)\n",
             CBT_EVENT_META_MAX, CBT_META_STR_MAX - 1);
 }
 
@@ -157,6 +176,55 @@ static void count_drop(replay_state *rs, uint64_t line, const cbt_event *ev, cbt
 /* Show at most 40 bytes of a (decoded) string in a message. */
 static int clip(uint32_t len) { return len > 40 ? 40 : (int)len; }
 
+/* A JSON list as an array value on ev (the elements staged in rs until the
+ * publish). CBT_OK or the setter's status; 2 (printed and counted) for a
+ * list cbt cannot hold. */
+static int add_array(replay_state *rs, uint64_t line, cbt_event *ev, cbt_name key,
+                     const cbt_jl_node *m, cbt_status *st)
+{
+    const cbt_jl_doc *d = &rs->doc;
+    uint32_t first = (uint32_t)(m - d->nodes) + 1, n = 0;
+    uint8_t type = CBT_JL_INT; /* [] is an empty int array */
+    for (uint32_t c = first; c < m->end; c = d->nodes[c].end, n++) {
+        const cbt_jl_node *x = &d->nodes[c];
+        if (x->type != CBT_JL_INT && x->type != CBT_JL_FLOAT && x->type != CBT_JL_BOOL &&
+            x->type != CBT_JL_STR)
+            return line_error(rs, line, "meta.%s[%u]: %s cannot be an array element (ints, "
+                                        "floats, bools or strings only)",
+                              m->key, n, cbt_jl_type_phrase((cbt_jl_type)x->type));
+        if (n == 0)
+            type = x->type;
+        else if (x->type != type)
+            return line_error(rs, line, "meta.%s[%u]: %s in a list of %ss: an array holds "
+                                        "one type",
+                              m->key, n, cbt_jl_type_phrase((cbt_jl_type)x->type),
+                              type == CBT_JL_INT ? "int" : type == CBT_JL_FLOAT ? "float"
+                              : type == CBT_JL_BOOL ? "bool" : "string");
+        if (x->type == CBT_JL_STR && memchr(x->str, '\0', x->str_len))
+            return line_error(rs, line, "meta.%s[%u]: a string holding a NUL character "
+                                        "(\\u0000) cannot be held by a cbt event", m->key, n);
+    }
+    /* the line's values are at most CBT_JL_NODES_MAX, all its arrays' included */
+    uint32_t at = rs->staged, k = at;
+    rs->staged += n;
+    for (uint32_t c = first; c < m->end; c = d->nodes[c].end, k++) {
+        const cbt_jl_node *x = &d->nodes[c];
+        switch (type) {
+        case CBT_JL_INT: rs->stage_i[k] = x->v.i; break;
+        case CBT_JL_FLOAT: rs->stage_f[k] = x->v.f; break;
+        case CBT_JL_BOOL: rs->stage_b[k] = x->v.b; break;
+        default: rs->stage_s[k] = x->str; break; /* decoded in place, NUL-terminated */
+        }
+    }
+    switch (type) {
+    case CBT_JL_INT: *st = cbt_event_array_i64(ev, key, &rs->stage_i[at], n); break;
+    case CBT_JL_FLOAT: *st = cbt_event_array_f64(ev, key, &rs->stage_f[at], n); break;
+    case CBT_JL_BOOL: *st = cbt_event_array_bool(ev, key, &rs->stage_b[at], n); break;
+    default: *st = cbt_event_array_str(ev, key, &rs->stage_s[at], n); break;
+    }
+    return 0;
+}
+
 /* One metadata value onto ev. 0, 1 (dropped under --drop-unfit), or 2. */
 static int add_meta(replay_state *rs, uint64_t line, cbt_event *ev, const cbt_jl_node *m)
 {
@@ -182,10 +250,16 @@ static int add_meta(replay_state *rs, uint64_t line, cbt_event *ev, const cbt_jl
                                         "cannot be held by a cbt event", m->key);
         st = cbt_event_str(ev, key, m->str);
         break;
+    case CBT_JL_ARRAY: {
+        int rc = add_array(rs, line, ev, key, m, &st);
+        if (rc)
+            return rc;
+        break;
+    }
     default:
-        /* list, object, null, an integer outside 64 bits */
+        /* object, null, an integer outside 64 bits */
         return line_error(rs, line, "meta.%s: %s cannot be held by a cbt event (int, float, "
-                                    "bool or string only)",
+                                    "bool, string, or a list of one of those only)",
                           m->key, cbt_jl_type_phrase((cbt_jl_type)m->type));
     }
     if (st == CBT_OK)
@@ -210,6 +284,7 @@ static int build_event(replay_state *rs, uint64_t line, cbt_event *ev)
 {
     const cbt_jl_doc *d = &rs->doc;
     const cbt_jl_node *top = &d->nodes[0];
+    rs->staged = 0; /* the previous line's event is published: its arrays are copied */
     if (top->type != CBT_JL_OBJECT)
         return line_error(rs, line, "a line must be a JSON object, not %s",
                           cbt_jl_type_phrase((cbt_jl_type)top->type));
@@ -337,6 +412,8 @@ static int parse_flags(int argc, char **argv, replay_opts *o)
                 return 2;
             }
             i++;
+        } else if (!strcmp(a, "--token-trace")) {
+            o->token_trace = 1;
         } else if (!strcmp(a, "--keep-going")) {
             o->keep_going = 1;
         } else if (!strcmp(a, "--drop-unfit")) {
@@ -403,11 +480,12 @@ static void print_summary(const replay_state *rs, const cbt_mp_stats *mp, const 
             "cbt replay: evicted (idle/full/span pool) mp %" PRIu64 "/%" PRIu64 "/%" PRIu64
             ", cb %" PRIu64 "/%" PRIu64 "/%" PRIu64 "; late children mp %" PRIu64 ", cb %" PRIu64
             "; cb sibling_request_end %" PRIu64 "; timeout spans %" PRIu64
-            ", transfer spans %" PRIu64 " (%" PRIu64 " samples skipped)\n",
+            ", transfer spans %" PRIu64 " (%" PRIu64 " samples skipped), token traces %" PRIu64
+            "\n",
             mp->evicted_idle, mp->evicted_full, mp->evicted_span_pool, cb->evicted_idle,
             cb->evicted_full, cb->evicted_span_pool, mp->late_children, cb->late_children,
             cb->sibling_request_end, mp->timeout_spans, mp->transfer_spans,
-            mp->transfer_samples_skipped);
+            mp->transfer_samples_skipped, mp->token_trace_spans);
     if (rs->values_dropped) {
         fprintf(stderr, "cbt replay: dropped values by key:");
         for (uint32_t i = 0; i < rs->n_drops; i++)
@@ -426,7 +504,9 @@ int cbt_replay_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
 
     cbt_config cfg = cbt_config_default();
-    cfg.mp_subscriber = true;
+    /* the MP subscriber is added below with every option, token_trace included
+     * (cbt_config has no field for it) */
+    cfg.mp_subscriber = false;
     cfg.ring_capacity = 0;      /* no kernels here: no rings */
     cfg.cuda_ring_capacity = 0;
     cfg.mp_root_end = o.root_end;
@@ -456,7 +536,11 @@ int cbt_replay_main(int argc, char **argv)
 
     cbt_status st = cbt_init(&cfg);
     cbt_sink sk;
-    cbt_subscriber cb;
+    cbt_subscriber mps, cb;
+    cbt_tree_options mpo = CBT_STRUCT_INIT(cbt_tree_options);
+    mpo.max_sessions = cfg.max_sessions;
+    mpo.root_end = o.root_end;
+    mpo.token_trace = o.token_trace ? CBT_TOKEN_TRACE_ON : CBT_TOKEN_TRACE_DEFAULT;
     if (st != CBT_OK) {
         fprintf(stderr, "cbt replay: the tracer could not start: %s\n", cbt_strerror(st));
         rc = 1;
@@ -473,6 +557,8 @@ int cbt_replay_main(int argc, char **argv)
         cli_stdout_sink(&sk);
     }
     if ((st = cbt_add_sink(&sk)) != CBT_OK ||
+        (st = cbt_mp_subscriber_create_opts(&mpo, &mps)) != CBT_OK ||
+        (st = cbt_add_subscriber(&mps)) != CBT_OK ||
         (st = cbt_cb_subscriber_create(0, &cb)) != CBT_OK ||
         (st = cbt_add_subscriber(&cb)) != CBT_OK) {
         /* a sink or subscriber that was not added is not destroyed by

@@ -19,14 +19,17 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: cbt replay FILE.lct [--spans OUT.jsonl] [--output trace.json]\n"
-            "                  [--otlp-endpoint URL] [--speed N | --asap] [--force] [--quiet]\n"
+            "                  [--otlp-json OUT.jsonl] [--otlp-endpoint URL]\n"
+            "                  [--speed N | --asap] [--force] [--quiet]\n"
             "\n"
             "  Replay a recording made with --trace-level gpu (cbt demo, CBT_TRACE_LEVEL=gpu,\n"
             "  cbt_config.trace_level) through the span builders it was recorded with, on\n"
             "  any machine: the spans are the live run's (names, parents, attributes, times,\n"
             "  trace and span ids).\n"
-            "  --spans OUT        JSON-lines span file ('-' or none of the three: stdout)\n"
+            "  --spans OUT        JSON-lines span file ('-' or none of the four: stdout)\n"
             "  --output FILE      trace file for ui.perfetto.dev\n"
+            "  --otlp-json FILE   OTLP JSON file: one ExportTraceServiceRequest per line, the\n"
+            "                     collector file exporter's format (CBT_OTLP_JSON_PATH)\n"
             "  --otlp-endpoint U  export to a collector (/v1/traces appended; OTEL_* apply)\n"
             "  --asap             as fast as possible (the default)\n"
             "  --speed N          paced at N times the recorded rate (1: as recorded)\n"
@@ -37,7 +40,7 @@ static void usage(FILE *f)
 
 int cbt_replay_lmct_main(int argc, char **argv)
 {
-    const char *file = NULL, *spans = NULL, *output = NULL, *endpoint = NULL;
+    const char *file = NULL, *spans = NULL, *output = NULL, *endpoint = NULL, *ojson = NULL;
     cbt_replay_options ro = cbt_replay_options_default();
     int quiet = 0, paced = 0;
     for (int i = 0; i < argc; i++) {
@@ -51,6 +54,13 @@ int cbt_replay_lmct_main(int argc, char **argv)
                 return 2;
             }
             *(!strcmp(a, "--spans") ? &spans : &output) = val;
+            i++;
+        } else if (!strcmp(a, "--otlp-json")) {
+            if (!val || !*val || val[0] == '-') {
+                fprintf(stderr, "cbt replay: --otlp-json needs a file name\n");
+                return 2;
+            }
+            ojson = val;
             i++;
         } else if (!strcmp(a, "--otlp-endpoint")) {
             if (!val || (strncmp(val, "http://", 7) != 0 && strncmp(val, "https://", 8) != 0) ||
@@ -101,7 +111,7 @@ int cbt_replay_lmct_main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    int to_stdout = (!spans && !output && !endpoint) || (spans && !strcmp(spans, "-"));
+    int to_stdout = (!spans && !output && !endpoint && !ojson) || (spans && !strcmp(spans, "-"));
     if (spans && !strcmp(spans, "-"))
         spans = NULL;
     ro.log = stderr;
@@ -121,7 +131,7 @@ int cbt_replay_lmct_main(int argc, char **argv)
         return 1;
     }
     cli_sinks ds;
-    if (cli_sinks_add("cbt replay", output, spans, endpoint, -1, &ds) != 0) {
+    if (cli_sinks_add("cbt replay", output, spans, ojson, endpoint, -1, &ds) != 0) {
         cbt_shutdown();
         cbt_replay_close(r);
         return 1;

@@ -473,7 +473,7 @@ static int run_cacheblend(const cbt_demo_opts *o, FILE *out)
         cbt_memsink_release(mem);
         return 1;
     }
-    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_json, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;
@@ -605,7 +605,7 @@ int cbt_demo_run(const cbt_demo_opts *o, FILE *out)
         cbt_shutdown();
         return 1;
     }
-    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
+    if (cli_sinks_add("cbt demo", o->output, o->spans, o->otlp_json, o->otlp_endpoint, o->otlp_protocol, &ds) != 0) {
         cbt_shutdown();
         cbt_memsink_release(mem);
         return 1;

@@ -35,6 +35,7 @@ typedef struct cbt_demo_opts {
     uint64_t seed;
     const char *output;   /* trace file (Chrome trace-event JSON) */
     const char *spans;    /* JSON-lines span file */
+    const char *otlp_json; /* --otlp-json: the OTLP JSON file (NULL: CBT_OTLP_JSON_PATH's) */
     uint32_t trees;       /* request trees to print */
     uint32_t slowest;     /* waterfalls of the slowest requests to print */
     cbt_demo_backend backend;

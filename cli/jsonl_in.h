@@ -25,8 +25,12 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define CBT_JL_LINE_MAX (1u << 20) /* bytes of one line, without its '\n' */
-#define CBT_JL_NODES_MAX 4096      /* values in one line's document */
+/* A line and its values are sized for LMCache 0.5.7's mp.lookup: its
+ * token_ids, a 128 k-token prompt, is a 128 k-value array (about 1.5 MB of
+ * JSON with ids up to 2^32). The reader's buffer is this big; a document's
+ * nodes take 48 bytes each (12 MiB for all of them), touched only as used. */
+#define CBT_JL_LINE_MAX (1u << 22)  /* bytes of one line, without its '\n' */
+#define CBT_JL_NODES_MAX (1u << 18) /* values in one line's document */
 #define CBT_JL_DEPTH_MAX 32        /* nesting of arrays and objects */
 #define CBT_JL_NUMBER_MAX 64       /* characters of one number */
 

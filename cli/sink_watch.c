@@ -50,4 +50,6 @@ void sink_watch_wrap(sink_watch *w, const cbt_sink *inner, cbt_sink *out)
     out->destroy = watch_destroy;
     out->on_cta = inner->on_cta ? watch_on_cta : NULL;
     out->spans_lost = watch_spans_lost;
+    /* how the tracer is to call it: a sink thread or not, flushed when idle */
+    out->flags = inner->flags;
 }

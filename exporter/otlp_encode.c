@@ -828,8 +828,8 @@ static void j_span(cbt_jbuf *b, const cbt_span *s)
     J(b, "}");
 }
 
-static void j_doc(cbt_jbuf *b, const res_plan *rp, size_t n, cbt_otlp_span_at at, void *ctx,
-                  cbt_span *scratch)
+/* The request's opening, up to the spans' '[': resource, scope. */
+static void j_head(cbt_jbuf *b, const res_plan *rp)
 {
     J(b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":[");
     for (uint32_t i = 0; i < rp->n; i++) {
@@ -842,12 +842,20 @@ static void j_doc(cbt_jbuf *b, const res_plan *rp, size_t n, cbt_otlp_span_at at
     J(b, ",\"version\":");
     j_str(b, k_scope_version, sizeof k_scope_version - 1);
     J(b, "},\"spans\":[");
+}
+
+static const char k_json_tail[] = "]}]}]}";
+
+static void j_doc(cbt_jbuf *b, const res_plan *rp, size_t n, cbt_otlp_span_at at, void *ctx,
+                  cbt_span *scratch)
+{
+    j_head(b, rp);
     for (size_t i = 0; i < n; i++) {
         if (i)
             J(b, ",");
         j_span(b, at(ctx, i, scratch));
     }
-    J(b, "]}]}]}");
+    J(b, k_json_tail);
 }
 
 cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *spans, size_t n,
@@ -858,6 +866,42 @@ cbt_status cbt_otlp_encode_json(const cbt_otlp_resource *r, const cbt_span *span
     return cbt_otlp_encode_json_at_(r, n, array_at, (void *)(uintptr_t)spans, out);
 }
 
+/* Append what `write` writes to `out`: a guess of `want` bytes, then (rarely)
+ * exactly what the first try said it needs: the bounded writer counts past
+ * its end, and the output is deterministic. */
+typedef void (*j_writer)(cbt_jbuf *b, const void *arg);
+
+static cbt_status j_append(cbt_buf *out, size_t want, j_writer write, const void *arg)
+{
+    for (int attempt = 0; attempt < 2; attempt++) {
+        cbt_status st = cbt_otlp_buf_reserve(out, want);
+        if (st != CBT_OK)
+            return st;
+        cbt_jbuf b = {(char *)out->data + out->len, out->cap - out->len, 0};
+        write(&b, arg);
+        if (b.need <= b.cap) {
+            out->len += b.need;
+            return CBT_OK;
+        }
+        want = b.need;
+    }
+    return CBT_ERR_NOMEM; /* not reached: the second try has the room it asked for */
+}
+
+typedef struct doc_args {
+    const res_plan *rp;
+    size_t n;
+    cbt_otlp_span_at at;
+    void *ctx;
+    cbt_span *scratch;
+} doc_args;
+
+static void w_doc(cbt_jbuf *b, const void *arg)
+{
+    const doc_args *d = arg;
+    j_doc(b, d->rp, d->n, d->at, d->ctx, d->scratch);
+}
+
 cbt_status cbt_otlp_encode_json_at_(const cbt_otlp_resource *r, size_t n, cbt_otlp_span_at at,
                                     void *ctx, cbt_buf *out)
 {
@@ -866,25 +910,43 @@ cbt_status cbt_otlp_encode_json_at_(const cbt_otlp_resource *r, size_t n, cbt_ot
     cbt_span scratch;
     res_plan rp;
     plan_resource(r, &rp);
-    /* a guess, then (rarely) exactly what the first try said it needs: the
-     * bounded writer counts past its end, and the output is deterministic */
-    size_t want = 4096;
-    if (n > (SIZE_MAX - want) / 1024)
+    if (n > (SIZE_MAX - 4096) / 1024)
         return CBT_ERR_NOMEM;
-    want += n * 1024;
-    for (int attempt = 0; attempt < 2; attempt++) {
-        cbt_status st = cbt_otlp_buf_reserve(out, want);
-        if (st != CBT_OK)
-            return st;
-        cbt_jbuf b = {(char *)out->data + out->len, out->cap - out->len, 0};
-        j_doc(&b, &rp, n, at, ctx, &scratch);
-        if (b.need <= b.cap) {
-            out->len += b.need;
-            return CBT_OK;
-        }
-        want = b.need;
+    doc_args d = {&rp, n, at, ctx, &scratch};
+    return j_append(out, 4096 + n * 1024, w_doc, &d);
+}
+
+/* ---- OTLP/JSON in pieces (otlp_private.h): the OTLP JSON file ------------------------------ */
+
+static void w_head(cbt_jbuf *b, const void *arg) { j_head(b, arg); }
+static void w_span(cbt_jbuf *b, const void *arg) { j_span(b, arg); }
+
+cbt_status cbt_otlp_json_head_(const cbt_otlp_resource *r, cbt_buf *out)
+{
+    if (!r || !out)
+        return CBT_ERR_INVAL;
+    res_plan rp;
+    plan_resource(r, &rp);
+    return j_append(out, 4096, w_head, &rp);
+}
+
+cbt_status cbt_otlp_json_span_(const cbt_span *s, cbt_buf *out)
+{
+    if (!s || !out)
+        return CBT_ERR_INVAL;
+    return j_append(out, 1024, w_span, s);
+}
+
+cbt_status cbt_otlp_json_tail_(cbt_buf *out)
+{
+    if (!out)
+        return CBT_ERR_INVAL;
+    cbt_status st = cbt_otlp_buf_reserve(out, sizeof k_json_tail - 1);
+    if (st == CBT_OK) {
+        memcpy(out->data + out->len, k_json_tail, sizeof k_json_tail - 1);
+        out->len += sizeof k_json_tail - 1;
     }
-    return CBT_ERR_NOMEM; /* not reached: the second try has the room it asked for */
+    return st;
 }
 
 /* ---- the default resource ------------------------------------------------------------------- */

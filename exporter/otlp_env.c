@@ -650,20 +650,22 @@ static void set_headers(cbt_otlp_config *c, FILE *log)
     c->n_headers = l.n;
 }
 
-static void set_resource(cbt_otlp_config *c, FILE *log)
+void cbt_otlp_resource_from_env_(cbt_otlp_resource *r, FILE *log)
 {
     const char *v = env("OTEL_RESOURCE_ATTRIBUTES");
     if (v)
-        parse_kv_list(v, log, "OTEL_RESOURCE_ATTRIBUTES", put_resource_attr, &c->resource);
+        parse_kv_list(v, log, "OTEL_RESOURCE_ATTRIBUTES", put_resource_attr, r);
     const char *name = env("OTEL_SERVICE_NAME");
     if (name) {
-        if (strlen(name) >= sizeof c->resource.service_name)
+        if (strlen(name) >= sizeof r->service_name)
             report(log, "OTEL_SERVICE_NAME", "longer than %zu bytes: keeping \"%s\"",
-                   sizeof c->resource.service_name - 1, c->resource.service_name);
+                   sizeof r->service_name - 1, r->service_name);
         else
-            snprintf(c->resource.service_name, sizeof c->resource.service_name, "%s", name);
+            snprintf(r->service_name, sizeof r->service_name, "%s", name);
     }
 }
+
+static void set_resource(cbt_otlp_config *c, FILE *log) { cbt_otlp_resource_from_env_(&c->resource, log); }
 
 static void set_disabled(cbt_otlp_config *c, FILE *log)
 {

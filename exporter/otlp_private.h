@@ -48,6 +48,21 @@ cbt_status cbt_otlp_encode_proto_at_(const struct cbt_otlp_resource *r, size_t n
 cbt_status cbt_otlp_encode_json_at_(const struct cbt_otlp_resource *r, size_t n,
                                     cbt_otlp_span_at at, void *ctx, struct cbt_buf *out);
 
+/* OTLP/JSON of one ExportTraceServiceRequest in pieces, for a writer that
+ * adds spans as they come (the OTLP JSON file, exporter/otlp_file.c): the
+ * head (resource, scope, up to the spans' '['), each span (the ',' between
+ * two is the caller's), the tail. head, spans joined by ',', tail is
+ * cbt_otlp_encode_json's document for those spans, byte for byte. Each
+ * appends to `out`: CBT_ERR_INVAL for NULL, CBT_ERR_NOMEM. */
+cbt_status cbt_otlp_json_head_(const struct cbt_otlp_resource *r, struct cbt_buf *out);
+cbt_status cbt_otlp_json_span_(const struct cbt_span *s, struct cbt_buf *out);
+cbt_status cbt_otlp_json_tail_(struct cbt_buf *out);
+
+/* Apply OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME to *r as
+ * cbt_otlp_config_from_env does (otlp_env.c); malformed parts reported on
+ * `log` (NULL: stderr) and skipped. */
+void cbt_otlp_resource_from_env_(struct cbt_otlp_resource *r, FILE *log);
+
 /* ---- metrics: one request of the blend set and of cbt's own health ---- */
 
 /* cbt's own health as the exporter reads it for a metrics export

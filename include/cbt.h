@@ -225,9 +225,18 @@ typedef struct cbt_config {
                                     0: unchanged (CBT_NAMES_CAPACITY at the
                                     table's first use, else 4096) */
     uint32_t reserved5;          /* must be zero */
+    /* version 6 */
+    uint64_t arrays_capacity;    /* bytes of the process-wide array store that holds
+                                    array values' elements (cbt/array.h), in
+                                    [CBT_ARRAYS_CAPACITY_MIN, _MAX] (1 MiB .. 16 GiB),
+                                    reserved by the process's first cbt_init (address
+                                    space, resident as used; later tracers share it:
+                                    their value is ignored). 0: CBT_ARRAYS_CAPACITY
+                                    (bytes) when set, else 64 MiB. Full: arrays are
+                                    dropped and counted (cbt_metrics.arrays_dropped) */
 } cbt_config;
-#define CBT_CONFIG_VERSION 5u
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, reserved5);
+#define CBT_CONFIG_VERSION 6u
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_config, arrays_capacity);
 
 /* cbt_config's defaults, the one list of them: libcbt's
  * cbt_config_default_into() fills them, and so does its CBT_DISABLE stub,
@@ -312,10 +321,17 @@ typedef struct cbt_metrics {
                                    was full. The Python package drops the value (or
                                    span attribute) whose key was refused, and
                                    publishes the event without it: one each */
+    /* version 6: the process-wide array store (cbt/array.h); since the
+     * process began, not since cbt_init: the store outlives tracers */
+    uint64_t arrays_capacity;   /* its bytes (0 before the first cbt_init) */
+    uint64_t arrays_used;       /* bytes its live arrays take now (4 KiB chunks) */
+    uint64_t arrays_stored;     /* array values copied into it */
+    uint64_t arrays_dropped;    /* array values dropped: no room, or a NULL string
+                                   element; the event went out without them */
 } cbt_metrics;
-#define CBT_METRICS_VERSION 5u
+#define CBT_METRICS_VERSION 6u
 #define cbt_metrics_version_ CBT_METRICS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, names_refused);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_metrics, arrays_dropped);
 
 #ifdef CBT_DISABLE
 /* ==== CBT_DISABLE: the calls below compile to no-ops (see the top) ======== */

@@ -190,7 +190,13 @@ bad("\"pair\" must be a non-negative integer" "{${E}, \"pair\": -1}")
 bad("\"pair\" must be a non-negative integer" "{${E}, \"pair\": 1.0}")
 bad("\"traceparent\" is not a W3C traceparent" "{${E}, \"traceparent\": \"00-abc\"}")
 bad("\"meta\" must be an object, not a list" "{${E}, \"meta\": [1]}")
-bad("meta.keys: a list cannot be held by a cbt event" "{${E}, \"meta\": {\"keys\": [1, 2]}}")
+# a list of lists is no array (before arrays: no list at all)
+bad("meta.keys(\\[0\\])?: a list cannot be" "{${E}, \"meta\": {\"keys\": [[1, 2]]}}")
+bad("meta.ids\\[1\\]: a string in a list of ints: an array holds one type"
+    "{${E}, \"meta\": {\"ids\": [1, \"a\"]}}")
+bad("meta.ids\\[0\\]: null cannot be an array element" "{${E}, \"meta\": {\"ids\": [null]}}")
+bad("meta.ids\\[2\\]: an integer outside 64 bits cannot be an array element"
+    "{${E}, \"meta\": {\"ids\": [1, 2, 18446744073709551616]}}")
 bad("meta.snapshot: an object cannot be held by a cbt event" "{${E}, \"meta\": {\"snapshot\": {}}}")
 bad("meta.worker_id: null cannot be held by a cbt event" "{${E}, \"meta\": {\"worker_id\": null}}")
 bad("meta.n: an integer outside 64 bits cannot be held" "{${E}, \"meta\": {\"n\": 18446744073709551616}}")
@@ -226,9 +232,9 @@ bad("meta.k[0-9]+: too many values: a cbt event holds [0-9]+ \\(CBT_ERR_META_FUL
     "{${E}, \"meta\": {${many}\"last\": 0}}")
 
 # a line over 1 MiB: named, its bytes never stored
-string(REPEAT "x" 1048577 long)
+string(REPEAT "x" 4194305 long)
 file(WRITE ${D}/long.jsonl "{\"type\": \"mp.request.start\", \"ts_ns\": 5, \"session\": \"a\"}\n${long}\n")
-replay(2 "long.jsonl:2: line longer than 1048576 bytes" --events long.jsonl)
+replay(2 "long.jsonl:2: line longer than 4194304 bytes" --events long.jsonl)
 
 # the first bad line stops the replay; the spans before it are written
 file(WRITE ${D}/stop.jsonl
@@ -286,8 +292,23 @@ if(NOT key STREQUAL "k15" OR NOT line EQUAL 1 OR NOT why STREQUAL "full"
 endif()
 replay(2 "--dropped is given without --drop-unfit" --events unfit.jsonl --dropped x.jsonl)
 # ... but a value no cbt event can hold is still refused
-file(WRITE ${D}/unfit2.jsonl "{${E}, \"meta\": {\"keys\": [1]}}\n")
-replay(2 "unfit2.jsonl:1: meta.keys: a list cannot be held" --events unfit2.jsonl --drop-unfit)
+file(WRITE ${D}/unfit2.jsonl "{${E}, \"meta\": {\"keys\": [[1]]}}\n")
+replay(2 "unfit2.jsonl:1: meta.keys(\\[0\\])?: a list cannot be" --events unfit2.jsonl --drop-unfit)
+
+# JSON lists are array values (ints, floats, bools, strings, empty); with
+# --token-trace an mp.lookup carrying token_ids makes one mp.request.trace
+file(WRITE ${D}/arrays.jsonl
+  "{\"type\": \"mp.request.start\", \"ts_ns\": 10, \"session\": \"t\"}\n"
+  "{\"type\": \"mp.lookup\", \"ts_ns\": 11, \"session\": \"t\", \"meta\": {\"model_name\": \"m\", "
+  "\"token_ids\": [128000, 9906, 0], \"f\": [0.5, 1e3], \"b\": [true, false], \"dtypes\": [\"bf16\"], "
+  "\"e\": []}}\n"
+  "{\"type\": \"mp.request.end\", \"ts_ns\": 12, \"session\": \"t\"}\n")
+replay(0 "3 published.*token traces 1" --events arrays.jsonl --spans arrays-spans.jsonl --token-trace)
+file(READ ${D}/arrays-spans.jsonl spans)
+if(NOT spans MATCHES "\"name\":\"mp.request.trace\"")
+  message(FATAL_ERROR "--token-trace: no mp.request.trace span:\n${spans}")
+endif()
+replay(0 "token traces 0" --events arrays.jsonl --spans arrays-spans.jsonl)
 
 # blank lines are no events; random bytes end in an error, not a crash
 file(WRITE ${D}/blank.jsonl "\n   \n\t\r\n")

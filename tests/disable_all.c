@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "cbt.h"
+#include "cbt/array.h"
 #include "cbt/blend_metrics.h"
 #include "cbt/cb.h"
 #include "cbt/context.h"
@@ -246,6 +247,35 @@ static void test_event_h(void)
     CHECK(cbt_event_f64(&e, CBT_N_HIT_RATE, 0.5) == CBT_OK);
     CHECK(cbt_event_bool(&e, CBT_N_FAILED, true) == CBT_OK);
     CHECK(cbt_event_str(&e, CBT_N_MODEL, "a string much too long to fit") == CBT_OK);
+    {
+        int64_t iv[2] = {1, 2};
+        double fv[1] = {1.0};
+        bool bv[1] = {true};
+        const char *sv[1] = {"s"};
+        CHECK(cbt_event_array_i64(&e, CBT_N_MODEL, iv, 2) == CBT_OK);
+        CHECK(cbt_event_array_f64(&e, CBT_N_MODEL, fv, 1) == CBT_OK);
+        CHECK(cbt_event_array_bool(&e, CBT_N_MODEL, bv, 1) == CBT_OK);
+        CHECK(cbt_event_array_str(&e, CBT_N_MODEL, sv, 1) == CBT_OK);
+        CHECK(e.n_meta == 0);
+        cbt_array a = {1, 2, CBT_ARRAY_I64};
+        cbt_array_iter it;
+        int64_t i64;
+        double f64;
+        bool b;
+        const char *str;
+        size_t len;
+        CHECK(!cbt_meta_array(&e.meta[0], &a));
+        cbt_attr at;
+        memset(&at, 0, sizeof at);
+        CHECK(!cbt_attr_array(&at, &a));
+        cbt_array_iter_init(&it, &a);
+        CHECK(!cbt_array_next_i64(&it, &i64) && !cbt_array_next_f64(&it, &f64) &&
+              !cbt_array_next_bool(&it, &b) && !cbt_array_next_str(&it, &str, &len));
+        CHECK(cbt_span_set_array(NULL, CBT_N_MODEL, &a) == CBT_OK);
+        cbt_arrays_stats as;
+        cbt_arrays_stats_get(&as);
+        CHECK(as.capacity == 0 && as.used == 0);
+    }
     CHECK(e.n_meta == 0);
     uint8_t id[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     CHECK(cbt_event_trace_set(&e, &g_ctx, id) == CBT_OK);
@@ -690,6 +720,19 @@ static void test_otlp_h(void)
     os.spans_queued = 1;
     CHECK(cbt_otlp_exporter_stats(ex, &os) == CBT_OK);
     CHECK(os.version == CBT_OTLP_STATS_VERSION && os.size == sizeof os && os.spans_queued == 0);
+
+    /* the OTLP JSON file: no file, an empty sink; the environment not read */
+    const char *oj = "cbt-disable-all-otlp.jsonl";
+    remove(oj);
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_otlp_json_sink_create(oj, NULL, &k) == CBT_OK);
+    CHECK(empty_sink(&k) && absent(oj));
+    memset(&k, 0xff, sizeof k);
+    CHECK(cbt_otlp_json_sink_create_into(oj, NULL, &k) == CBT_OK && all_ff(&k, sizeof k) &&
+          absent(oj));
+    setenv("OTEL_SERVICE_NAME", "not-read", 1);
+    cbt_otlp_resource_from_env(&g_ocfg.resource, stderr);
+    CHECK(strcmp(g_ocfg.resource.service_name, "cbt") == 0);
 }
 
 /* ---- cbt/trace_file.h, cbt/tree.h ------------------------------------------------------ */

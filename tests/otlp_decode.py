@@ -4,7 +4,7 @@
     python otlp_decode.py <path of the test_otlp_encode binary>
     python otlp_decode.py --metrics <path of the test_otlp_metrics binary>
 
-Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json`, then
+Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json <dir>/spans.otlp.jsonl`, then
   1. decodes spans.pb with the official opentelemetry-proto package
      (ExportTraceServiceRequest) and compares it, field by field and span by
      span, with the values below: the fixed set of tests/test_otlp_encode.c
@@ -16,7 +16,11 @@ Runs `test_otlp_encode --emit <dir>/spans.pb <dir>/spans.json`, then
      strings, then (hex ids turned into base64, which is what the generic
      proto3 JSON mapping expects for bytes) parses it with
      google.protobuf.json_format.Parse into ExportTraceServiceRequest, which
-     refuses unknown field names, and compares it with the protobuf decode.
+     refuses unknown field names, and compares it with the protobuf decode;
+  4. reads spans.otlp.jsonl, the same spans through the OTLP JSON file sink
+     (the collector file exporter's format): each line alone parsed by
+     json_format into an ExportTraceServiceRequest with the resource and
+     scope, the lines' spans in order equal to the protobuf's.
 
 With --metrics it runs `test_otlp_metrics --emit ...` instead and does the
 same three steps for ExportMetricsServiceRequest: the fixed snapshot of
@@ -619,6 +623,41 @@ def check_workload(binary):
     return len(sm.metrics)
 
 
+def check_otlp_file(text, req):
+    """The sink's file: whole lines, one request each, flushed after spans 1
+    and 3 (test_otlp_encode.c, emit_file), so 2, 2 and the rest."""
+    if not check(text.endswith("\n"), "the OTLP JSON file does not end with a whole line"):
+        return
+    lines = text[:-1].split("\n")
+    want = [2, 2, len(SPANS) - 4]
+    spans = []
+    for n, line in enumerate(lines, 1):
+        try:
+            doc = json.loads(line)
+        except ValueError as e:
+            check(False, f"OTLP JSON file line {n} is not JSON on its own: {e}")
+            return
+        hex_ids_to_base64(doc)
+        one = trace_service_pb2.ExportTraceServiceRequest()
+        try:
+            json_format.Parse(json.dumps(doc), one)
+        except Exception as e:
+            check(False, f"json_format.Parse refused OTLP JSON file line {n}: {e!r}")
+            return
+        check(len(one.resource_spans) == 1 and len(one.resource_spans[0].scope_spans) == 1,
+              f"OTLP JSON file line {n}: not one ResourceSpans with one ScopeSpans")
+        rs = one.resource_spans[0]
+        check(rs.resource == req.resource_spans[0].resource,
+              f"OTLP JSON file line {n}: its resource differs from the protobuf's")
+        check(rs.scope_spans[0].scope == req.resource_spans[0].scope_spans[0].scope,
+              f"OTLP JSON file line {n}: its scope differs from the protobuf's")
+        spans.append(list(rs.scope_spans[0].spans))
+    check([len(s) for s in spans] == want,
+          f"OTLP JSON file: spans per line {[len(s) for s in spans]}, not {want}")
+    check([s for line in spans for s in line] == list(req.resource_spans[0].scope_spans[0].spans),
+          "OTLP JSON file: its spans, line after line, differ from the protobuf's")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--metrics":
         return main_metrics(sys.argv[2])
@@ -628,8 +667,9 @@ def main():
     version = cbt_version()
     with tempfile.TemporaryDirectory(prefix="cbt-otlp-") as d:
         pb_path, js_path = os.path.join(d, "spans.pb"), os.path.join(d, "spans.json")
-        r = subprocess.run([sys.argv[1], "--emit", pb_path, js_path], capture_output=True,
-                           text=True, timeout=60)
+        file_path = os.path.join(d, "spans.otlp.jsonl")
+        r = subprocess.run([sys.argv[1], "--emit", pb_path, js_path, file_path],
+                           capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             print(f"FAIL: {sys.argv[1]} --emit exited {r.returncode}: {r.stderr.strip()}")
             return 1
@@ -637,6 +677,8 @@ def main():
             data = f.read()
         with open(js_path, "rb") as f:
             js_text = f.read().decode("utf-8")  # must be UTF-8
+        with open(file_path, "rb") as f:
+            file_text = f.read().decode("utf-8")
 
     # 1. protobuf, through the official decoder
     req = trace_service_pb2.ExportTraceServiceRequest()
@@ -673,6 +715,11 @@ def main():
         pass
     else:
         print("--- from protobuf:\n" + str(req) + "--- from JSON:\n" + str(from_json))
+
+    # 4. the OTLP JSON file (the collector file exporter's format): every
+    # line alone an ExportTraceServiceRequest json_format parses, each with
+    # the resource and scope, the lines' spans together the protobuf's
+    check_otlp_file(file_text, req)
 
     if errors:
         for e in errors:

@@ -87,6 +87,25 @@ OTEL_TRACES_SAMPLER=always_off run 0 sampled_replay "$cbt" replay H.lct --spans 
 same HL.jsonl HR.jsonl
 same HL.json HR.json
 
+# ---- LMCache 0.5.7's trace schema (CBT_TRACE_SCHEMA=2, as python -m cbt.lmcache sets
+# it beside an LMCache 0.5.7): the header says 2 and names lmcache-0.5.7, the
+# records are the same, the replay gives the live spans
+CBT_TRACE_SCHEMA=2 run 0 mp2 "$cbt" "${demo[@]}" --requests 20 --spans L2.jsonl \
+  --trace-level gpu --trace-output X2.lct
+run 0 mp2_replay "$cbt" replay X2.lct --spans R2.jsonl --quiet
+grep -aq 'lmcache-0.5.7' X2.lct || fail "X2.lct does not name lmcache-0.5.7 in its header"
+grep -aq 'lmcache-0.5.6' X.lct || fail "X.lct (the default) does not name lmcache-0.5.6"
+[ -s L2.jsonl ] || fail "the live span file L2.jsonl is empty"
+same L2.jsonl R2.jsonl
+sidecar mp2 X2.lct
+CBT_TRACE_SCHEMA=3 run 1 schema3 "$cbt" "${demo[@]}" --requests 1 --trace-level gpu \
+  --trace-output Z.lct
+said schema3 err 'CBT_TRACE_SCHEMA "3": cbt writes trace schema 1'
+# a recording whose header names another schema than its number: refused, named
+perl -0777 -pe 's/lmcache-0\.5\.7/lmcache-0.5.9/' X2.lct >S.lct
+run 2 schema_name "$cbt" replay S.lct --spans S.jsonl
+said schema_name err 'trace_schema "lmcache-0.5.9" is not a schema this cbt reads'
+
 # ---- flags the demo refuses -----------------------------------------------------------
 run 2 level_cpu "$cbt" "${demo[@]}" --trace-level cpu
 said level_cpu err 'level "gpu" only, not cpu'

@@ -139,7 +139,7 @@ static void test_refusals(void **state)
 static void test_bounds(void **state)
 {
     (void)state;
-    static char buf[1 << 16];
+    static char buf[2 * CBT_JL_NODES_MAX + 16]; /* the nodes case: "[0,0,...]" */
     /* depth: CBT_JL_DEPTH_MAX containers nest, one more does not */
     for (int extra = 0; extra <= 1; extra++) {
         size_t n = 0, depth = CBT_JL_DEPTH_MAX + (size_t)extra;
@@ -156,7 +156,7 @@ static void test_bounds(void **state)
     for (int extra = 0; extra <= 1; extra++) {
         size_t n = 0;
         buf[n++] = '[';
-        for (int k = 0; k < CBT_JL_NODES_MAX - 1 + extra; k++) {
+        for (int k = 0; k < (int)CBT_JL_NODES_MAX - 1 + extra; k++) {
             if (k)
                 buf[n++] = ',';
             buf[n++] = '0';

@@ -275,8 +275,11 @@ static void huge_refused(void **state)
     assert_int_equal(one_frame((const unsigned char *)"\x81\xdb\xff\xff\xff\xff", 6), CBT_ERR_LMCT_LIMIT);
     assert_int_equal(one_frame((const unsigned char *)"\xdd\x00\x0f\xff\xff", 5), CBT_ERR_LMCT_LIMIT);
     /* nesting past CBT_LMCT_DEPTH_MAX */
-    static const unsigned char deep[] = "\x81\xa1\x61\x81\xa1\x61\x81\xa1\x61\x81\xa1\x61\x81\xa1\x61\x81\xa1\x61\x80";
-    assert_int_equal(one_frame(deep, sizeof deep - 1), CBT_ERR_LMCT_LIMIT);
+    unsigned char deep[3 * (CBT_LMCT_DEPTH_MAX + 2) + 1];
+    for (unsigned i = 0; i < CBT_LMCT_DEPTH_MAX + 2; i++)
+        memcpy(deep + 3 * i, "\x81\xa1\x61", 3); /* {"a": ...} */
+    deep[sizeof deep - 1] = 0x80;
+    assert_int_equal(one_frame(deep, sizeof deep), CBT_ERR_LMCT_LIMIT);
     /* the writer refuses the same */
     cbt_lmct_header h = gpu_header();
     cbt_lmct_writer *w;
@@ -298,12 +301,132 @@ static void huge_refused(void **state)
     unlink(g_path);
 }
 
+/* a header of schema `number` whose level_meta names `name` (NULL: none) */
+static cbt_status open_schema(int64_t number, const char *name, cbt_lmct_writer **w)
+{
+    cbt_lmct_kv meta[] = {CBT_LMCT_KV(CBT_LMCT_META_SCHEMA, CBT_LMCT_S(name, name ? (uint32_t)strlen(name) : 0))};
+    cbt_lmct_header h = gpu_header();
+    h.trace_schema_version = number;
+    h.level_meta = name ? meta : NULL;
+    h.level_meta_count = name ? 1 : 0;
+    return cbt_lmct_writer_open(g_path, &h, w);
+}
+
+/* one record of args {"spec": {"__t__": tag, "v": payload}} (and skip_l2) */
+static void append_tagged(cbt_lmct_writer *w, const char *qualname, const char *tag,
+                          const cbt_lmct_kv *payload, uint32_t n, bool skip_l2)
+{
+    const cbt_lmct_kv wrapped[] = {CBT_LMCT_KV("__t__", CBT_LMCT_S(tag, (uint32_t)strlen(tag))),
+                                   CBT_LMCT_KV("v", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {payload, n}}))};
+    const cbt_lmct_kv args[] = {CBT_LMCT_KV("spec", ((cbt_lmct_value){.type = CBT_LMCT_MAP, .v.map = {wrapped, 2}})),
+                                CBT_LMCT_KV("skip_l2", CBT_LMCT_B(true))};
+    cbt_lmct_record r = CBT_LMCT_RECORD_INIT;
+    r.qualname = qualname;
+    r.args = args;
+    r.arg_count = skip_l2 ? 2 : 1;
+    assert_int_equal(cbt_lmct_writer_append(w, &r), CBT_OK);
+}
+
+/* read the file: the header's schema, then `ok` good records, then `st` (and
+ * a message with `says`) */
+static void expect_read(cbt_lmct_schema schema, unsigned ok, cbt_status st, const char *says)
+{
+    cbt_lmct_reader *rd;
+    assert_int_equal(cbt_lmct_reader_open(g_path, &rd), CBT_OK);
+    assert_int_equal(cbt_lmct_reader_schema(rd), schema);
+    assert_int_equal(cbt_lmct_reader_header(rd)->trace_schema_version, (int64_t)schema);
+    const cbt_lmct_record *r;
+    for (unsigned i = 0; i < ok; i++) {
+        assert_int_equal(cbt_lmct_reader_next(rd, &r), CBT_OK);
+        assert_non_null(r);
+    }
+    assert_int_equal(cbt_lmct_reader_next(rd, &r), st);
+    if (says && !strstr(cbt_lmct_reader_message(rd), says))
+        fail_msg("reader said \"%s\", not \"%s\"", cbt_lmct_reader_message(rd), says);
+    cbt_lmct_reader_close(rd);
+}
+
+static void schemas(void **state)
+{
+    (void)state;
+    cbt_lmct_writer *w;
+    /* the writer: 0 is 1; 1 and 2; a name that is not the number's, a number
+     * that is neither, refused */
+    assert_int_equal(open_schema(0, NULL, &w), CBT_OK);
+    assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+    expect_read(CBT_LMCT_SCHEMA_LMCACHE_056, 0, CBT_OK, NULL);
+    assert_int_equal(open_schema(3, NULL, &w), CBT_ERR_INVAL);
+    assert_int_equal(open_schema(2, "lmcache-0.5.6", &w), CBT_ERR_INVAL);
+    assert_int_equal(open_schema(1, "lmcache-9", &w), CBT_ERR_INVAL);
+    assert_string_equal(cbt_lmct_schema_name(CBT_LMCT_SCHEMA_LMCACHE_057), "lmcache-0.5.7");
+
+    /* schema 2, named: 0.5.7's content reads; PR #4871's ObjectKey, 0.5.6's
+     * skip_l2, an unknown tag are refused, naming what they are */
+    const char *sm = "lmcache.v1.distributed.storage_manager.StorageManager.submit_prefetch_task";
+    const cbt_lmct_kv tags[] = {CBT_LMCT_KV("segment", CBT_LMCT_S("dram", 4)),
+                                CBT_LMCT_KV("residency", CBT_LMCT_S("local", 5))};
+    const cbt_lmct_kv spec057[] = {CBT_LMCT_KV("allowed_l1_memory_tags", ((cbt_lmct_value){.type = CBT_LMCT_NIL})),
+                                   CBT_LMCT_KV("allowed_l2_memory_tags", ((cbt_lmct_value){.type = CBT_LMCT_NIL}))};
+    const cbt_lmct_kv key[] = {CBT_LMCT_KV("chunk_hash", CBT_LMCT_BIN("ab", 2)),
+                               CBT_LMCT_KV("cache_salt", CBT_LMCT_S("t", 1))};
+    struct { const char *tag; const cbt_lmct_kv *p; uint32_t n; bool skip; cbt_status st; const char *says; } v2[] = {
+        {"MemoryTags", tags, 2, false, CBT_OK, NULL},
+        {"PrefetchTaskSpec", spec057, 2, false, CBT_OK, NULL},
+        {"ObjectKey", key, 1, false, CBT_OK, NULL},
+        {"ObjectKey", key, 2, false, CBT_ERR_LMCT_SCHEMA, "pull request #4871"},
+        {"PrefetchTaskSpec", spec057, 2, true, CBT_ERR_LMCT_SCHEMA, "with skip_l2"},
+        {"PrefetchTaskSpec", spec057, 1, false, CBT_ERR_LMCT_SCHEMA, "without allowed_l1/l2_memory_tags"},
+        {"Frobnicator", tags, 2, false, CBT_ERR_LMCT_SCHEMA, "unknown codec tag \"Frobnicator\""},
+        {"MemoryTags", tags, 1, false, CBT_ERR_LMCT_SCHEMA, "MemoryTags without segment and residency"},
+    };
+    for (size_t i = 0; i < sizeof v2 / sizeof v2[0]; i++) {
+        assert_int_equal(open_schema(2, i % 2 ? "lmcache-0.5.7" : NULL, &w), CBT_OK);
+        append_tagged(w, "cbt.ok", "ObjectKey", key, 1, true); /* skip_l2 elsewhere is no matter */
+        append_tagged(w, sm, v2[i].tag, v2[i].p, v2[i].n, v2[i].skip);
+        assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+        expect_read(CBT_LMCT_SCHEMA_LMCACHE_057, v2[i].st ? 1 : 2, v2[i].st, v2[i].says);
+    }
+    /* schema 1: skip_l2 is its own; MemoryTags and the spec's filters are 0.5.7's */
+    struct { const char *tag; const cbt_lmct_kv *p; uint32_t n; cbt_status st; const char *says; } v1[] = {
+        {"PrefetchTaskSpec", key, 1, CBT_OK, NULL},
+        {"MemoryTags", tags, 2, CBT_ERR_LMCT_SCHEMA, "\"MemoryTags\" is LMCache 0.5.7's"},
+        {"PrefetchTaskSpec", spec057, 1, CBT_ERR_LMCT_SCHEMA, "allowed_l1/l2_memory_tags is LMCache 0.5.7's"},
+    };
+    for (size_t i = 0; i < sizeof v1 / sizeof v1[0]; i++) {
+        assert_int_equal(open_schema(1, "lmcache-0.5.6", &w), CBT_OK);
+        append_tagged(w, sm, v1[i].tag, v1[i].p, v1[i].n, true);
+        assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+        expect_read(CBT_LMCT_SCHEMA_LMCACHE_056, v1[i].st ? 0 : 1, v1[i].st, v1[i].says);
+    }
+    /* the reader: a name that is not the number's, a number it does not know */
+    unsigned char *b;
+    size_t n;
+    cbt_lmct_reader *rd;
+    assert_int_equal(open_schema(1, "lmcache-0.5.6", &w), CBT_OK);
+    assert_int_equal(cbt_lmct_writer_close(w), CBT_OK);
+    b = slurp(&n);
+    unsigned char *sv = find(b, n, "trace_schema_version", 20);
+    sv[20] = 2;
+    assert_int_equal(cbt_lmct_reader_open_mem(b, n, &rd), CBT_ERR_LMCT_SCHEMA);
+    assert_non_null(strstr(cbt_lmct_last_open_message(), "says lmcache-0.5.6"));
+    sv[20] = 3;
+    assert_int_equal(cbt_lmct_reader_open_mem(b, n, &rd), CBT_ERR_LMCT_SCHEMA);
+    assert_non_null(strstr(cbt_lmct_last_open_message(), "unsupported trace_schema_version 3"));
+    sv[20] = 1;
+    find(b, n, "lmcache-0.5.6", 13)[12] = '9';
+    assert_int_equal(cbt_lmct_reader_open_mem(b, n, &rd), CBT_ERR_LMCT_SCHEMA);
+    assert_non_null(strstr(cbt_lmct_last_open_message(), "\"lmcache-0.5.9\" is not a schema"));
+    free(b);
+    unlink(g_path);
+}
+
 int main(void)
 {
     tmp_path();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(round_trip),  cmocka_unit_test(truncated_tail), cmocka_unit_test(bad_header),
         cmocka_unit_test(oversize_frame), cmocka_unit_test(wrong_types), cmocka_unit_test(huge_refused),
+        cmocka_unit_test(schemas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,10 +7,13 @@
  * Also a fixture generator for tests/otlp_decode.py (the official
  * opentelemetry-proto package decodes our bytes):
  *
- *   test_otlp_encode --emit <file.pb> <file.json>
+ *   test_otlp_encode --emit <file.pb> <file.json> [<file.otlp.jsonl>]
  *
  * writes the fixed set below (emit_resource, emit_spans) as protobuf and as
- * OTLP/JSON and exits 0. otlp_decode.py holds the same values, written out
+ * OTLP/JSON and exits 0; with a third path, also through the OTLP JSON file
+ * sink (cbt_otlp_json_sink_create, called directly: no tracer), flushed after
+ * the second and the fourth span, so its lines hold spans 0-1, 2-3 and the
+ * rest. otlp_decode.py holds the same values, written out
  * independently; change both together.
  */
 #include <math.h>
@@ -214,7 +217,25 @@ static int write_file(const char *path, const cbt_buf *b)
     return (w == b->len && rc == 0) ? 0 : -1;
 }
 
-static int emit(const char *pb_path, const char *json_path)
+/* The fixed set through the OTLP JSON file sink, a flush after spans 1 and 3. */
+static int emit_file(const char *path, const cbt_otlp_resource *r, const cbt_span *sp)
+{
+    cbt_sink k;
+    if (cbt_otlp_json_sink_create(path, r, &k) != CBT_OK)
+        return -1;
+    int bad = !(k.flags & CBT_SINK_FLUSH_IDLE);
+    for (int i = 0; i < EMIT_N; i++) {
+        bad |= k.on_span(k.ctx, &sp[i]) != CBT_OK;
+        if (i == 1 || i == 3)
+            bad |= k.flush(k.ctx) != CBT_OK;
+    }
+    bad |= k.flush(k.ctx) != CBT_OK;
+    bad |= k.spans_lost(k.ctx) != 0;
+    k.destroy(k.ctx);
+    return bad ? -1 : 0;
+}
+
+static int emit(const char *pb_path, const char *json_path, const char *file_path)
 {
     cbt_otlp_resource r;
     emit_resource(&r);
@@ -227,6 +248,9 @@ static int emit(const char *pb_path, const char *json_path)
         fprintf(stderr, "test_otlp_encode --emit: encoding failed\n");
     else if (write_file(pb_path, &pb) || write_file(json_path, &js))
         fprintf(stderr, "test_otlp_encode --emit: cannot write %s / %s\n", pb_path, json_path);
+    else if (file_path && emit_file(file_path, &r, sp))
+        fprintf(stderr, "test_otlp_encode --emit: the OTLP JSON file sink failed on %s\n",
+                file_path);
     else
         rc = 0;
     cbt_buf_free(&pb);
@@ -1095,11 +1119,12 @@ static void tracer_spans(void **state)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--emit") == 0) {
-        if (argc != 4) {
-            fprintf(stderr, "usage: %s --emit <file.pb> <file.json>\n", argv[0]);
+        if (argc != 4 && argc != 5) {
+            fprintf(stderr, "usage: %s --emit <file.pb> <file.json> [<file.otlp.jsonl>]\n",
+                    argv[0]);
             return 2;
         }
-        return emit(argv[2], argv[3]);
+        return emit(argv[2], argv[3], argc == 5 ? argv[4] : NULL);
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fixed_set_every_field),

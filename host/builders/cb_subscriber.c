@@ -280,7 +280,8 @@ cbt_status cbt_cb_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
  * most that many bytes are written (internal/abi.h). */
 cbt_status cbt_cb_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out)
 {
-    cbt_tree_options o = {CBT_TREE_OPTIONS_VERSION, sizeof o, max_sessions, 0, 0, 0};
+    cbt_tree_options o = {
+        .version = CBT_TREE_OPTIONS_VERSION, .size = sizeof o, .max_sessions = max_sessions};
     return cbt_cb_subscriber_create_opts_into(&o, out);
 }
 

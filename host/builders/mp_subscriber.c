@@ -1,12 +1,13 @@
 /* host/builders/mp_subscriber.c — owns the MP path's table and attribute
  * rules (cbt/mp.h) on the request-tree engine (internal/reqtree.h): which event
  * opens which span, where the lookup's hit counts go, the timeout span and
- * the transfer-phase spans. Sessions, pairing, the close rule, late children
+ * the transfer-phase spans, the token traces. Sessions, pairing, the close rule, late children
  * and eviction are the engine's.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "cbt/array.h"
 #include "internal/abi.h"
 #include "internal/reqtree.h"
 #include "internal/xfer.h"
@@ -38,24 +39,59 @@ static const cbt_tree_rule k_rules[] = {
 typedef struct mp_state {
     cbt_xfer *xfer; /* transfer-phase spans (host/builders/transfer_phase.c) */
     _Atomic uint64_t timeout_spans;
+    _Atomic uint64_t token_trace_spans;
 } mp_state;
 
-/* MP_LOOKUP_PREFETCH_END: the request's hit counts, typed, on the root. */
+/* The integer under `key` (a bool counts as 0/1, as cbt_event_get_i64 reads
+ * it): true only when the event carries one. */
+static bool event_int(const cbt_event *ev, cbt_name key, int64_t *out)
+{
+    const cbt_meta *m = cbt_event_find(ev, key);
+    if (!m || (m->type != CBT_META_I64 && m->type != CBT_META_BOOL))
+        return false;
+    *out = cbt_event_get_i64(ev, key, 0);
+    return true;
+}
+
+static void copy_int(cbt_span *root, const cbt_event *ev, cbt_name key)
+{
+    int64_t v;
+    if (event_int(ev, key, &v))
+        cbt_span_set_i64(root, key, v);
+}
+
+/* rate = part / whole (0.0 when whole is 0), set only when the event carries
+ * both. */
+static void set_rate(cbt_span *root, cbt_name rate, const cbt_event *ev, cbt_name part,
+                     cbt_name whole)
+{
+    int64_t p, w;
+    if (event_int(ev, part, &p) && event_int(ev, whole, &w))
+        cbt_span_set_f64(root, rate, cbt_tree_rate(p, w));
+}
+
+/* MP_LOOKUP_PREFETCH_END: the request's hit counts, typed, on the root, in
+ * LMCache 0.5.7's order. Honest: an attribute appears only when the event
+ * carried what it is made of (a count its key, a rate both its keys);
+ * nothing is made up as 0 (docs/spans.md, "The MP path"). */
 static void set_hit_attrs(cbt_span *root, const cbt_event *ev)
 {
-    int64_t hit = cbt_event_get_i64(ev, CBT_N_HIT_TOKENS, 0);
-    int64_t req = cbt_event_get_i64(ev, CBT_N_REQUESTED_TOKENS, 0);
-    int64_t l1 = cbt_event_get_i64(ev, CBT_N_L1_HIT_TOKENS, 0);
-    int64_t l2 = cbt_event_get_i64(ev, CBT_N_L2_HIT_TOKENS, 0);
-    cbt_span_set_i64(root, CBT_N_HIT_TOKENS, hit);
-    cbt_span_set_i64(root, CBT_N_REQUESTED_TOKENS, req);
-    cbt_span_set_f64(root, CBT_N_HIT_RATE, cbt_tree_rate(hit, req));
-    cbt_span_set_i64(root, CBT_N_L1_HIT_TOKENS, l1);
-    cbt_span_set_i64(root, CBT_N_L2_HIT_TOKENS, l2);
-    cbt_span_set_f64(root, CBT_N_L1_HIT_RATE, cbt_tree_rate(l1, req));
-    cbt_span_set_f64(root, CBT_N_L2_HIT_RATE, cbt_tree_rate(l2, req));
-    cbt_span_set_i64(root, CBT_N_L1_HIT_KEYS, cbt_event_get_i64(ev, CBT_N_L1_HIT_KEYS, 0));
-    cbt_span_set_i64(root, CBT_N_L2_HIT_KEYS, cbt_event_get_i64(ev, CBT_N_L2_HIT_KEYS, 0));
+    copy_int(root, ev, CBT_N_HIT_TOKENS);
+    copy_int(root, ev, CBT_N_REQUESTED_TOKENS);
+    set_rate(root, CBT_N_HIT_RATE, ev, CBT_N_HIT_TOKENS, CBT_N_REQUESTED_TOKENS);
+    copy_int(root, ev, CBT_N_L1_HIT_TOKENS);
+    copy_int(root, ev, CBT_N_L2_HIT_TOKENS);
+    set_rate(root, CBT_N_L1_HIT_RATE, ev, CBT_N_L1_HIT_TOKENS, CBT_N_REQUESTED_TOKENS);
+    set_rate(root, CBT_N_L2_HIT_RATE, ev, CBT_N_L2_HIT_TOKENS, CBT_N_REQUESTED_TOKENS);
+    /* 0.5.7: the engine-covered prefix, and the whole prompt's view */
+    copy_int(root, ev, CBT_N_APC_COVERED_TOKENS);
+    copy_int(root, ev, CBT_N_PROMPT_TOKENS);
+    copy_int(root, ev, CBT_N_ENGINE_HIT_TOKENS);
+    copy_int(root, ev, CBT_N_REQUEST_HIT_TOKENS);
+    set_rate(root, CBT_N_ENGINE_HIT_RATE, ev, CBT_N_ENGINE_HIT_TOKENS, CBT_N_PROMPT_TOKENS);
+    set_rate(root, CBT_N_REQUEST_HIT_RATE, ev, CBT_N_REQUEST_HIT_TOKENS, CBT_N_PROMPT_TOKENS);
+    copy_int(root, ev, CBT_N_L1_HIT_KEYS);
+    copy_int(root, ev, CBT_N_L2_HIT_KEYS);
     size_t n = 0;
     const char *why = cbt_event_get_str(ev, CBT_N_EARLY_EXIT_REASON, &n);
     if (why)
@@ -129,10 +165,57 @@ static cbt_status on_timeout(cbt_tree *e, const cbt_event *ev)
     return CBT_OK;
 }
 
+/* MP_LOOKUP with token traces on (LMCache 0.5.7's --enable-token-trace): a
+ * zero-length "mp.request.trace" span at the event's time carrying the
+ * prompt: session_id, lmcache.model (model_name) and lmcache.input_ids
+ * (token_ids, an array). Its parent is the session's "request" (open, or
+ * closed within the grace window: cbt.late), else the session's open
+ * "cb.request" (the registry; the CacheBlend path's lookups publish
+ * MP_LOOKUP too), else none: a root of a trace of its own, as LMCache does.
+ * A lookup without token_ids builds nothing (LMCache's subscriber raises a
+ * KeyError there and exports no span). */
+static cbt_status on_lookup(cbt_tree *e, const cbt_event *ev)
+{
+    const cbt_meta *ids = cbt_event_find(ev, CBT_N_TOKEN_IDS);
+    if (!ids)
+        return CBT_OK;
+    mp_state *st = cbt_tree_pctx(e);
+    cbt_tracer *t = cbt_tree_tracer(e);
+    bool late = false;
+    const cbt_span_ctx *parent = cbt_tree_anchor_of(e, ev->session, ev->session_len, &late);
+    cbt_span_ctx cb;
+    if (!parent && cbt_tree_registry_anchor_(t, ev->session, ev->session_len, CBT_N_CB_REQUEST,
+                                             &cb))
+        parent = &cb;
+    cbt_span *sp = cbt_span_start(t, CBT_N_MP_REQUEST_TRACE, CBT_SPAN_KIND_INTERNAL, parent,
+                                  ev->ts);
+    if (!sp)
+        return CBT_ERR_FULL;
+    cbt_span_set_str(sp, CBT_N_SESSION_ID, ev->session, ev->session_len);
+    size_t n = 0;
+    const char *model = cbt_event_get_str(ev, CBT_N_MODEL_NAME, &n);
+    if (model)
+        cbt_span_set_str(sp, CBT_N_LMCACHE_MODEL, model, n);
+    cbt_array a;
+    if (cbt_meta_array(ids, &a)) {
+        cbt_span_set_array(sp, CBT_N_LMCACHE_INPUT_IDS, &a);
+    } else if (ids->type == CBT_META_ARRAY) { /* dropped at publish: the store was full */
+        sp->attrs_dropped++;
+        sp->flags |= CBT_SPANF_ATTRS_DROPPED;
+    }
+    if (late)
+        cbt_span_set_bool(sp, CBT_N_LATE, true);
+    cbt_span_end(t, sp, ev->ts);
+    atomic_fetch_add_explicit(&st->token_trace_spans, 1, memory_order_relaxed);
+    return CBT_OK;
+}
+
 static cbt_status mp_custom(cbt_tree *e, const cbt_event *ev)
 {
     if (ev->type == CBT_EV_TIMEOUT_RAISED)
         return on_timeout(e, ev);
+    if (ev->type == CBT_EV_MP_LOOKUP)
+        return on_lookup(e, ev);
     mp_state *st = cbt_tree_pctx(e);
     return cbt_xfer_on_event(st->xfer, cbt_tree_tracer(e), ev); /* MP_TRANSFER_PHASE_SAMPLES */
 }
@@ -142,6 +225,7 @@ static void mp_stats(cbt_tree *e, cbt_tree_stats *out)
 {
     const mp_state *st = cbt_tree_pctx(e);
     out->timeout_spans = atomic_load_explicit(&st->timeout_spans, memory_order_relaxed);
+    out->token_trace_spans = atomic_load_explicit(&st->token_trace_spans, memory_order_relaxed);
     cbt_xfer_stats xs;
     cbt_xfer_stats_get(st->xfer, &xs);
     out->transfer_spans = xs.spans;
@@ -198,7 +282,9 @@ cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
         free(st);
         return rc;
     }
-    rc = cbt_tree_subscriber_(&k_mp_path, &o, st, NULL, 0, out);
+    /* MP_LOOKUP only with token traces on: off, the path never sees it */
+    static const cbt_event_type k_lookup[] = {CBT_EV_MP_LOOKUP};
+    rc = cbt_tree_subscriber_(&k_mp_path, &o, st, k_lookup, o.token_trace ? 1 : 0, out);
     if (rc) {
         cbt_xfer_destroy(st->xfer);
         free(st);
@@ -210,7 +296,8 @@ cbt_status cbt_mp_subscriber_create_opts_into(const cbt_tree_options *opts, cbt_
  * most that many bytes are written (internal/abi.h). */
 cbt_status cbt_mp_subscriber_create_into(uint32_t max_sessions, cbt_subscriber *out)
 {
-    cbt_tree_options o = {CBT_TREE_OPTIONS_VERSION, sizeof o, max_sessions, 0, 0, 0};
+    cbt_tree_options o = {
+        .version = CBT_TREE_OPTIONS_VERSION, .size = sizeof o, .max_sessions = max_sessions};
     return cbt_mp_subscriber_create_opts_into(&o, out);
 }
 

@@ -834,6 +834,10 @@ static void advance_clock(cbt_tree *e, uint64_t ts)
     e->now = ts;
 }
 
+/* rule_of[] for an extra type (cbt_tree_subscriber_'s `extra`): no rule of
+ * the table, only the path's on_custom hook */
+#define RULE_EXTRA ((int16_t)-2)
+
 static cbt_status tree_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
 {
     cbt_tree *e = ctx;
@@ -841,6 +845,8 @@ static cbt_status tree_on_event(void *ctx, cbt_tracer *t, const cbt_event *ev)
     advance_clock(e, ev->ts);
     sweep(e);
     int16_t r = ev->type < CBT_EVENT_TYPES_MAX ? e->rule_of[ev->type] : -1;
+    if (r == RULE_EXTRA) /* one of the path's extra types: its hook alone */
+        return e->path->on_custom ? e->path->on_custom(e, ev) : CBT_OK;
     if (r < 0)
         return CBT_ERR_UNKNOWN_EVENT;
     const cbt_tree_rule *rule = &e->path->rules[r];
@@ -1006,6 +1012,21 @@ cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, bool root_end, cbt_
         return rc;
     if (out->grace_ns == UINT64_MAX)
         out->grace_ns = 0; /* "off": no late window */
+    if (d.token_trace > CBT_TOKEN_TRACE_OFF) {
+        fprintf(stderr, "cbt: request tree: token_trace %u is not a cbt_token_trace\n",
+                d.token_trace);
+        return CBT_ERR_INVAL;
+    }
+    out->token_trace = d.token_trace == CBT_TOKEN_TRACE_ON;
+    if (d.token_trace == CBT_TOKEN_TRACE_DEFAULT) {
+        const char *v = getenv("CBT_TOKEN_TRACE");
+        if (v && (strcmp(v, "1") == 0 || strcmp(v, "on") == 0)) {
+            out->token_trace = true;
+        } else if (v && *v && strcmp(v, "0") != 0 && strcmp(v, "off") != 0) {
+            fprintf(stderr, "cbt: CBT_TOKEN_TRACE=\"%s\": want 1, on, 0 or off\n", v);
+            return CBT_ERR_INVAL;
+        }
+    }
     return CBT_OK;
 }
 
@@ -1041,8 +1062,11 @@ cbt_status cbt_tree_subscriber_(const cbt_tree_path *path, const cbt_tree_opts *
         e->rule_of[path->rules[i].type] = (int16_t)i;
         cbt_subscriber_want(&sub, path->rules[i].type);
     }
-    for (uint32_t i = 0; i < n_extra; i++)
+    for (uint32_t i = 0; i < n_extra; i++) {
+        if (extra[i] < CBT_EVENT_TYPES_MAX && e->rule_of[extra[i]] < 0)
+            e->rule_of[extra[i]] = RULE_EXTRA;
         cbt_subscriber_want(&sub, extra[i]);
+    }
     cbt_abi_out_(out, &sub, sizeof sub, CBT_SUBSCRIBER_VERSION);
     return CBT_OK;
 }
@@ -1146,6 +1170,22 @@ const cbt_span_ctx *cbt_tree_anchor_of(cbt_tree *e, const char *session, size_t 
         INC(late_children);
     }
     return &s->anchor;
+}
+
+bool cbt_tree_registry_anchor_(cbt_tracer *t, const char *session, size_t len, cbt_name logical,
+                               cbt_span_ctx *out)
+{
+    if (!len || len >= CBT_SESSION_MAX || session[len] != '\0' ||
+        cbt_registry_get(t, session, logical, out) != CBT_OK)
+        return false;
+    /* a trace-id-only anchor is registered under a marker span id
+     * (with_marker_id): a child of it is a root of that trace */
+    cbt_span_ctx bare = *out;
+    memset(bare.span_id, 0, 8);
+    cbt_span_ctx marked = with_marker_id(bare);
+    if (memcmp(marked.span_id, out->span_id, 8) == 0)
+        memset(out->span_id, 0, 8);
+    return true;
 }
 
 int cbt_tree_sub_opts_(const cbt_subscriber *s, cbt_tree_opts *out)

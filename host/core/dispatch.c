@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 
+#include "internal/arrays.h"
 #include "internal/abi.h"
 #include "internal/counter.h"
 #include "internal/recorder.h"
@@ -63,7 +64,39 @@ static void dispatch_recorded(cbt_tracer *t, const cbt_event *ev)
     cbt_count1_(&t->dispatched);
 }
 
+static void dispatch_one(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks);
+
+/* An event with array values: a replay's (its elements still borrowed)
+ * has them copied into the store first; after the subscribers, the
+ * references the event holds are let go (a span that kept an array took
+ * its own). */
+static void dispatch_arrays(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
+{
+    uint32_t n = ev->n_meta < CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    int borrowed = 0;
+    for (uint32_t i = 0; i < n; i++)
+        borrowed |= ev->meta[i].type == CBT_META_ARRAY && ev->meta[i].v.arr.src != NULL;
+    if (borrowed) {
+        cbt_event e;
+        cbt_event_copy_used_(&e, ev);
+        cbt_arrays_adopt_(&e);
+        dispatch_one(t, &e, stamp_ticks);
+        cbt_arrays_release_event_(&e);
+        return;
+    }
+    dispatch_one(t, ev, stamp_ticks);
+    cbt_arrays_release_event_(ev);
+}
+
 void cbt_dispatch_(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
+{
+    if (__builtin_expect((ev->flags & CBT_EVF_ARRAYS) != 0, 0))
+        dispatch_arrays(t, ev, stamp_ticks);
+    else
+        dispatch_one(t, ev, stamp_ticks);
+}
+
+static void dispatch_one(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
 {
     if (stamp_ticks) {
         uint64_t now = cbt_clock_ticks();

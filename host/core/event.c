@@ -228,6 +228,47 @@ cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v)
     return CBT_OK;
 }
 
+/* An array value: the elements are borrowed until the publish copies them
+ * into the store (cbt/array.h, host/core/arrays.c). */
+static cbt_status set_array(cbt_event *ev, cbt_name key, cbt_array_type type, const void *v,
+                            size_t n)
+{
+    if ((!v && n) || n > CBT_ARRAY_COUNT_MAX)
+        return CBT_ERR_INVAL;
+    cbt_status st = CBT_OK;
+    cbt_meta *m = meta_slot(ev, key, &st);
+    if (!m)
+        return st;
+    static const uint64_t empty = 0; /* a non-NULL source for an empty array */
+    m->type = CBT_META_ARRAY;
+    m->len = (uint8_t)type;
+    m->v.arr.src = v ? v : (const void *)&empty;
+    m->v.arr.count = (uint32_t)n;
+    m->v.arr.handle = 0;
+    ev->flags |= CBT_EVF_ARRAYS;
+    return CBT_OK;
+}
+
+cbt_status cbt_event_array_i64(cbt_event *ev, cbt_name key, const int64_t *v, size_t n)
+{
+    return set_array(ev, key, CBT_ARRAY_I64, v, n);
+}
+
+cbt_status cbt_event_array_f64(cbt_event *ev, cbt_name key, const double *v, size_t n)
+{
+    return set_array(ev, key, CBT_ARRAY_F64, v, n);
+}
+
+cbt_status cbt_event_array_bool(cbt_event *ev, cbt_name key, const bool *v, size_t n)
+{
+    return set_array(ev, key, CBT_ARRAY_BOOL, v, n);
+}
+
+cbt_status cbt_event_array_str(cbt_event *ev, cbt_name key, const char *const *v, size_t n)
+{
+    return set_array(ev, key, CBT_ARRAY_STR, v, n);
+}
+
 #define TRUNC_MARK_LEN (sizeof CBT_META_TRUNC_MARK - 1)
 
 /* The longest prefix of v[0, n) that ends on a UTF-8 character boundary:

@@ -41,6 +41,7 @@
 #include <unistd.h>
 #endif
 
+#include "internal/arrays.h"
 #include "internal/counter.h"
 #include "internal/tracer.h"
 
@@ -140,6 +141,10 @@ cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
     } else {
         st = lane_attach(t, ev, ticks, s, mark);
     }
+    /* dropped (counted by the queue): its arrays' references go with it (a
+     * CUDA mark's: cbt_publish_on_stream lets them go on any failure) */
+    if (__builtin_expect(st != CBT_OK, 0) && (ev->flags & CBT_EVF_ARRAYS) && !s)
+        cbt_arrays_release_event_(ev);
     cbt_harvester_nudge_(t);
     return st;
 }
@@ -161,9 +166,13 @@ cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
     uint32_t stray = (ev->flags & CBT_EVF_EXPLICIT_TS)
                          ? 0
                          : ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED);
-    if (__builtin_expect(t->publish_hook != NULL || stray != 0, 0)) {
+    /* one branch for the rare cases: a hook, stray flags, array values */
+    if (__builtin_expect(t->publish_hook != NULL || (stray | (ev->flags & CBT_EVF_ARRAYS)) != 0,
+                         0)) {
         cbt_event e;
         cbt_event_copy_used_masked_(&e, ev, stray);
+        if (e.flags & CBT_EVF_ARRAYS) /* the elements into the store (host/core/arrays.c) */
+            cbt_arrays_adopt_(&e);
         if (t->publish_hook)
             t->publish_hook(t->publish_hook_ctx, &e, 0);
         return cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);

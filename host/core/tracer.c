@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "cbt/blend_metrics.h"
+#include "internal/arrays.h"
 #include "internal/abi.h"
 #include "internal/last_error.h"
 #include "internal/names.h"
@@ -167,9 +168,39 @@ static cbt_status check_config(const cbt_config *c)
     if (c->names_capacity > CBT_NAMES_CAPACITY_MAX)
         return bad_field("names_capacity", "names_capacity %u must be at most %u",
                          c->names_capacity, CBT_NAMES_CAPACITY_MAX);
+    if (c->arrays_capacity &&
+        (c->arrays_capacity < CBT_ARRAYS_CAPACITY_MIN || c->arrays_capacity > CBT_ARRAYS_CAPACITY_MAX))
+        return bad_field("arrays_capacity", "arrays_capacity %llu bytes must be in [%llu, %llu]",
+                         (unsigned long long)c->arrays_capacity,
+                         (unsigned long long)CBT_ARRAYS_CAPACITY_MIN,
+                         (unsigned long long)CBT_ARRAYS_CAPACITY_MAX);
     if (c->replay && c->trace_level)
         return bad_field("trace_level", "a replay tracer does not record (trace_level is set)");
     return CBT_OK;
+}
+
+/* The array store (cbt/array.h): the config's size, else CBT_ARRAYS_CAPACITY,
+ * else the default; reserved once per process. */
+static cbt_status arrays_reserve(const cbt_config *c)
+{
+    uint64_t bytes = c->arrays_capacity;
+    const char *env = getenv("CBT_ARRAYS_CAPACITY");
+    if (!bytes && env && *env) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long v = strtoull(env, &end, 10);
+        if (errno || !end || *end || env[0] == '-' || v < CBT_ARRAYS_CAPACITY_MIN ||
+            v > CBT_ARRAYS_CAPACITY_MAX) {
+            cbt_last_error_set_("arrays_capacity",
+                                "CBT_ARRAYS_CAPACITY=%.64s: must be a number of bytes in [%llu, %llu]",
+                                env, (unsigned long long)CBT_ARRAYS_CAPACITY_MIN,
+                                (unsigned long long)CBT_ARRAYS_CAPACITY_MAX);
+            fprintf(stderr, "cbt: config: %s\n", cbt_last_error());
+            return CBT_ERR_INVAL;
+        }
+        bytes = v;
+    }
+    return cbt_arrays_reserve_(bytes ? bytes : CBT_ARRAYS_CAPACITY_DEFAULT);
 }
 
 static void tracer_free(cbt_tracer *t)
@@ -227,6 +258,10 @@ cbt_status cbt_init(const cbt_config *cfg)
     if (!c.enabled) {
         pthread_mutex_unlock(&g_life_lock);
         return CBT_OK;
+    }
+    if ((st = arrays_reserve(&c)) != CBT_OK) {
+        pthread_mutex_unlock(&g_life_lock);
+        return st;
     }
     cbt_tracer *t = calloc(1, sizeof *t);
     if (!t) {
@@ -298,7 +333,8 @@ cbt_status cbt_init(const cbt_config *cfg)
     if (c.mp_subscriber) {
         cbt_subscriber mp;
         cbt_tree_options to = {CBT_TREE_OPTIONS_VERSION, sizeof to, c.max_sessions,
-                               c.mp_root_end, c.session_idle_ms, c.late_grace_ms};
+                               c.mp_root_end, c.session_idle_ms, c.late_grace_ms,
+                               CBT_TOKEN_TRACE_DEFAULT /* CBT_TOKEN_TRACE */};
         if ((st = cbt_mp_subscriber_create_opts(&to, &mp)) ||
             (st = cbt_subscribers_add_(t, &mp))) {
             tracer_free(t);
@@ -644,6 +680,12 @@ static void metrics_fill(cbt_tracer *t, cbt_metrics *out)
         cbt_names_usage_(&used, &cap, &refused);
         out->names_used = used;
         out->names_capacity = cap;
+        cbt_arrays_stats as;
+        cbt_arrays_stats_get(&as);
+        out->arrays_capacity = as.capacity;
+        out->arrays_used = as.used;
+        out->arrays_stored = as.stored;
+        out->arrays_dropped = as.dropped;
         out->names_refused = refused - t->names_refused0;
     }
 #undef R

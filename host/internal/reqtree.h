@@ -131,14 +131,22 @@ typedef struct cbt_tree_opts {
     uint32_t max_sessions;
     uint32_t root_end; /* cbt_root_end */
     uint64_t idle_ns, grace_ns;
+    bool token_trace; /* the MP path builds mp.request.trace from MP_LOOKUP */
 } cbt_tree_opts;
 
 /* Fill *out from `o` (may be NULL: all defaults): a zero field takes the
  * environment's value (CBT_MP_ROOT_END, only when `root_end` says the path
- * has a choice; CBT_SESSION_IDLE_MS, CBT_LATE_GRACE_MS) and else the
+ * has a choice; CBT_SESSION_IDLE_MS, CBT_LATE_GRACE_MS, CBT_TOKEN_TRACE) and else the
  * built-in default. A malformed variable is
  * CBT_ERR_INVAL, with a message on stderr naming it. */
 cbt_status cbt_tree_opts_resolve_(const cbt_tree_options *o, bool root_end, cbt_tree_opts *out);
+
+/* The span context another path registered for (session, logical) (the
+ * CacheBlend root "cb.request" for the MP path's token traces) into *out,
+ * and true; false when none is open. A trace-id-only anchor comes back with
+ * its span id zero (a child of it is a root in that trace). */
+bool cbt_tree_registry_anchor_(cbt_tracer *t, const char *session, size_t len, cbt_name logical,
+                               cbt_span_ctx *out);
 
 /* When `s` is a request-tree subscriber (its path's name is s->name): its
  * resolved options into *out, and 1; else 0. For the trace recorder. */

@@ -14,6 +14,9 @@
  * event and arena entries are left as they were in that cbt_span (the
  * encoders never read them).
  *
+ * A span with array attributes (CBT_SPANF_ARRAYS) is pushed with one
+ * reference to each array (host/internal/arrays.h), let go by the release.
+ *
  * Positions are running 64-bit byte counts (they never wrap); a record
  * never straddles the ring's end: one that does not fit before it is put at
  * the start, and the bytes left before the end are one skip record.
@@ -67,8 +70,10 @@ uint64_t cbt_spanq_read(const cbt_spanq *q, uint64_t pos, cbt_span *out);
 /* The position after the record at `pos`, reading only its header. */
 uint64_t cbt_spanq_next(const cbt_spanq *q, uint64_t pos);
 
-/* Forget every record below `pos`: its bytes are free again. */
-static inline void cbt_spanq_release(cbt_spanq *q, uint64_t pos) { q->head = pos; }
+/* Forget every record below `pos` (a record boundary): its bytes are free
+ * again, and the array references a record of a span with arrays holds
+ * (cbt_spanq_push took them) are let go. Cost: a header read per record. */
+void cbt_spanq_release(cbt_spanq *q, uint64_t pos);
 
 /* Bytes held (records, skips and padding). */
 static inline size_t cbt_spanq_used(const cbt_spanq *q) { return (size_t)(q->tail - q->head); }

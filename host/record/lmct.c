@@ -21,6 +21,8 @@
 
 #include <msgpack.h>
 
+#include "internal/lmct_schema.h"
+
 /* ================================ writer ================================= */
 
 struct cbt_lmct_writer {
@@ -191,7 +193,7 @@ static cbt_status encode_header(cbt_lmct_writer *w, const cbt_lmct_header *h)
     if ((st = pack_cstr(&pk, h->level ? h->level : CBT_LMCT_LEVEL_GPU)))
         return st;
     pack_cstr(&pk, "trace_schema_version");
-    msgpack_pack_int64(&pk, CBT_LMCT_SCHEMA_VERSION);
+    msgpack_pack_int64(&pk, h->trace_schema_version ? h->trace_schema_version : CBT_LMCT_SCHEMA_VERSION);
     pack_cstr(&pk, "t_mono_start");
     msgpack_pack_double(&pk, h->t_mono_start);
     pack_cstr(&pk, "t_wall_start");
@@ -235,7 +237,18 @@ static cbt_status check_header_in(const cbt_lmct_header *h)
     if (st)
         return st;
     /* every field of version 1 is needed: a smaller size is refused */
-    return h->size < sizeof *h ? CBT_ERR_VERSION : CBT_OK;
+    if (h->size < sizeof *h)
+        return CBT_ERR_VERSION;
+    /* the schema the caller asks for, and the one its level_meta names */
+    cbt_lmct_schema s;
+    char why[256];
+    int64_t v = h->trace_schema_version ? h->trace_schema_version : CBT_LMCT_SCHEMA_VERSION;
+    if (cbt_lmct_schema_of_header_(v, h->level_meta, h->level_meta ? h->level_meta_count : 0, &s,
+                                   why, sizeof why)) {
+        fprintf(stderr, "cbt: cbt_lmct_header: %s\n", why);
+        return CBT_ERR_INVAL;
+    }
+    return CBT_OK;
 }
 
 static cbt_status open_on(int fd, const cbt_lmct_header *h, cbt_lmct_writer **out)
@@ -373,6 +386,7 @@ struct cbt_lmct_reader {
     cbt_lmct_value *keep_nodes; /* the header's values and strings, kept to close */
     char *keep_strs;
     cbt_lmct_header header;
+    cbt_lmct_schema schema; /* the header's, which every record is held to */
     cbt_lmct_record record;
     char msg[256];
 };
@@ -800,17 +814,20 @@ static cbt_status read_header(cbt_lmct_reader *r)
             CBT_LMCT_FORMAT_VERSION);
         return CBT_ERR_LMCT_FORMAT;
     }
-    if (h->trace_schema_version != CBT_LMCT_SCHEMA_VERSION) {
-        say(r, "unsupported trace_schema_version %lld (this cbt reads %d)", (long long)h->trace_schema_version,
-            CBT_LMCT_SCHEMA_VERSION);
-        return CBT_ERR_LMCT_SCHEMA;
-    }
+    /* the number first, as LMCache checks it; the layout level_meta names below */
+    if (h->trace_schema_version != CBT_LMCT_SCHEMA_LMCACHE_056 &&
+        h->trace_schema_version != CBT_LMCT_SCHEMA_LMCACHE_057)
+        return cbt_lmct_schema_of_header_(h->trace_schema_version, NULL, 0, &r->schema, r->msg,
+                                          sizeof r->msg);
     h->level = dup_obj_str(r, level);
     h->t_mono_start = as_double(tm);
     h->t_wall_start = as_double(tw);
     h->sm_config_json = dup_obj_str(r, cj);
     h->sm_config_digest = dup_obj_str(r, cd);
     if (meta && (st = convert_map(r, &meta->via.map, &h->level_meta, &h->level_meta_count, "level_meta")))
+        return st;
+    if ((st = cbt_lmct_schema_of_header_(h->trace_schema_version, h->level_meta, h->level_meta_count,
+                                         &r->schema, r->msg, sizeof r->msg)))
         return st;
     /* the header's values stay: the record arenas start past them */
     r->offset += 4 + len;
@@ -898,6 +915,11 @@ const cbt_lmct_header *cbt_lmct_reader_header(const cbt_lmct_reader *r)
     return r ? &r->header : NULL;
 }
 
+cbt_lmct_schema cbt_lmct_reader_schema(const cbt_lmct_reader *r)
+{
+    return r ? r->schema : CBT_LMCT_SCHEMA_UNKNOWN;
+}
+
 cbt_status cbt_lmct_reader_next(cbt_lmct_reader *r, const cbt_lmct_record **rec)
 {
     if (!rec)
@@ -933,6 +955,15 @@ cbt_status cbt_lmct_reader_next(cbt_lmct_reader *r, const cbt_lmct_record **rec)
         out->t_wall = as_double(tw);
         out->qualname = dup_obj_str(r, qn);
         st = convert_map(r, &args->via.map, &out->args, &out->arg_count, "args");
+    }
+    if (!st) {
+        char why[200];
+        st = cbt_lmct_schema_check_record_(r->schema, out->qualname, out->args, out->arg_count, why,
+                                           sizeof why);
+        size_t ql = strlen(out->qualname);
+        if (st)
+            say(r, "the record at offset %llu (%s%s): %s", (unsigned long long)r->offset,
+                ql > 48 ? "..." : "", out->qualname + (ql > 48 ? ql - 48 : 0), why);
     }
     if (st) {
         r->stopped = st;

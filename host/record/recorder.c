@@ -81,6 +81,7 @@ struct cbt_recorder {
     unsigned char *raw, *cells;
     uint64_t n_cells;
     int fd;
+    int schema; /* the header's trace_schema_version (CBT_TRACE_SCHEMA) */
     char path[PATH_MAX];
     pthread_t thread;
     int thread_started;
@@ -187,10 +188,28 @@ cbt_status cbt_recorder_open_(const cbt_config *cfg, cbt_rec_counts *counts, cbt
         fprintf(stderr, "cbt: %s\n", cbt_last_error());
         return CBT_ERR_INVAL;
     }
+    /* the LMCache trace schema the header names: LMCache's TraceReader opens
+     * only its own (0.5.6: 1, 0.5.7: 2), so whoever runs cbt beside an LMCache
+     * says which; cbt's records are the same in both (docs/recording.md) */
+    int schema = CBT_LMCT_SCHEMA_VERSION;
+    const char *sv = getenv("CBT_TRACE_SCHEMA");
+    if (sv && *sv) {
+        if (!strcmp(sv, "1") || !strcmp(sv, "lmcache-0.5.6")) {
+            schema = CBT_LMCT_SCHEMA_LMCACHE_056;
+        } else if (!strcmp(sv, "2") || !strcmp(sv, "lmcache-0.5.7")) {
+            schema = CBT_LMCT_SCHEMA_LMCACHE_057;
+        } else {
+            cbt_last_error_set_(NULL, "CBT_TRACE_SCHEMA \"%.32s\": cbt writes trace schema 1 "
+                                      "(lmcache-0.5.6) or 2 (lmcache-0.5.7)", sv);
+            fprintf(stderr, "cbt: %s\n", cbt_last_error());
+            return CBT_ERR_INVAL;
+        }
+    }
     cbt_recorder *r = calloc(1, sizeof *r);
     if (!r)
         return CBT_ERR_NOMEM;
     r->c = counts;
+    r->schema = schema;
     const char *path = cfg->trace_output;
     if (!path || !*path) {
         path = getenv("CBT_TRACE_OUTPUT");
@@ -570,6 +589,7 @@ static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json
     cbt_sampler smp;
     (void)cbt_sampler_from_env(&smp, NULL);
     const char *sname = cbt_sampler_name(smp.kind);
+    const char *schema_name = cbt_lmct_schema_name((cbt_lmct_schema)r->schema);
     cbt_lmct_value seed[4];
     for (int i = 0; i < 4; i++)
         seed[i] = CBT_LMCT_U(h->seed[i]);
@@ -581,9 +601,12 @@ static void write_header(cbt_recorder *r, const hdr_payload *h, const char *json
         CBT_LMCT_KV("pid", CBT_LMCT_I((int64_t)getpid())),
         /* informational: the sampling decisions are in the recorded events */
         CBT_LMCT_KV("sampler", CBT_LMCT_S(sname, (uint32_t)strlen(sname))),
+        /* the layout, by name: the number alone is ambiguous (cbt/lmct.h) */
+        CBT_LMCT_KV(CBT_LMCT_META_SCHEMA, CBT_LMCT_S(schema_name, (uint32_t)strlen(schema_name))),
     };
     cbt_lmct_header hd = CBT_LMCT_HEADER_INIT;
     hd.level = CBT_LMCT_LEVEL_GPU;
+    hd.trace_schema_version = r->schema;
     hd.t_mono_start = secs(h->mono_start_ns);
     hd.t_wall_start = secs(h->wall_start);
     hd.sm_config_json = js;

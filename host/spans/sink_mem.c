@@ -1,7 +1,9 @@
 /* host/spans/sink_mem.c — owns the in-memory span sink (tests, the demo's tree printer).
  *
  * Keeps copies of up to `capacity` finished spans in one array allocated at
- * creation; more are counted as dropped. Its own mutex lets test threads read
+ * creation; more are counted as dropped. A copy of a span with arrays holds
+ * a reference to each (internal/arrays.h) until the sink is released, so
+ * the arrays of what cbt_memsink_get hands out stay readable till then. Its own mutex lets test threads read
  * while the harvester appends.
  */
 #include <pthread.h>
@@ -10,6 +12,7 @@
 
 #include "cbt/span.h"
 #include "internal/abi.h"
+#include "internal/arrays.h"
 
 struct cbt_memsink {
     pthread_mutex_t lock;
@@ -24,9 +27,11 @@ static cbt_status mem_on_span(void *ctx, const cbt_span *s)
     cbt_memsink *m = ctx;
     pthread_mutex_lock(&m->lock);
     cbt_status st = CBT_OK;
-    if (m->n < m->cap)
+    if (m->n < m->cap) {
         m->spans[m->n++] = *s;
-    else {
+        if (s->flags & CBT_SPANF_ARRAYS) /* the copy's arrays live until the release */
+            cbt_arrays_ref_span_(s);
+    } else {
         m->dropped++;
         st = CBT_ERR_FULL;
     }
@@ -44,6 +49,9 @@ void cbt_memsink_release(cbt_memsink *m)
     if (left > 0)
         return;
     pthread_mutex_destroy(&m->lock);
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->spans[i].flags & CBT_SPANF_ARRAYS)
+            cbt_arrays_release_span_(&m->spans[i]);
     free(m->spans);
     free(m);
 }

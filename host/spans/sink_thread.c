@@ -33,6 +33,9 @@
  * more: when its call returns it keeps the inner count and destroys the
  * inner sink. The wrapper is freed by whichever of the thread and the
  * tracer's destroy lets go last (`refs`).
+ *
+ * An inner sink flagged CBT_SINK_FLUSH_IDLE is also flushed each time the
+ * thread has handed over every queued span (no flush request pending).
  */
 #include <errno.h>
 #include <pthread.h>
@@ -162,6 +165,17 @@ static void *st_main(void *arg)
             if (w->abandoned)
                 break;
             w->cta_head = to;
+        }
+        if (spans && (w->inner.flags & CBT_SINK_FLUSH_IDLE) && w->inner.flush &&
+            w->q.head == w->q.tail && !(w->flush_req > w->flush_done)) {
+            /* everything queued is handed over, and no flush is asked for
+             * (it would flush right below): what arrived together goes out
+             * now (cbt/span.h, CBT_SINK_FLUSH_IDLE) */
+            pthread_mutex_unlock(&w->mu);
+            count_error(w, w->inner.flush(w->inner.ctx));
+            pthread_mutex_lock(&w->mu);
+            if (w->abandoned)
+                break;
         }
         if (w->flush_req > w->flush_done && w->q.head >= w->flush_pos &&
             w->cta_head >= w->flush_cta) {

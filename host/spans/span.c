@@ -19,6 +19,7 @@
 
 #include "internal/tracer.h"
 #include "internal/counter.h"
+#include "internal/arrays.h"
 
 cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n)
 {
@@ -144,6 +145,13 @@ static cbt_attr *new_attr(cbt_span *s, uint8_t owner, cbt_name key)
  * strings stored there follow. `a` keeps its type; its length becomes 0. */
 static void release_str(cbt_span *s, cbt_attr *a)
 {
+    if (a->type == CBT_META_ARRAY) { /* an array's reference, not arena bytes */
+        cbt_arrays_unref_(a->v.arr.handle);
+        a->type = CBT_META_NONE;
+        a->v.i64 = 0;
+        a->str_len = 0;
+        return;
+    }
     if (a->type != CBT_META_STR || a->str_len == 0)
         return;
     uint16_t off = a->str_off, len = a->str_len;
@@ -325,6 +333,23 @@ cbt_status cbt_span_event_set_str(cbt_span *s, uint32_t ev, cbt_name key, const 
     return (o && key) ? set_str(s, o, key, v, len) : CBT_ERR_INVAL;
 }
 
+cbt_status cbt_span_set_array(cbt_span *s, cbt_name key, const cbt_array *a)
+{
+    if (!s || !key || !a || !a->handle)
+        return CBT_ERR_INVAL;
+    cbt_attr *at = scalar_slot(s, 0, key);
+    if (!at)
+        return CBT_ERR_FULL;
+    cbt_arrays_ref_(a->handle);
+    at->type = CBT_META_ARRAY;
+    at->str_off = 0;
+    at->str_len = a->type;
+    at->v.arr.handle = a->handle;
+    at->v.arr.count = a->count;
+    s->flags |= CBT_SPANF_ARRAYS;
+    return CBT_OK;
+}
+
 void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
 {
     if (!s || !ev)
@@ -340,6 +365,14 @@ void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
             const char *v = cbt_event_meta_str(ev, m, &len);
             if (v)
                 cbt_span_set_str(s, m->key, v, len);
+            break;
+        }
+        case CBT_META_ARRAY: {
+            cbt_array a;
+            if (cbt_meta_array(m, &a))
+                cbt_span_set_array(s, m->key, &a);
+            else
+                count_dropped(s, 0); /* dropped at the publish: the store was full */
             break;
         }
         default: break;
@@ -405,6 +438,8 @@ void cbt_span_end(cbt_tracer *t, cbt_span *s, uint64_t end_ns)
         cbt_count1_(&t->spans_unsampled);
     }
     cbt_count1_(&t->spans_ended);
+    if (s->flags & CBT_SPANF_ARRAYS) /* the sinks took their own references */
+        cbt_arrays_release_span_(s);
     t->span_free[t->n_span_free++] = s->pool_index_;
 }
 

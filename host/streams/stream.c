@@ -68,6 +68,7 @@
 #include <time.h>
 
 #include "cbt/kernel_span.h"
+#include "internal/arrays.h"
 #include "internal/abi.h"
 #include "internal/futex.h"
 #include "internal/stream_impl.h"
@@ -110,15 +111,17 @@ static void reach_mark(cbt_stream *s, uint64_t pos)
     /* pinned: this worker is cbt's own thread, which cbt_shutdown cannot
      * stop first as a program stops its publishers; it waits for the pin */
     cbt_tracer *t = cbt_tracer_pin_();
-    if (!t) { /* accepted under a tracer that has gone since */
-        cbt_stream_mark_lost_(s, NULL);
-        return;
-    }
     cbt_event ev;
     uint64_t enqueued;
     struct cbt_stream *no_stream;
     void *no_mark;
     cbt_rec_read(room_at(s, pos), &ev, &enqueued, &no_stream, &no_mark);
+    if (!t) { /* accepted under a tracer that has gone since */
+        if (ev.flags & CBT_EVF_ARRAYS)
+            cbt_arrays_release_event_(&ev);
+        cbt_stream_mark_lost_(s, NULL);
+        return;
+    }
     ev.flags |= CBT_EVF_FROM_STREAM;
     if (!(ev.flags & CBT_EVF_EXPLICIT_TS)) {
         ev.flags |= CBT_EVF_ENQUEUED;
@@ -408,6 +411,14 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
         cbt_event_copy_used_masked_(&hooked, ev, stray);
         ev = &hooked;
     }
+    if (__builtin_expect((ev->flags & CBT_EVF_ARRAYS) != 0, 0)) {
+        /* the elements into the store now: the caller's are gone by the time
+         * the stream gets here; the mark's record owns the copies */
+        if (ev != &hooked)
+            cbt_event_copy_used_(&hooked, ev);
+        cbt_arrays_adopt_(&hooked);
+        ev = &hooked;
+    }
     if (__builtin_expect(t->publish_hook != NULL, 0)) {
         if (ev != &hooked)
             cbt_event_copy_used_(&hooked, ev);
@@ -419,6 +430,8 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
     cbt_status st;
     if (s->kind == CBT_STREAM_CUDA) {
         st = cbt_cuda_stream_mark_(s, t, ev); /* counts its own refusals in dropped_full */
+        if (st != CBT_OK && (ev->flags & CBT_EVF_ARRAYS))
+            cbt_arrays_release_event_(ev);
         if (st == CBT_OK)
             atomic_fetch_add_explicit(&s->enqueued, 1, memory_order_relaxed);
         else if (st == CBT_ERR_FULL)
@@ -428,6 +441,8 @@ cbt_status cbt_publish_on_stream(cbt_stream *s, const cbt_event *ev)
     st = cpu_push(s, NULL, NULL, 0, NULL, ev);
     if (st == CBT_ERR_FULL)
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+    if (st != CBT_OK && (ev->flags & CBT_EVF_ARRAYS))
+        cbt_arrays_release_event_(ev);
     return st;
 }
 

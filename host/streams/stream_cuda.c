@@ -62,6 +62,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "internal/arrays.h"
 #include "internal/clock.h"
 #include "internal/cuda_marks.h"
 #include "internal/ring_host.h"
@@ -237,6 +238,8 @@ void cbt_stream_defer_(struct cbt_stream *s, cbt_tracer *t, const cbt_bus_item *
 {
     uint32_t idx = (uint32_t)((uintptr_t)item->mark - 1);
     if (cbt_rec_fifo_put(&s->pend_recs, &item->ev, 0) != CBT_OK) {
+        if (item->ev.flags & CBT_EVF_ARRAYS)
+            cbt_arrays_release_event_(&item->ev);
         /* no room for its event: the mark is dropped, said so, and its CUDA
          * event completes unobserved */
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
@@ -331,6 +334,11 @@ static void mark_done(void *ctx, uint32_t idx, cbt_mark_state st, uint64_t dns)
         }
     } else { /* the query or elapsed time failed: accepted with CBT_OK, lost */
         atomic_fetch_add_explicit(&t->bus.dropped, 1, memory_order_relaxed);
+        cbt_event ev;
+        uint64_t unused;
+        cbt_rec_fifo_oldest(&s->pend_recs, &ev, &unused);
+        if (ev.flags & CBT_EVF_ARRAYS)
+            cbt_arrays_release_event_(&ev);
         cbt_stream_mark_lost_(s, t);
     }
     cbt_evpool_put(&p->free, idx);

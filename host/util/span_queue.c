@@ -14,11 +14,14 @@
  * arena). The expansion is exact for every byte an encoder reads.
  */
 #include "internal/span_queue.h"
+#include "internal/arrays.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { REC_SPAN = 1, REC_SKIP = 2 };
+/* REC_SPAN_ARRAYS: a span with array attributes; the record holds one
+ * reference to each of its arrays, let go when the record is released. */
+enum { REC_SPAN = 1, REC_SKIP = 2, REC_SPAN_ARRAYS = 3 };
 
 #define HEAD_BYTES offsetof(cbt_span, attrs)
 
@@ -72,6 +75,8 @@ cbt_status cbt_spanq_init(cbt_spanq *q, size_t bytes)
 
 void cbt_spanq_free(cbt_spanq *q)
 {
+    if (q->buf)
+        cbt_spanq_release(q, q->tail);
     free(q->buf);
     memset(q, 0, sizeof *q);
 }
@@ -104,7 +109,10 @@ int cbt_spanq_push(cbt_spanq *q, const cbt_span *s)
         pos = 0;
     }
     uint8_t *w = q->buf + pos;
-    put_hdr(w, (uint32_t)rec, REC_SPAN);
+    int arrays = (s->flags & CBT_SPANF_ARRAYS) != 0;
+    if (arrays)
+        cbt_arrays_ref_span_(s);
+    put_hdr(w, (uint32_t)rec, arrays ? REC_SPAN_ARRAYS : REC_SPAN);
     w += CBT_SPANQ_HEADER;
     memcpy(w, s, HEAD_BYTES);
     uint16_t na = (uint16_t)r.n_attrs;
@@ -126,6 +134,26 @@ static uint64_t span_at(const cbt_spanq *q, uint64_t pos)
 {
     rec_hdr h = get_hdr(q->buf + pos % q->size);
     return h.kind == REC_SKIP ? pos + h.size : pos;
+}
+
+void cbt_spanq_release(cbt_spanq *q, uint64_t pos)
+{
+    while (q->head < pos) {
+        const uint8_t *p = q->buf + q->head % q->size;
+        rec_hdr h = get_hdr(p);
+        if (h.kind == REC_SPAN_ARRAYS) {
+            uint16_t na;
+            memcpy(&na, p + CBT_SPANQ_HEADER + offsetof(cbt_span, n_attrs), sizeof na);
+            const uint8_t *a = p + CBT_SPANQ_HEADER + HEAD_BYTES;
+            for (uint32_t i = 0; i < na; i++, a += sizeof(cbt_attr)) {
+                cbt_attr at;
+                memcpy(&at, a, sizeof at);
+                if (at.type == CBT_META_ARRAY)
+                    cbt_arrays_unref_(at.v.arr.handle);
+            }
+        }
+        q->head += h.size;
+    }
 }
 
 uint64_t cbt_spanq_next(const cbt_spanq *q, uint64_t pos)

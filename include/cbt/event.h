@@ -69,6 +69,7 @@ extern "C" {
  * then this. */
 #define CBT_META_TRUNC_MARK "...[truncated]"
 #define CBT_EVENT_TYPES_MAX 256 /* built-in plus registered types */
+#define CBT_ARRAY_COUNT_MAX 0x10000000u /* elements of one array value (268 M) */
 
 /* X(enum suffix). Order is ABI: append only, never renumber.
  *
@@ -149,9 +150,24 @@ typedef enum cbt_meta_type {
     CBT_META_F64,
     CBT_META_BOOL,
     CBT_META_STR,
+    /* An array of ints, floats, bools or strings (OTLP's ArrayValue): set
+     * with cbt_event_array_*(), read with cbt_meta_array() (cbt/array.h). */
+    CBT_META_ARRAY,
 } cbt_meta_type;
 
+/* The element type of a CBT_META_ARRAY value (cbt_meta.len holds it). */
+typedef enum cbt_array_type {
+    CBT_ARRAY_I64 = 1,
+    CBT_ARRAY_F64 = 2,
+    CBT_ARRAY_BOOL = 3,
+    CBT_ARRAY_STR = 4,
+} cbt_array_type;
+
 /* One metadata value. 24 bytes. `key` is an interned name (cbt/names.h).
+ * A CBT_META_ARRAY value (len: its cbt_array_type) names its elements: until
+ * the event is published, the caller's (v.arr.src, borrowed); once published,
+ * a copy in cbt's array store (v.arr.handle; 0 when the store had no room:
+ * a dropped array, cbt/array.h). Read it with cbt_meta_array().
  * A CBT_META_STR value is either inline (area_len 0: the string and its NUL
  * in v.str, its length in len) or in its event's string area (area_len
  * bytes at area_off, then a NUL; len 0 and v.str empty). Read strings with
@@ -167,6 +183,11 @@ typedef struct cbt_meta {
         double f64;
         bool b;
         char str[CBT_META_INLINE_MAX];
+        struct {
+            const void *src; /* the caller's elements, until the publish */
+            uint32_t count;  /* elements */
+            uint32_t handle; /* the store's copy, once published; 0: none */
+        } arr;
     } v;
 } cbt_meta;
 
@@ -205,6 +226,10 @@ typedef struct cbt_event_trace {
  * sets it only together with CBT_EVF_EXPLICIT_TS (a replay of events that
  * carry their enqueue time), enqueue_ns then in unix ns as ts is. */
 #define CBT_EVF_ENQUEUED 0x8u
+/* The event holds array values (set by cbt_event_array_*): a publish copies
+ * their elements into the array store; the flag keeps an event without
+ * arrays on the publish path's one fast branch. */
+#define CBT_EVF_ARRAYS 0x10u
 
 /* cbt_event.device of an event a CPU stream reached. */
 #define CBT_DEVICE_CPU (-1)
@@ -281,6 +306,30 @@ static inline cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v)
 static inline cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v)
 {
     (void)ev, (void)key, (void)v;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_array_i64(cbt_event *ev, cbt_name key, const int64_t *v,
+                                             size_t n)
+{
+    (void)ev, (void)key, (void)v, (void)n;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_array_f64(cbt_event *ev, cbt_name key, const double *v,
+                                             size_t n)
+{
+    (void)ev, (void)key, (void)v, (void)n;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_array_bool(cbt_event *ev, cbt_name key, const bool *v,
+                                              size_t n)
+{
+    (void)ev, (void)key, (void)v, (void)n;
+    return CBT_OK;
+}
+static inline cbt_status cbt_event_array_str(cbt_event *ev, cbt_name key,
+                                             const char *const *v, size_t n)
+{
+    (void)ev, (void)key, (void)v, (void)n;
     return CBT_OK;
 }
 static inline cbt_status cbt_event_trace_set(cbt_event *ev, const cbt_span_ctx *parent,
@@ -400,6 +449,25 @@ CBT_API cbt_status cbt_event_i64(cbt_event *ev, cbt_name key, int64_t v);
 CBT_API cbt_status cbt_event_f64(cbt_event *ev, cbt_name key, double v);
 CBT_API cbt_status cbt_event_bool(cbt_event *ev, cbt_name key, bool v);
 CBT_API cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v);
+
+/* Array values (OTLP ArrayValue): `n` elements at `v` (n may be 0: an empty
+ * array is a value; v may then be NULL). The event BORROWS the elements: it
+ * keeps the pointer, and the publish (cbt_publish, cbt_publish_on_stream)
+ * copies them into cbt's array store (cbt/array.h), so they must stay valid
+ * and unchanged until that call returns, and no longer. Replaces a value
+ * already under `key`, like the scalar setters; the same CBT_ERR_META_FULL
+ * and CBT_ERR_INVAL (NULL v with n > 0, too: and n past CBT_ARRAY_COUNT_MAX).
+ * Cost: a scan of the values; the copy happens at publish (about the
+ * elements' bytes, a 128 k-token array 1 MiB: docs/performance.md).
+ * cbt_event_array_str: each string up to CBT_META_STR_MAX - 1 bytes (a
+ * longer one is cut with CBT_META_TRUNC_MARK at the publish, counted in
+ * cbt_metrics.meta_truncated); a NULL element is refused at the publish
+ * like a full store (the array is dropped and counted). */
+CBT_API cbt_status cbt_event_array_i64(cbt_event *ev, cbt_name key, const int64_t *v, size_t n);
+CBT_API cbt_status cbt_event_array_f64(cbt_event *ev, cbt_name key, const double *v, size_t n);
+CBT_API cbt_status cbt_event_array_bool(cbt_event *ev, cbt_name key, const bool *v, size_t n);
+CBT_API cbt_status cbt_event_array_str(cbt_event *ev, cbt_name key, const char *const *v,
+                                       size_t n);
 
 /* Attach a trace context: `parent` as in cbt_event_trace.parent (NULL or
  * all zero: none), `span_id` the id the opened span must carry (NULL: drawn

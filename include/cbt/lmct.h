@@ -1,11 +1,11 @@
 /* cbt/lmct.h — the LMCT trace file: LMCache's recording format, at level "gpu".
  *
- * An LMCT file (LMCache 0.5.6, lmcache/v1/mp_observability/trace/format.py)
+ * An LMCT file (LMCache 0.5.6 and 0.5.7, lmcache/v1/mp_observability/trace/format.py)
  * is a stream of frames, each a 4-byte big-endian length and that many bytes
  * of msgpack. The first frame is the Header, every later one a Record:
  *
  *   Header  {"type": "header", "magic": bin "LMCT", "format_version": 1,
- *            "level": "gpu", "trace_schema_version": 1, "t_mono_start": f64,
+ *            "level": "gpu", "trace_schema_version": 1 or 2, "t_mono_start": f64,
  *            "t_wall_start": f64, "sm_config_json": str,
  *            "sm_config_digest": str, "level_meta": map (left out when empty)}
  *   Record  {"type": "record", "t_mono": f64 (seconds since t_mono_start),
@@ -13,6 +13,9 @@
  *
  * in that key order, as msgspec writes LMCache's tagged structs, so LMCache's
  * own TraceReader reads what this writer writes (tests/lmcache/lmct_reader_check.py).
+ * LMCache's reader accepts only its own trace_schema_version: 0.5.6's
+ * TraceReader opens schema 1, 0.5.7's schema 2, and a writer chooses which
+ * (cbt_lmct_header.trace_schema_version).
  * docs/recording.md has the format and what cbt records in it (cbt/replay.h).
  *
  * The codec is part of libcbt (host/record/lmct.c) when msgpack-c is found
@@ -39,15 +42,40 @@ extern "C" {
 /* ---- the format's constants (LMCache's format.py) ---------------------------- */
 #define CBT_LMCT_MAGIC "LMCT"         /* 4 bytes, a msgpack bin */
 #define CBT_LMCT_FORMAT_VERSION 1     /* FORMAT_VERSION: the framing and struct shapes */
-#define CBT_LMCT_SCHEMA_VERSION 1     /* TRACE_SCHEMA_VERSION: the captured API surface */
+#define CBT_LMCT_SCHEMA_VERSION 1     /* TRACE_SCHEMA_VERSION the writer writes by default */
 #define CBT_LMCT_LEVEL_GPU "gpu"      /* the level cbt writes */
+
+/* ---- schemas: what trace_schema_version means -------------------------------
+ * TRACE_SCHEMA_VERSION names the captured API surface (the StorageManager
+ * calls LMCache records, and its codecs' wire forms). The number alone does
+ * not name a layout: an open LMCache pull request (#4871, ObjectKey's
+ * cache_salt) proposes another "2". So the reader takes the number and, when
+ * level_meta has CBT_LMCT_META_SCHEMA, the layout it names; then holds each
+ * record's content to that layout (its codec tags and the fields the
+ * schemas change, docs/recording.md) and refuses what belongs to another
+ * (CBT_ERR_LMCT_SCHEMA, naming it). cbt's own level "gpu" records are the
+ * same in both: only the header differs. */
+typedef enum cbt_lmct_schema {
+    CBT_LMCT_SCHEMA_UNKNOWN = 0,
+    CBT_LMCT_SCHEMA_LMCACHE_056 = 1, /* trace_schema_version 1: LMCache 0.5.6 */
+    CBT_LMCT_SCHEMA_LMCACHE_057 = 2  /* trace_schema_version 2 as LMCache 0.5.7 has it:
+                                        MemoryTags, PrefetchTaskSpec's allowed_l1/l2_memory_tags,
+                                        submit_prefetch_task without skip_l2 */
+} cbt_lmct_schema;
+/* level_meta key (str) naming the layout: "lmcache-0.5.6" or "lmcache-0.5.7".
+ * cbt's recorder writes it; LMCache does not (it is optional to the reader). */
+#define CBT_LMCT_META_SCHEMA "trace_schema"
+
+/* "lmcache-0.5.6", "lmcache-0.5.7", or "unknown". Static strings. */
+CBT_API const char *cbt_lmct_schema_name(cbt_lmct_schema s);
 
 /* ---- bounds: the writer refuses, and the reader rejects, anything past them -- */
 #define CBT_LMCT_FRAME_MAX (16u << 20) /* bytes of msgpack in one frame */
 #define CBT_LMCT_STR_MAX (1u << 20)    /* bytes in one str or bin */
 #define CBT_LMCT_MAP_MAX 1024u         /* entries in one map (args, level_meta, nested) */
 #define CBT_LMCT_ARRAY_MAX 65536u      /* items in one array */
-#define CBT_LMCT_DEPTH_MAX 4u          /* maps/arrays inside a record's args or level_meta */
+#define CBT_LMCT_DEPTH_MAX 16u         /* maps/arrays inside a record's args or level_meta
+                                          (LMCache's submit_prefetch_task nests 10) */
 #define CBT_LMCT_BATCH_MAX (64u << 20) /* bytes of frames a writer may hold (set_batch) */
 
 /* ---- values: what an argument (or a level_meta entry) holds ----------------- */
@@ -106,15 +134,18 @@ typedef struct cbt_lmct_kv {
 
 /* ---- the header and a record: versioned structs (cbt.h) --------------------- */
 #define CBT_LMCT_HEADER_VERSION 1
-/* The file's first frame. The writer takes `level`, the start times, the
- * config strings and level_meta from the caller and always writes magic,
- * CBT_LMCT_FORMAT_VERSION and CBT_LMCT_SCHEMA_VERSION; the reader fills
- * every field (format_version and trace_schema_version as the file has them). */
+/* The file's first frame. The writer takes `level`, trace_schema_version
+ * (0: CBT_LMCT_SCHEMA_VERSION; 1 or 2, else CBT_ERR_INVAL), the start times,
+ * the config strings and level_meta from the caller and always writes magic
+ * and CBT_LMCT_FORMAT_VERSION; a level_meta CBT_LMCT_META_SCHEMA that names
+ * another schema than trace_schema_version is CBT_ERR_INVAL. The reader
+ * fills every field (format_version and trace_schema_version as the file
+ * has them). */
 typedef struct cbt_lmct_header {
     uint32_t version, size;     /* CBT_LMCT_HEADER_VERSION, sizeof(cbt_lmct_header) */
     const char *level;          /* "gpu" (CBT_LMCT_LEVEL_GPU); NULL writes "gpu" */
     int64_t format_version;     /* read only */
-    int64_t trace_schema_version; /* read only */
+    int64_t trace_schema_version; /* 1 (LMCache 0.5.6) or 2 (0.5.7); writer: 0 is 1 */
     double t_mono_start;        /* a monotonic clock at the recording's start, seconds */
     double t_wall_start;        /* unix seconds at the recording's start */
     const char *sm_config_json; /* the configuration that shapes spans, JSON; NULL writes "" */
@@ -193,7 +224,9 @@ typedef struct cbt_lmct_reader cbt_lmct_reader;
  * past CBT_LMCT_FRAME_MAX, or a map/array/string/nesting past its bound),
  * CBT_ERR_LMCT_TYPE (not msgpack, a missing field, a field of the wrong
  * type, a "type" tag other than "header"), CBT_ERR_LMCT_BAD_MAGIC,
- * CBT_ERR_LMCT_FORMAT, CBT_ERR_LMCT_SCHEMA. On any error *out is NULL and
+ * CBT_ERR_LMCT_FORMAT, CBT_ERR_LMCT_SCHEMA (a trace_schema_version other
+ * than 1 or 2, or a level_meta CBT_LMCT_META_SCHEMA that is unknown or not
+ * the number's). On any error *out is NULL and
  * nothing is left allocated; cbt_lmct_last_open_message() says why. */
 CBT_API cbt_status cbt_lmct_reader_open(const char *path, cbt_lmct_reader **out);
 
@@ -204,6 +237,10 @@ CBT_API cbt_status cbt_lmct_reader_open_mem(const void *data, size_t len, cbt_lm
 /* The header read at open; owned by the reader, valid until close. */
 CBT_API const cbt_lmct_header *cbt_lmct_reader_header(const cbt_lmct_reader *r);
 
+/* The schema layout the header announced, which every record read so far
+ * matched (CBT_LMCT_SCHEMA_UNKNOWN for NULL). */
+CBT_API cbt_lmct_schema cbt_lmct_reader_schema(const cbt_lmct_reader *r);
+
 /* The next record. CBT_OK with *rec set, or CBT_OK with *rec NULL at a clean
  * end (the file ends on a frame boundary). *rec and everything it points to
  * belong to the reader and stay valid until the next call or close.
@@ -212,6 +249,9 @@ CBT_API const cbt_lmct_header *cbt_lmct_reader_header(const cbt_lmct_reader *r);
  *   CBT_ERR_LMCT_LIMIT      a frame length past CBT_LMCT_FRAME_MAX, or a
  *                           map/array/string/nesting past its bound
  *   CBT_ERR_LMCT_TYPE       the frame is not msgpack, or not a Record
+ *   CBT_ERR_LMCT_SCHEMA     the record's content is another schema's than
+ *                           the header's (a codec tag or field it lacks;
+ *                           the message names it and whose it is)
  * After any of these the reader stops: later calls return the same status. */
 CBT_API cbt_status cbt_lmct_reader_next(cbt_lmct_reader *r, const cbt_lmct_record **rec);
 

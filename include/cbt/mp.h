@@ -16,8 +16,15 @@
  *     root says how long the GPU work outlived REQUEST_END;
  *   - MP_LOOKUP_PREFETCH_END sets on the root hit_tokens, requested_tokens,
  *     hit_rate, l1_hit_tokens, l2_hit_tokens, l1_hit_rate, l2_hit_rate,
- *     l1_hit_keys, l2_hit_keys (rates 0.0 when requested_tokens is 0) and
- *     early_exit_reason when sent;
+ *     LMCache 0.5.7's apc_covered_tokens, prompt_tokens, engine_hit_tokens,
+ *     request_hit_tokens, engine_hit_rate, request_hit_rate, l1_hit_keys,
+ *     l2_hit_keys and early_exit_reason, each only when the event carried
+ *     its inputs (a count its key, a rate both keys; 0.0 over a 0
+ *     denominator): never a 0 nobody measured;
+ *   - with token traces on (cbt_tree_options.token_trace, CBT_TOKEN_TRACE):
+ *     MP_LOOKUP carrying token_ids makes a zero-length "mp.request.trace"
+ *     (session_id, lmcache.model, lmcache.input_ids) under "request", else
+ *     the open "cb.request", else a root; off, MP_LOOKUP is not taken;
  *   - TIMEOUT_RAISED: a zero-length "timeout" span, status ERROR, with an
  *     "exception" span event (exception.type, .message, .stacktrace), under
  *     the session's root when there is one, else a root of its own;

@@ -6,7 +6,7 @@
  *
  * The names cbt itself uses are predefined with fixed handles (CBT_N_*):
  * the span names and attribute keys of its builders, exporters and CUPTI,
- * and every LMCache 0.5.6 metadata key. They are always there, take no room
+ * and every LMCache 0.5.6 and 0.5.7 metadata key. They are always there, take no room
  * from a program's names, and interning one never fails.
  *
  * A program's own names fill a table of a bounded capacity:
@@ -258,7 +258,19 @@ typedef uint16_t cbt_name; /* 0 is "no name" */
     X(GPU_QUEUE_NS, "cbt.gpu_queue_ns")                            \
     X(GPU_BUSY_NS, "cbt.gpu_busy_ns")                              \
     X(CBT_STREAM, "cbt.stream")                                    \
-    X(CBT_DEVICE, "cbt.device")
+    X(CBT_DEVICE, "cbt.device")                                    \
+    /* LMCache 0.5.7 (docs/lmcache-0.5.7.md): MP_LOOKUP_PREFETCH_END's   \
+     * request-level keys, MP_LOOKUP's token_ids, the token-trace span */ \
+    X(APC_COVERED_TOKENS, "apc_covered_tokens")                    \
+    X(PROMPT_TOKENS, "prompt_tokens")                              \
+    X(ENGINE_HIT_TOKENS, "engine_hit_tokens")                      \
+    X(REQUEST_HIT_TOKENS, "request_hit_tokens")                    \
+    X(ENGINE_HIT_RATE, "engine_hit_rate")                          \
+    X(REQUEST_HIT_RATE, "request_hit_rate")                        \
+    X(TOKEN_IDS, "token_ids")                                      \
+    X(MP_REQUEST_TRACE, "mp.request.trace")                        \
+    X(LMCACHE_MODEL, "lmcache.model")                              \
+    X(LMCACHE_INPUT_IDS, "lmcache.input_ids")
 
 enum {
     CBT_N_NONE_ = 0,

@@ -377,6 +377,17 @@ static inline cbt_status cbt_otlp_exporter_stats(cbt_otlp_exporter *e, cbt_otlp_
     }
     return CBT_OK;
 }
+static inline void cbt_otlp_resource_from_env(cbt_otlp_resource *r, FILE *log)
+{
+    (void)r, (void)log; /* the environment is not read */
+}
+static inline cbt_status cbt_otlp_json_sink_create_into(const char *path,
+                                                        const cbt_otlp_resource *r,
+                                                        cbt_sink *sink_out)
+{
+    (void)path, (void)r, (void)sink_out; /* left as the wrapper made it: an empty sink */
+    return CBT_OK;
+}
 #else /* the calls */
 
 /* Free a cbt_buf's bytes; it is empty afterwards. */
@@ -429,6 +440,15 @@ CBT_API cbt_status cbt_otlp_config_from_env(cbt_otlp_config *c, FILE *log);
 CBT_API cbt_status cbt_otlp_exporter_create_into(const cbt_otlp_config *c,
                                                  cbt_otlp_exporter **out, cbt_sink *sink_out);
 
+/* Apply the environment's OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME to
+ * *r, as cbt_otlp_config_from_env does for its resource; a malformed part is
+ * reported on `log` (NULL: stderr) and skipped. NULL r is ignored. */
+CBT_API void cbt_otlp_resource_from_env(cbt_otlp_resource *r, FILE *log);
+
+/* The entry point of cbt_otlp_json_sink_create() (below). */
+CBT_API cbt_status cbt_otlp_json_sink_create_into(const char *path, const cbt_otlp_resource *r,
+                                                  cbt_sink *sink_out);
+
 /* The exporter's counters (cbt_otlp_stats, above). CBT_ERR_INVAL for a NULL
  * out; CBT_ERR_VERSION when out->size is smaller than the header (set
  * version and size: CBT_STRUCT_INIT). */
@@ -474,6 +494,42 @@ static inline cbt_status cbt_otlp_exporter_create(const cbt_otlp_config *c,
         sink_out->size = (uint32_t)sizeof *sink_out;
     }
     return cbt_otlp_exporter_create_into(c, out, sink_out);
+}
+
+/* ---- the OTLP JSON file ------------------------------------------------- */
+
+/* The variable cbt.init, the `cbt` command and python -m cbt.lmcache read
+ * for the OTLP JSON file's path when none is given (cbt_init does not read
+ * it: add the sink below). OpenTelemetry names no variable for a file
+ * exporter (its OTLP file exporter specification is experimental and fixes
+ * only the format; OTEL_TRACES_EXPORTER has no file value), so it is cbt's. */
+#define CBT_OTLP_JSON_PATH_ENV "CBT_OTLP_JSON_PATH"
+
+/* A sink writing the spans to the file at `path` (add it with cbt_add_sink)
+ * in the OpenTelemetry Collector `file` exporter's format: one
+ * ExportTraceServiceRequest per line in OTLP/JSON (cbt_otlp_encode_json's
+ * encoding, a line the spans that arrived together, at most 512 spans or
+ * about 1 MiB unless one span is bigger), so jq, `lmcache bench
+ * trace-analyze` and other readers of collector output read it. Each line is
+ * valid on its own and the file holds whole lines after every flush.
+ * `r`: the resource on every line; NULL: cbt_otlp_resource_default() with
+ * cbt_otlp_resource_from_env() applied. It writes from a sink thread of its
+ * own (the queue drops and counts: cbt/span.h). A regular file is created or
+ * truncated; a FIFO must have its reader already (cbt never waits for one).
+ * A path that cannot be opened is CBT_ERR_IO here, said on stderr with the
+ * reason; CBT_ERR_INVAL for a NULL or empty path. A write that fails loses
+ * its line's spans (counted in the sink's spans_lost, the call a sink error)
+ * and the line's fragment is cut off again. Inline, so that only this
+ * header's sizeof of cbt_sink is written (cbt.h, "versioned structs"). */
+static inline cbt_status cbt_otlp_json_sink_create(const char *path, const cbt_otlp_resource *r,
+                                                   cbt_sink *sink_out)
+{
+    if (sink_out) {
+        memset(sink_out, 0, sizeof *sink_out);
+        sink_out->version = CBT_SINK_VERSION;
+        sink_out->size = (uint32_t)sizeof *sink_out;
+    }
+    return cbt_otlp_json_sink_create_into(path, r, sink_out);
 }
 
 #ifdef __cplusplus

@@ -8,6 +8,7 @@
  *   CBT_MP_ROOT_END      request_end | transfer_end   (root_end; the MP path only)
  *   CBT_SESSION_IDLE_MS  milliseconds, or "off"       (idle_ms)
  *   CBT_LATE_GRACE_MS    milliseconds, or "off"       (grace_ms)
+ *   CBT_TOKEN_TRACE      1 | on | 0 | off             (token_trace; the MP path only)
  * A malformed variable makes the subscriber's creation (and cbt_init, which
  * creates the MP one) fail with CBT_ERR_INVAL and a message naming it.
  *
@@ -41,6 +42,18 @@ typedef enum cbt_root_end {
 
 #define CBT_TREE_OFF 0xffffffffu /* idle_ms / grace_ms: never */
 
+/* Whether the MP path builds LMCache 0.5.7's token traces: one zero-length
+ * "mp.request.trace" span per MP_LOOKUP that carries token_ids, with
+ * session_id, lmcache.model and lmcache.input_ids (the prompt's token ids,
+ * an integer array) (docs/spans.md, "Token traces"; LMCache's
+ * --enable-token-trace). Off, the MP path does not subscribe to MP_LOOKUP at
+ * all, so the events cost it nothing. */
+typedef enum cbt_token_trace {
+    CBT_TOKEN_TRACE_DEFAULT = 0, /* the environment's (CBT_TOKEN_TRACE), else off */
+    CBT_TOKEN_TRACE_ON = 1,
+    CBT_TOKEN_TRACE_OFF = 2,
+} cbt_token_trace;
+
 typedef struct cbt_tree_options {
     uint32_t version, size; /* CBT_STRUCT_INIT(cbt_tree_options) (cbt.h) */
     uint32_t max_sessions;  /* sessions held at once; 0 = 4096; at most 2^22 */
@@ -53,10 +66,12 @@ typedef struct cbt_tree_options {
      * retrieve pass, a sibling worker's retrieve, a timeout) still join its
      * trace, under the closed root (counted late_children). 0 = 10000 ms. */
     uint32_t grace_ms;
+    /* version 2 */
+    uint32_t token_trace;   /* cbt_token_trace; the CB path ignores it */
 } cbt_tree_options;
-#define CBT_TREE_OPTIONS_VERSION 1u
+#define CBT_TREE_OPTIONS_VERSION 2u
 #define cbt_tree_options_version_ CBT_TREE_OPTIONS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_tree_options, grace_ms);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_tree_options, token_trace);
 
 /* The counters of a request-tree builder, the same struct for both paths:
  * cbt_mp_stats_get() (cbt/mp.h) and cbt_cb_stats_get() (cbt/cb.h) fill it,
@@ -108,10 +123,12 @@ typedef struct cbt_tree_stats {
                                      sampled */
     uint64_t sibling_request_end; /* CB: CB_REQUEST_END of another worker or retrieve pass:
                                      not an error */
+    /* version 4 */
+    uint64_t token_trace_spans;   /* MP: "mp.request.trace" spans built (token_trace on) */
 } cbt_tree_stats;
-#define CBT_TREE_STATS_VERSION 3u
+#define CBT_TREE_STATS_VERSION 4u
 #define cbt_tree_stats_version_ CBT_TREE_STATS_VERSION /* for CBT_STRUCT_INIT */
-CBT_ASSERT_NO_TAIL_PADDING_(cbt_tree_stats, sibling_request_end);
+CBT_ASSERT_NO_TAIL_PADDING_(cbt_tree_stats, token_trace_spans);
 
 #ifdef CBT_DISABLE
 /* CBT_DISABLE: what the stats getters' stubs return: all zero, written in

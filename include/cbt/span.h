@@ -74,6 +74,7 @@ typedef enum cbt_span_status {
                                          * event) was cut to fit: it ends in
                                          * CBT_SPAN_TRUNC_MARK; attrs_truncated counts */
 #define CBT_SPANF_EVENTS_DROPPED 0x8u   /* at least one span event did not fit */
+#define CBT_SPANF_ARRAYS 0x10u          /* holds array attributes (cbt/array.h) */
 
 /* cbt_span_ctx (a span's W3C ids) is defined in cbt/event.h: events carry one. */
 
@@ -82,11 +83,14 @@ typedef struct cbt_attr {
     uint8_t type;  /* cbt_meta_type */
     uint8_t owner; /* 0: the span's own; k: span event k - 1's */
     uint16_t str_off; /* CBT_META_STR: offset into the span's arena */
-    uint16_t str_len;
+    uint16_t str_len; /* CBT_META_STR: its length; CBT_META_ARRAY: the cbt_array_type */
     union {
         int64_t i64;
         double f64;
         bool b;
+        struct {
+            uint32_t handle, count; /* CBT_META_ARRAY: read with cbt_attr_array (cbt/array.h) */
+        } arr;
     } v;
 } cbt_attr;
 
@@ -183,7 +187,7 @@ typedef struct cbt_sink {
      * a version-1 sink, which has no such field, counts 0. */
     uint64_t (*spans_lost)(void *ctx);
     /* version 3 */
-    uint32_t flags;    /* CBT_SINK_NONBLOCKING, or 0 */
+    uint32_t flags;    /* CBT_SINK_NONBLOCKING or CBT_SINK_FLUSH_IDLE, or 0 */
     uint32_t reserved; /* must be zero */
     /* flush, waiting at most timeout_ms: CBT_ERR_TIMEOUT when everything
      * was not durable by then. May be NULL (flush is used). */
@@ -195,6 +199,13 @@ CBT_ASSERT_NO_TAIL_PADDING_(cbt_sink, flush_within);
 /* cbt_sink.flags: the callbacks never wait (above); the harvester calls the
  * sink itself, with no sink thread in between. */
 #define CBT_SINK_NONBLOCKING 1u
+/* cbt_sink.flags, for a sink that runs on a sink thread: the thread calls
+ * its flush each time it has handed over every span queued (before it
+ * sleeps), so what arrived together is written together and promptly (the
+ * OTLP JSON file's lines, cbt/otlp.h). Without it the sink's flush comes only
+ * from cbt_flush and cbt_shutdown. Ignored with CBT_SINK_NONBLOCKING and in
+ * a replay (every sink is called on the replaying thread). */
+#define CBT_SINK_FLUSH_IDLE 2u
 /* The bound on one sink thread's queue of span records (bytes; a record is
  * the used part of a span, a few hundred bytes for an MP span), and on its
  * queue of CTA records. */
@@ -459,7 +470,9 @@ CBT_API cbt_status cbt_span_set_f64(cbt_span *s, cbt_name key, double v);
 CBT_API cbt_status cbt_span_set_bool(cbt_span *s, cbt_name key, bool v);
 CBT_API cbt_status cbt_span_set_str(cbt_span *s, cbt_name key, const char *v, size_t len);
 
-/* Copy an event's metadata onto the span as attributes, types preserved. */
+/* Copy an event's metadata onto the span as attributes, types preserved;
+ * an array value the span references (cbt_span_set_array, cbt/array.h), a
+ * dropped one (the store had no room) is counted in attrs_dropped. */
 CBT_API void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev);
 
 /* Queue time (docs/spans.md, "Queue time"). When `ev` was timed by a stream

@@ -67,8 +67,8 @@ extern "C" {
     X(ERR_LMCT_BAD_MAGIC,   25, "not an LMCT file: the header's magic is not \"LMCT\"")                              \
     /* an LMCT format_version other than CBT_LMCT_FORMAT_VERSION */                                                  \
     X(ERR_LMCT_FORMAT,      26, "unknown LMCT format_version")                                                       \
-    /* an LMCT trace_schema_version other than CBT_LMCT_SCHEMA_VERSION */                                            \
-    X(ERR_LMCT_SCHEMA,      27, "unknown LMCT trace_schema_version")                                                 \
+    /* an LMCT trace_schema_version other than 1 or 2, or content of another schema (cbt/lmct.h) */                  \
+    X(ERR_LMCT_SCHEMA,      27, "unknown LMCT trace schema")                                                         \
     X(ERR_LMCT_TYPE,        28, "LMCT frame is not msgpack or a field has the wrong msgpack type")                   \
     X(ERR_LMCT_LIMIT,       29, "LMCT frame, map, array, string or nesting beyond the codec's bounds")               \
     /* a recorded trace's cbt version, level or config digest is not this build's (cbt/replay.h: force) */           \

@@ -633,7 +633,128 @@ static int resolve_key(PyObject *key, cbt_name *out, const char *what)
 
 /* ---- building an event ----------------------------------------------------------- */
 
-static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
+/* The C copies of a call's list values: an event borrows array elements
+ * until its publish returns (cbt/event.h), so they are freed after it. */
+typedef struct arr_scratch {
+    void *p[CBT_EVENT_META_MAX];
+    uint32_t n;
+} arr_scratch;
+
+static void scratch_free(arr_scratch *sc)
+{
+    for (uint32_t i = 0; i < sc->n; i++)
+        PyMem_Free(sc->p[i]);
+    sc->n = 0;
+}
+
+/* The element type a list's item gives: a cbt_array_type, or 0. */
+static uint8_t elem_type_of(PyObject *o)
+{
+    if (PyBool_Check(o))
+        return CBT_ARRAY_BOOL;
+    if (PyLong_Check(o))
+        return CBT_ARRAY_I64;
+    if (PyFloat_Check(o))
+        return CBT_ARRAY_F64;
+    if (PyUnicode_Check(o))
+        return CBT_ARRAY_STR;
+    return 0;
+}
+
+static const char *const k_elem_names[] = {"", "int", "float", "bool", "str"};
+
+/* A list or tuple value `v` of `key` set on `ev` as an array: every element
+ * of one type (int, float, bool or str, as OTLP's ArrayValue wants them
+ * homogeneous), copied into a buffer `sc` owns until the publish returns.
+ * -1 with an exception naming the key and the first element that does not
+ * fit. Cost: one conversion per element (about 10 ns an int). */
+static int set_array_value(cbt_event *ev, cbt_name k, PyObject *key, PyObject *v, arr_scratch *sc)
+{
+    int is_list = PyList_Check(v);
+    Py_ssize_t n = is_list ? PyList_Size(v) : PyTuple_Size(v);
+    if (n < 0)
+        return -1;
+    if ((size_t)n > CBT_ARRAY_COUNT_MAX) {
+        raise_statusf(CBT_ERR_INVAL, "cbt: value '%U' has %zd elements (at most %u)", key, n,
+                      (unsigned)CBT_ARRAY_COUNT_MAX);
+        return -1;
+    }
+    uint8_t type = CBT_ARRAY_I64; /* an empty list: an empty int array */
+    if (n > 0 && !(type = elem_type_of(is_list ? PyList_GetItem(v, 0) : PyTuple_GetItem(v, 0)))) {
+        PyObject *o = is_list ? PyList_GetItem(v, 0) : PyTuple_GetItem(v, 0);
+        PyErr_Format(PyExc_TypeError,
+                     "cbt: value '%U': element 0 is a %.100s: an array's elements are all int, "
+                     "all float, all bool or all str",
+                     key, tp_name_of(o));
+        return -1;
+    }
+    size_t esz = type == CBT_ARRAY_BOOL ? sizeof(bool)
+                 : type == CBT_ARRAY_STR ? sizeof(const char *)
+                                         : 8;
+    void *buf = NULL;
+    if (n > 0) {
+        if (sc->n >= CBT_EVENT_META_MAX) { /* at most one per value */
+            raise_statusf(CBT_ERR_META_FULL, "cbt: value '%U'", key);
+            return -1;
+        }
+        if (!(buf = PyMem_Malloc((size_t)n * esz))) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        sc->p[sc->n++] = buf;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = is_list ? PyList_GetItem(v, i) : PyTuple_GetItem(v, i);
+        if (!o)
+            return -1;
+        if (elem_type_of(o) != type) {
+            PyErr_Format(PyExc_TypeError,
+                         "cbt: value '%U': element %zd is a %.100s, not %s like element 0: an array's "
+                         "elements are all int, all float, all bool or all str",
+                         key, i, tp_name_of(o), k_elem_names[type]);
+            return -1;
+        }
+        switch (type) {
+        case CBT_ARRAY_I64: {
+            int of = 0;
+            long long x = PyLong_AsLongLongAndOverflow(o, &of);
+            if (of) {
+                PyErr_Format(PyExc_OverflowError,
+                             "cbt: value '%U': element %zd does not fit in 64 bits", key, i);
+                return -1;
+            }
+            if (x == -1 && PyErr_Occurred())
+                return -1;
+            ((int64_t *)buf)[i] = (int64_t)x;
+            break;
+        }
+        case CBT_ARRAY_F64: ((double *)buf)[i] = PyFloat_AsDouble(o); break;
+        case CBT_ARRAY_BOOL: ((bool *)buf)[i] = o == Py_True; break;
+        default: {
+            /* the list keeps its strs, and their UTF-8, alive past the publish */
+            const char *u = utf8_of(o, NULL, "cbt: a str element");
+            if (!u)
+                return -1;
+            ((const char **)buf)[i] = u;
+            break;
+        }
+        }
+    }
+    cbt_status st;
+    switch (type) {
+    case CBT_ARRAY_I64: st = cbt_event_array_i64(ev, k, buf, (size_t)n); break;
+    case CBT_ARRAY_F64: st = cbt_event_array_f64(ev, k, buf, (size_t)n); break;
+    case CBT_ARRAY_BOOL: st = cbt_event_array_bool(ev, k, buf, (size_t)n); break;
+    default: st = cbt_event_array_str(ev, k, buf, (size_t)n); break;
+    }
+    if (st != CBT_OK) {
+        raise_statusf(st, "cbt: value '%U'", key);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_value(cbt_event *ev, PyObject *key, PyObject *v, arr_scratch *sc)
 {
     /* the value first: its errors do not depend on whether its key fits */
     long long x = 0;
@@ -655,12 +776,19 @@ static int set_value(cbt_event *ev, PyObject *key, PyObject *v)
     } else if (PyUnicode_Check(v)) {
         if (!(str = utf8_of(v, NULL, "cbt: a str value")))
             return -1;
+    } else if (PyList_Check(v) || PyTuple_Check(v)) {
+        cbt_name k;
+        int r = resolve_key(key, &k, NULL);
+        if (r)
+            return r < 0 ? -1 : 0; /* the name table is full: dropped (counted) */
+        return set_array_value(ev, k, key, v, sc);
     } else {
         PyObject *e = echo(key);
         if (e)
             PyErr_Format(PyExc_TypeError,
-                         "cbt: value %U is a %.100s: values are int, float, bool or str", e,
-                         tp_name_of(v));
+                         "cbt: value %U is a %.100s: values are int, float, bool, str, or a "
+                         "list or tuple of one of them",
+                         e, tp_name_of(v));
         Py_XDECREF(e);
         return -1;
     }
@@ -712,7 +840,7 @@ static int reserved_kw(PyObject *k)
  * args[0..nargs) positional after what the caller consumed, kwnames the
  * keywords. `allow_ts` says whether ts_ns is accepted. */
 static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_ssize_t nargs,
-                       PyObject *kwnames, int allow_ts, int *enabled_out)
+                       PyObject *kwnames, int allow_ts, int *enabled_out, arr_scratch *sc)
 {
     PyObject *type_o = nargs > 0 ? args[0] : NULL;
     PyObject *sess_o = nargs > 1 ? args[1] : NULL;
@@ -811,7 +939,7 @@ static int build_event(cbt_event *ev, const char *fn, PyObject *const *args, Py_
         return -1;
     }
     for (Py_ssize_t i = 0; i < nkw; i++)
-        if (!(reserved & (1u << i)) && set_value(ev, PyTuple_GetItem(kwnames, i), args[nargs + i]) < 0)
+        if (!(reserved & (1u << i)) && set_value(ev, PyTuple_GetItem(kwnames, i), args[nargs + i], sc) < 0)
             return -1;
     return 0;
 }
@@ -823,14 +951,19 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
     (void)self;
     cbt_event ev;
     int on;
-    if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on) < 0)
+    arr_scratch sc = {.n = 0};
+    if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on, &sc) < 0) {
+        scratch_free(&sc);
         return NULL;
+    }
     if (on && !g_closing) { /* no Python code runs between this check and the call */
         cbt_status st;
         CALL_PUBLISH_(NULL, st = cbt_publish(&ev));
+        scratch_free(&sc); /* the publish copied the arrays' elements */
         if (st != CBT_OK && st != CBT_ERR_FULL)
             return raise_status(st, "cbt.publish");
     }
+    scratch_free(&sc);
     Py_RETURN_NONE;
 }
 
@@ -1086,7 +1219,8 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
     PyObject *ret = NULL;
     cbt_event ev;
     int on;
-    if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on) < 0 ||
+    arr_scratch sc = {.n = 0};
+    if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on, &sc) < 0 ||
         closed_meanwhile(pin, "cbt.publish_on_stream") < 0)
         goto out;
     if (!g_closing) { /* else a shutdown is running: no tracer */
@@ -1103,6 +1237,7 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
     ret = Py_None;
     Py_INCREF(ret);
 out:
+    scratch_free(&sc); /* the publish copied the arrays' elements */
     if (pin)
         cpu_unpin(pin);
     return ret;
@@ -1489,7 +1624,8 @@ static int get_bool(PyObject *o, const char *name, bool *out)
     X(spans_dropped) X(spans_open) X(registry_full) X(harvester_busy_ns) X(spans_unsampled)    \
     X(meta_truncated) X(stream_marks_dropped) X(sink_spans_lost) X(harvester_wakeups)      \
     X(trace_records) X(trace_records_dropped) X(trace_bytes) X(trace_write_errors)             \
-    X(names_used) X(names_capacity) X(names_refused)
+    X(names_used) X(names_capacity) X(names_refused)                                          \
+    X(arrays_capacity) X(arrays_used) X(arrays_stored) X(arrays_dropped)
 
 static PyObject *metrics_dict(const cbt_metrics *m)
 {
@@ -1746,21 +1882,21 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
                              "late_grace_ms", "spans_path", "trace_path", "otlp_endpoint",
                              "service_name", "mp_root_end", "cb_subscriber", "trace_level",
                              "trace_output", "trace_buffer_kib", "otlp_protocol",
-                             "names_capacity", NULL};
+                             "names_capacity", "otlp_json_path", "arrays_capacity", NULL};
     PyObject *o[15] = {NULL};
     PyObject *spans = NULL, *trace = NULL, *endpoint = Py_None, *service = Py_None,
              *root_end = Py_None, *cbsub = NULL, *level = Py_None, *tout = NULL, *tkib = NULL,
-             *proto = Py_None, *names_cap = NULL;
+             *proto = Py_None, *names_cap = NULL, *ojson = NULL, *arr_cap = NULL;
     if (PyTuple_Size(args)) {
         PyErr_SetString(PyExc_TypeError, "cbt.init() takes keyword arguments only");
         return NULL;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOO:init", kwlist,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOOOOOOOOOOOOOO&O&OOOOOO&OOOO&O:init", kwlist,
                                      &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7],
                                      &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14],
                                      fs_or_none, &spans, fs_or_none, &trace, &endpoint,
                                      &service, &root_end, &cbsub, &level, fs_or_none, &tout,
-                                     &tkib, &proto, &names_cap))
+                                     &tkib, &proto, &names_cap, fs_or_none, &ojson, &arr_cap))
         return NULL;
     PyObject *ret = NULL;
     if (g_closing) {
@@ -1812,6 +1948,15 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     if (get_u32(tkib, "trace_buffer_kib", &c.trace_buffer_kib) < 0 ||
         get_u32(names_cap, "names_capacity", &c.names_capacity) < 0)
         goto out;
+    if (arr_cap && arr_cap != Py_None) { /* the process-wide array store (cbt/array.h) */
+        if (!PyLong_Check(arr_cap) || PyBool_Check(arr_cap)) {
+            PyErr_Format(PyExc_TypeError, "cbt.init: arrays_capacity is an int (bytes), not %.100s",
+                         tp_name_of(arr_cap));
+            goto out;
+        }
+        if (uint_of(arr_cap, "cbt.init: arrays_capacity (bytes)", UINT64_MAX, &c.arrays_capacity) < 0)
+            goto out;
+    }
     c.trace_output = tout ? PyBytes_AsString(tout) : NULL; /* kept until `out` */
     const char *env_level = getenv("CBT_TRACE_LEVEL");
     int recording = c.trace_level ? *c.trace_level != 0 : env_level && *env_level;
@@ -1872,6 +2017,28 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 #endif
     c.jsonl_path = spans ? PyBytes_AsString(spans) : NULL;
     const char *trace_p = trace ? PyBytes_AsString(trace) : NULL;
+    /* the OTLP JSON file: the keyword, else CBT_OTLP_JSON_PATH; "" is none */
+    const char *env_ojson = getenv(CBT_OTLP_JSON_PATH_ENV);
+    const char *ojson_p = ojson ? PyBytes_AsString(ojson) : env_ojson;
+    if (ojson_p && !*ojson_p)
+        ojson_p = NULL;
+#ifndef CBT_WITH_OTLP
+    if (ojson_p) {
+        raise_status(CBT_ERR_UNSUPPORTED,
+                     "cbt.init: otlp_json_path: this build has no OTLP encoder (protobuf-c or "
+                     "libcurl was missing when the package was built)");
+        goto out;
+    }
+#else
+    /* its resource: the exporter's (the environment's, then service_name) */
+    cbt_otlp_resource ores;
+    cbt_otlp_resource_default(&ores);
+    if (ojson_p) {
+        cbt_otlp_resource_from_env(&ores, stderr);
+        if (svc)
+            snprintf(ores.service_name, sizeof ores.service_name, "%s", svc);
+    }
+#endif
 #ifdef CBT_WITH_OTLP
     cbt_otlp_config oc;
     int want_otlp = otlp_config("cbt.init", ep, protocol, svc, &oc);
@@ -1892,7 +2059,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
      * and opens the span file, the sinks open theirs (a sink that may wait
      * gets a thread of its own). Only C locals and the bytes this call holds are
      * used; a shutdown meanwhile waits for it (g_in_tracer). */
-    cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK;
+    cbt_status st, cb_st = CBT_OK, trace_st = CBT_OK, ojson_st = CBT_OK;
 #ifdef CBT_WITH_OTLP
     cbt_status otlp_st = CBT_OK;
 #endif
@@ -1913,7 +2080,14 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
             sk.destroy(sk.ctx);
     }
 #ifdef CBT_WITH_OTLP
-    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK && want_otlp)
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK && ojson_p) {
+        cbt_sink sk;
+        if ((ojson_st = cbt_otlp_json_sink_create(ojson_p, &ores, &sk)) == CBT_OK &&
+            (ojson_st = cbt_add_sink(&sk)) != CBT_OK && sk.destroy)
+            sk.destroy(sk.ctx);
+    }
+    if (st == CBT_OK && c.enabled && cb_st == CBT_OK && trace_st == CBT_OK &&
+        ojson_st == CBT_OK && want_otlp)
         otlp_st = otlp_start(&oc);
 #endif
     tracer_leave();
@@ -1969,6 +2143,14 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(e);
         goto fail_tracer;
     }
+    if (ojson_st != CBT_OK) {
+        PyObject *e = ojson ? echo(ojson) : PyUnicode_DecodeFSDefault(ojson_p);
+        if (e)
+            raise_statusf(ojson_st, "cbt.init: the OTLP JSON file %U%s%s", e,
+                          ojson ? "" : " (" CBT_OTLP_JSON_PATH_ENV ")", fifo_hint(ojson_p));
+        Py_XDECREF(e);
+        goto fail_tracer;
+    }
 #ifdef CBT_WITH_OTLP
     g_otlp_on = 0;
     if (want_otlp && otlp_started("cbt.init", otlp_st, &oc) < 0)
@@ -1992,6 +2174,7 @@ out:
     Py_XDECREF(spans);
     Py_XDECREF(trace);
     Py_XDECREF(tout);
+    Py_XDECREF(ojson);
     return ret;
 }
 

@@ -6,7 +6,8 @@
 # `python -m mypy.stubtest cbt` and to _cbt.c's keyword lists: a name, a
 # keyword or a constant added to _cbt.c is added here too.
 import os
-from typing import Any, Callable, Final, Literal, Optional, Protocol, TypedDict, Union, final
+from typing import (Any, Callable, Final, Literal, Optional, Protocol, Sequence, TypedDict, Union,
+                    final)
 
 from typing_extensions import Self, Unpack
 
@@ -17,6 +18,9 @@ __version__: str
 # a value (publish's keywords, a span's attributes): 64-bit int (IntEnum too),
 # float, bool or str
 _Value = Union[int, float, bool, str]
+# an event value: a scalar, or a list/tuple whose elements are all int, all
+# float, all bool or all str (an OTLP ArrayValue: docs/python.md, "Arrays")
+_EventValue = Union[_Value, Sequence[int], Sequence[float], Sequence[bool], Sequence[str]]
 
 # a file name: str, bytes or path-like (PyUnicode_FSConverter)
 _Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
@@ -78,6 +82,8 @@ class _Config(TypedDict, total=False):
     trace_output: Optional[_Path]
     trace_buffer_kib: int
     names_capacity: int             # the name table's capacity (docs/python.md, "Limits")
+    otlp_json_path: Optional[_Path] # OTLP JSON file, collector file exporter's format
+    arrays_capacity: int            # bytes of the array store (docs/python.md, "Arrays")
 
 # ---- errors and constants -------------------------------------------------------------
 
@@ -186,9 +192,9 @@ def init(**config: Unpack[_Config]) -> None: ...
 def shutdown() -> dict[str, Any]: ...
 def enabled() -> bool: ...
 def publish(event_type: _EventType, session_id: Optional[str], ts_ns: Optional[int] = ..., /,
-            *, pair: Optional[int] = ..., **values: _Value) -> None: ...
+            *, pair: Optional[int] = ..., **values: _EventValue) -> None: ...
 def publish_on_stream(stream: _Stream, event_type: _EventType, session_id: Optional[str], /,
-                      *, pair: Optional[int] = ..., **values: _Value) -> None: ...
+                      *, pair: Optional[int] = ..., **values: _EventValue) -> None: ...
 def flush(timeout_ms: int = ...) -> None: ...
 def metrics() -> dict[str, int]: ...
 def replay(

@@ -8,6 +8,7 @@
 // script fails, naming the header, when one is installed but missing here.
 #include "cbt.h"
 #include "cbt/api.h"
+#include "cbt/array.h"
 #include "cbt/blend_metrics.h"
 #include "cbt/build_config.h"
 #include "cbt/cb.h"

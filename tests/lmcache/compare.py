@@ -49,6 +49,11 @@ class Span:
                 f"{' (root)' if self.parent_id is None else ''}")
 
 
+def _attrs(a: Any) -> dict[str, Any]:
+    """OpenTelemetry keeps a sequence attribute as a tuple; cbt's JSON writes a list."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in dict(a or {}).items()}
+
+
 def from_otel(spans: Iterable[Any], shutdown_ns: int) -> list[Span]:
     out = []
     for i, s in enumerate(spans):
@@ -56,8 +61,8 @@ def from_otel(spans: Iterable[Any], shutdown_ns: int) -> list[Span]:
         out.append(Span(
             "lmcache", f"{s.context.span_id:016x}", parent, f"{s.context.trace_id:032x}",
             s.name, int(s.start_time), int(s.end_time), s.kind.name.lower(),
-            s.status.status_code.name.lower(), dict(s.attributes or {}),
-            [(e.name, int(e.timestamp), dict(e.attributes or {})) for e in s.events],
+            s.status.status_code.name.lower(), _attrs(s.attributes),
+            [(e.name, int(e.timestamp), _attrs(e.attributes)) for e in s.events],
             int(s.end_time) >= shutdown_ns, i))
     return out
 
@@ -101,7 +106,13 @@ KINDS = (
 )
 
 
+def _elem_types(v: list) -> list[type]:
+    return [type(x) for x in v]
+
+
 def _tname(v: Any) -> str:
+    if isinstance(v, list):
+        return f"list[{','.join(sorted({_tname(x) for x in v}))}]"
     return {bool: "bool", int: "int", float: "float", str: "str"}.get(type(v), type(v).__name__)
 
 
@@ -224,7 +235,7 @@ def _compare_pair(l: Span, c: Span, by_id_l, by_id_c, ml) -> list[Diff]:
                             "not on the cbt span", l, c, lv, None))
             continue
         cv = c.attrs[k]
-        if type(lv) is not type(cv):
+        if type(lv) is not type(cv) or (isinstance(lv, list) and _elem_types(lv) != _elem_types(cv)):
             out.append(Diff("attr_type_differs", l.name, k, f"{l.short()}: {k} is "
                             f"{_tname(lv)} {lv!r} in LMCache, {_tname(cv)} {cv!r} in cbt",
                             l, c, lv, cv))

@@ -1,7 +1,8 @@
 """tests/lmcache/generator.py — seeded event streams, as LMCache 0.5.6's
-publishers send them (docs/lmcache-0.5.6.md §1.1, §1.2), with explicit times.
+publishers send them (docs/lmcache-0.5.6.md §1.1, §1.2), or 0.5.7's
+(docs/lmcache-0.5.7.md §1), with explicit times.
 
-``generate(seed, mp, cb)`` returns ``Stream``: the events sorted by time (ties
+``generate(seed, mp, cb, version=...)`` returns ``Stream``: the events sorted by time (ties
 in generation order) and, per session, the scenario that made it (for the
 report only: the intended-difference predicates look at events, not labels).
 
@@ -25,6 +26,18 @@ START. Apart from requests: session-less timeouts, chunk evictions, late
 fingerprint registrations, and event types no tracing subscriber reads
 (l1.*, l2.*, sm.*, trace.call, mp.lookup, mp.tokens, ...).
 
+``version="0.5.7"`` makes the same requests from the same draws (the
+0.5.7-only values come from a second generator, so the plan, the scenarios
+and the 0.5.6 values are the same), with 0.5.7's payloads: every lookup
+that gets that far publishes MP_LOOKUP with ``token_ids`` (the whole
+prompt; token traces are on, so something subscribes), the CacheBlend
+prefix leg does too (blend/lookup.py), MP_LOOKUP_PREFETCH_END carries
+``apc_covered_tokens``, ``prompt_tokens``, ``engine_hit_tokens`` and
+``request_hit_tokens`` (computed as ``_consume_prefetch_result`` does),
+some lookups start past an engine-covered prefix, and early exits include
+``load_policy_recompute``. A few lookup ends are sent as 0.5.6 sent them (an
+older publisher), which 0.5.7's subscriber fills with zeros.
+
 The tensor-parallel requests whose two workers' STARTs overlap on one
 operation form a separate small set (``tp_overlap``): LMCache keeps one
 pending span per (session, operation) and loses one there (§2.5), so they
@@ -33,6 +46,7 @@ are generated apart and their differences are an intended one.
 
 from __future__ import annotations
 
+import array
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,9 +90,14 @@ class Stream:
     scenario: dict[str, str]  # session -> scenario name
 
 
+VOCAB = 151_936  # token ids are drawn below this (Qwen2.5's vocabulary size)
+
+
 class _Gen:
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, version: str = "0.5.6"):
         self.r = random.Random(seed)
+        self.v57 = version == "0.5.7"
+        self.r57 = random.Random(seed * 1_000_003 + 57)  # 0.5.7-only draws
         self.events: list[Ev] = []
         self.scenario: dict[str, str] = {}
         self.seq = 0
@@ -99,10 +118,16 @@ class _Gen:
     def dt(self, lo: float = 20e-6, hi: float = 900e-6) -> float:
         return self.r.uniform(lo, hi)
 
+    def token_ids(self, n: int) -> list[int]:
+        """A prompt of n token ids (0.5.7's MP_LOOKUP token_ids)."""
+        raw = array.array("I", self.r57.randbytes(4 * n))  # fast: a long prompt is 4 k ids
+        return [x % VOCAB for x in raw]
+
     # -- MP pieces --------------------------------------------------------
     def lookup(self, sid: str, t: float, model: str, early_exit: str = "") -> tuple[float, int, int]:
-        """MP_LOOKUP_PREFETCH_START/END (+ MP_LOOKUP sometimes); (t, hit, requested)."""
-        r = self.r
+        """MP_LOOKUP_PREFETCH_START/END (+ MP_LOOKUP sometimes; under 0.5.7
+        whenever the lookup gets that far); (t, hit, requested)."""
+        r, rr = self.r, self.r57
         self.emit("mp.lookup_prefetch.start", t, sid)
         chunks = r.randint(1, 16)
         requested = chunks * CHUNK
@@ -110,17 +135,50 @@ class _Gen:
         hit = hit_chunks * CHUNK
         l1 = r.randint(0, hit_chunks) * CHUNK
         t += self.dt()
-        if r.random() < 0.3:
-            self.emit("mp.lookup", t, sid, request_id=sid,
-                      chunk_hashes=[r.getrandbits(64) for _ in range(chunks)], model_name=model,
-                      chunk_size=CHUNK, seq_len=requested, dtypes=["bfloat16"],
-                      shapes=[[2, 32, CHUNK, 8, 128]])
-            t += self.dt(5e-6, 50e-6)
-        self.emit("mp.lookup_prefetch.end", t, sid, found_count=hit_chunks,
-                  requested_tokens=0 if early_exit else requested, hit_tokens=hit,
-                  l1_hit_tokens=l1, l2_hit_tokens=hit - l1, l1_hit_keys=l1 // CHUNK * 2,
-                  l2_hit_keys=(hit - l1) // CHUNK * 2, early_exit_reason=early_exit,
-                  model_name=model, cache_salt=r.choice(("", "", "tenant-7f3a91c2")))
+        lookup_hash = r.random() < 0.3  # 0.5.6: only when the lookup-hash logger listens
+        # 0.5.7: the prompt (a sub-chunk tail past the chunks), and the
+        # load policy declining some lookups (after MP_LOOKUP, lookup.py)
+        prompt = requested + (rr.randrange(CHUNK) if self.v57 else 0)
+        if self.v57 and not early_exit and rr.random() < 0.05:
+            early_exit, hit_chunks, hit, l1 = "load_policy_recompute", 0, 0, 0
+        reaches = early_exit not in ("no_gpu_context", "empty_chunk_hashes")
+        if lookup_hash or (self.v57 and reaches):
+            meta = dict(request_id=sid,
+                        chunk_hashes=[r.getrandbits(64) if lookup_hash else rr.getrandbits(64)
+                                      for _ in range(chunks)], model_name=model,
+                        chunk_size=CHUNK, seq_len=prompt if self.v57 else requested,
+                        dtypes=["bfloat16"], shapes=[[2, 32, CHUNK, 8, 128]])
+            if self.v57:
+                meta["token_ids"] = self.token_ids(prompt)
+            self.emit("mp.lookup", t, sid, **meta)
+            t += self.dt(5e-6, 50e-6) if lookup_hash else rr.uniform(5e-6, 50e-6)
+        salt = r.choice(("", "", "tenant-7f3a91c2"))
+        if not self.v57 or rr.random() < 0.05:  # 0.5.6's keys (an older publisher)
+            self.emit("mp.lookup_prefetch.end", t, sid, found_count=hit_chunks,
+                      requested_tokens=0 if early_exit else requested, hit_tokens=hit,
+                      l1_hit_tokens=l1, l2_hit_tokens=hit - l1, l1_hit_keys=l1 // CHUNK * 2,
+                      l2_hit_keys=(hit - l1) // CHUNK * 2, early_exit_reason=early_exit,
+                      model_name=model, cache_salt=salt)
+            return t, hit, requested
+        # 0.5.7 (_consume_prefetch_result): the engine may already hold a
+        # prefix (key.start); hits count only past it, the hint may be absent
+        covered = 0
+        if early_exit in ("", "load_policy_recompute") and rr.random() < 0.3:
+            covered = rr.randint(1, chunks)  # may be all of it: nothing looked up
+        hit_chunks = min(hit_chunks, chunks - covered)
+        hit, l1 = hit_chunks * CHUNK, min(l1, hit_chunks * CHUNK)
+        looked_up = 0 if early_exit and early_exit != "load_policy_recompute" else \
+            requested - covered * CHUNK
+        engine = rr.choice((0, covered * CHUNK, covered * CHUNK + rr.randrange(CHUNK)))
+        apc = covered * CHUNK
+        self.emit("mp.lookup_prefetch.end", t, sid,
+                  found_count=hit_chunks + (covered if early_exit == "" else 0),
+                  requested_tokens=looked_up, apc_covered_tokens=apc, hit_tokens=hit,
+                  l1_hit_tokens=l1, l2_hit_tokens=hit - l1,
+                  prompt_tokens=prompt,
+                  engine_hit_tokens=engine, request_hit_tokens=max(engine, apc + hit),
+                  l1_hit_keys=l1 // CHUNK * 2, l2_hit_keys=(hit - l1) // CHUNK * 2,
+                  early_exit_reason=early_exit, model_name=model, cache_salt=salt)
         return t, hit, requested
 
     def samples(self, t: float, key: str, direction: int, t0: float, t1: float,
@@ -190,6 +248,8 @@ class _Gen:
         t += self.dt(5e-6, 50e-6)
         early = r.choice(("no_gpu_context", "empty_chunk_hashes", "no_group_layout_descs")) \
             if kind == "mp_early_exit" else ""
+        if early and self.v57 and self.r57.random() < 0.3:
+            early = "load_policy_recompute"
         t, hit, requested = self.lookup(sid, t, model, early)
         if kind == "mp_timeout":
             t += self.dt()
@@ -288,6 +348,14 @@ class _Gen:
         self.emit("cb.lookup.start", t, sid, num_tokens=num_tokens)
         t += self.dt(5e-6, 40e-6)
         self.emit("cb.prefix_lookup.start", t, sid)
+        if self.v57:  # the prefix leg's MP_LOOKUP (blend/lookup.py _submit_prefix_leg)
+            rr = self.r57
+            t += rr.uniform(2e-6, 10e-6)
+            self.emit("mp.lookup", t, sid, request_id=sid,
+                      chunk_hashes=[rr.getrandbits(64) for _ in range(chunks)],
+                      model_name=rr.choice(MODELS), chunk_size=CHUNK, seq_len=num_tokens,
+                      dtypes=["bfloat16"], shapes=[[2, 32, CHUNK, 8, 128]],
+                      token_ids=self.token_ids(num_tokens))
         prefix_chunks = 0 if miss else r.randint(0, chunks // 2)
         if coordinator:
             t += self.dt(5e-6, 30e-6)
@@ -449,10 +517,14 @@ class _Gen:
                 self.emit("l2.keys.evicted", t, "", key_count=3, key_count_per_salt={"": 3})
 
 
-def generate(seed: int = 20240506, mp: int = 300, cb: int = 300, overlap: int = 6) -> Stream:
+def generate(seed: int = 20240506, mp: int = 300, cb: int = 300, overlap: int = 6,
+             version: str = "0.5.6") -> Stream:
     """The seeded stream: `mp` MP and `cb` CB requests, `overlap` tensor-parallel
-    requests of each path with overlapping STARTs, background events."""
-    g = _Gen(seed)
+    requests of each path with overlapping STARTs, background events, with
+    the payloads of LMCache `version` ("0.5.6" or "0.5.7")."""
+    if version not in ("0.5.6", "0.5.7"):
+        raise ValueError(f"no stream for LMCache {version}")
+    g = _Gen(seed, version)
     r = g.r
     t = T0 + r.uniform(0, 1)
     names_mp = [n for n, _ in MP_SCENARIOS]

@@ -1,6 +1,7 @@
-"""tests/lmcache/intended.py — the differences between LMCache 0.5.6's spans
-and cbt's that are intended, each with its reason, where the docs say so,
-and a predicate that recognises it.
+"""tests/lmcache/intended.py — the differences between LMCache's spans (0.5.6,
+0.5.7rc3) and cbt's that are intended, each with its reason, where the docs
+say so, the LMCache versions it applies to, and a predicate that recognises
+it.
 
 A difference the conformance test finds (compare.Diff) that no entry
 recognises fails the test. Keep the list short: an entry is a decision that
@@ -41,17 +42,21 @@ class Context:
     """What the predicates may know about the run."""
 
     mp_root_end: str                                  # the rule cbt ran with
+    version: str = "0.5.6"                            # the LMCache release compared
     request_end_ns: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     # (session, span name) pairs where a START came while LMCache's one
     # pending slot for that (session, operation) was taken
     overlapping: set[tuple[str, str]] = field(default_factory=set)
     # session -> metadata keys translate.lmcache_to_cbt left out
     dropped_keys: dict[str, set[str]] = field(default_factory=dict)
+    # session -> the metadata keys its mp.lookup_prefetch.end events carried
+    lookup_end_keys: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, cbt_events: list[dict[str, Any]], notes: list[dict[str, Any]],
-              mp_root_end: str) -> "Context":
-        ctx = cls(mp_root_end)
+              mp_root_end: str, version: str = "0.5.6") -> "Context":
+        ctx = cls(mp_root_end, version)
+        lek: dict[str, set[str]] = defaultdict(set)
         ends: dict[tuple[str, str], set[int]] = defaultdict(set)
         slot: dict[tuple[str, str], bool] = {}
         for e in cbt_events:  # publish order
@@ -65,6 +70,9 @@ class Context:
                 slot[k] = True
             elif t in _END_SPAN:
                 slot[(sid, _END_SPAN[t])] = False
+            if t == "mp.lookup_prefetch.end":
+                lek[sid] |= set(e.get("meta", {}))
+        ctx.lookup_end_keys = dict(lek)
         ctx.request_end_ns = dict(ends)
         dk: dict[str, set[str]] = defaultdict(set)
         for n in notes:
@@ -79,6 +87,7 @@ class Intended:
     reason: str       # one line
     doc: str          # where the docs say so
     match: Callable[[Diff, Context], bool]
+    versions: tuple[str, ...] = ("0.5.6", "0.5.7")  # the LMCache releases it is intended for
 
 
 def _typed_where_stringified(d: Diff, ctx: Context) -> bool:
@@ -141,6 +150,29 @@ def _cbt_only_span(d: Diff, ctx: Context) -> bool:
     return d.kind == "span_only_in_cbt" and d.name in CBT_ONLY_SPANS
 
 
+# the MP root's hit attributes and what each is made of (mp_subscriber.c)
+_HIT_INPUTS = {
+    "hit_tokens": ("hit_tokens",), "requested_tokens": ("requested_tokens",),
+    "hit_rate": ("hit_tokens", "requested_tokens"),
+    "l1_hit_tokens": ("l1_hit_tokens",), "l2_hit_tokens": ("l2_hit_tokens",),
+    "l1_hit_rate": ("l1_hit_tokens", "requested_tokens"),
+    "l2_hit_rate": ("l2_hit_tokens", "requested_tokens"),
+    "apc_covered_tokens": ("apc_covered_tokens",), "prompt_tokens": ("prompt_tokens",),
+    "engine_hit_tokens": ("engine_hit_tokens",), "request_hit_tokens": ("request_hit_tokens",),
+    "engine_hit_rate": ("engine_hit_tokens", "prompt_tokens"),
+    "request_hit_rate": ("request_hit_tokens", "prompt_tokens"),
+    "l1_hit_keys": ("l1_hit_keys",), "l2_hit_keys": ("l2_hit_keys",),
+}
+
+
+def _unmeasured_zero(d: Diff, ctx: Context) -> bool:
+    """LMCache's .get(key, 0) zero on the root for a key the lookup end did not carry."""
+    if d.kind != "attr_missing_in_cbt" or d.name != "request" or d.key not in _HIT_INPUTS:
+        return False
+    sent = ctx.lookup_end_keys.get(d.session, set())
+    return d.lv in (0, 0.0) and not all(k in sent for k in _HIT_INPUTS[d.key])
+
+
 def _failure_status(d: Diff, ctx: Context) -> bool:
     return (d.kind == "status_differs" and d.lv == "unset" and d.cv == "error"
             and d.l.attrs.get("success") == "False")
@@ -186,12 +218,23 @@ INTENDED: tuple[Intended, ...] = (
     Intended("failure-status-error",
              "cbt marks an END with success=false ERROR; LMCache leaves the status UNSET",
              f"{DOC} §6 Failure; docs/spans.md", _failure_status),
+    Intended("unmeasured-zero",
+             "LMCache sets a hit attribute whose key the lookup end did not carry to 0 "
+             "(0.5.7: apc_covered_tokens, prompt_tokens, engine/request_hit_tokens and their "
+             "rates from a 0.5.6-shaped end); cbt leaves it out: no value nobody measured",
+             "docs/lmcache-0.5.7.md §4; docs/spans.md The MP path", _unmeasured_zero,
+             ("0.5.7",)),
 )
 
 
+def for_version(version: str) -> tuple[Intended, ...]:
+    """The entries intended for LMCache `version`."""
+    return tuple(e for e in INTENDED if version in e.versions)
+
+
 def classify(d: Diff, ctx: Context) -> str | None:
-    """The id of the first entry that recognises d, or None."""
-    for e in INTENDED:
+    """The id of the first entry for ctx.version that recognises d, or None."""
+    for e in for_version(ctx.version):
         if e.match(d, ctx):
             return e.id
     return None

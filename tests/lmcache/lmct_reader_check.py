@@ -1,18 +1,26 @@
-"""tests/lmcache/lmct_reader_check.py — LMCache 0.5.6's TraceReader reads
-files cbt wrote.
+"""tests/lmcache/lmct_reader_check.py — LMCache's own TraceReader (0.5.6's
+or 0.5.7's, by WHEEL_ROOT) reads files cbt wrote in its schema, and refuses
+the other's.
 
     python lmct_reader_check.py WHEEL_ROOT FILE RECORDS
+    python lmct_reader_check.py --refuses WHEEL_ROOT FILE
     python lmct_reader_check.py --recordings WHEEL_ROOT DIR CBT_VERSION
 
 The first form (ctest lmct_lmcache_reader): a file cbt's C LMCT writer wrote
-(tests/lmct_write_sample.c); checks the header fields and every record.
+(tests/lmct_write_sample.c) in this LMCache's trace schema; checks the
+header fields and every record. The second: this LMCache's reader refuses
+FILE, a file of the other schema, for its trace_schema_version (LMCache
+reads only its own).
 
-The second (ctest lmct_lmcache_recordings): every DIR/*.lct that cbt's
-recorder wrote (tests/record_replay.sh, tests/test_recorder.c), each with a
+The third (ctest lmct_lmcache_recordings): every DIR/*.lct that cbt's
+recorder wrote (tests/record_replay.sh, tests/test_recorder.c) whose
+trace_schema_version is this LMCache's (at least one must be; the others
+this reader must refuse), each with a
 DIR/NAME.lct.count holding the records cbt said it wrote. For each: the
 header's magic, format_version and trace_schema_version are LMCache's
 constants, level "gpu", level_meta producer "cbt" and cbt_version
-CBT_VERSION, sm_config_digest the SHA-256 of sm_config_json; the records
+CBT_VERSION and trace_schema naming this LMCache's layout (lmcache-0.5.6 or
+lmcache-0.5.7), sm_config_digest the SHA-256 of sm_config_json; the records
 read number the count; and LMCache's `lmcache trace info`
 (lmcache/cli/commands/trace/info_command.py, InfoCommand.execute) summarizes
 it with level gpu and total_records the count. A file without its .count, or
@@ -45,6 +53,30 @@ def bare_packages(root: str) -> None:
         sys.modules[name] = pkg
 
 
+def schema_name(fmt) -> str:
+    return {1: "lmcache-0.5.6", 2: "lmcache-0.5.7"}[fmt.TRACE_SCHEMA_VERSION]
+
+
+def file_schema(path: str) -> int:
+    """The header's trace_schema_version, read with msgspec alone."""
+    import msgspec
+    import struct
+    with open(path, "rb") as f:
+        (n,) = struct.unpack(">I", f.read(4))
+        return msgspec.msgpack.decode(f.read(n))["trace_schema_version"]
+
+
+def refuses(TraceReader, fmt, path: str) -> list[str]:
+    try:
+        TraceReader(path).close()
+    except ValueError as e:
+        if "unsupported trace_schema_version" in str(e):
+            return []
+        return [f"{os.path.basename(path)}: refused, but not for its schema: {e}"]
+    return [f"{os.path.basename(path)}: schema {file_schema(path)}, yet LMCache's reader of "
+            f"schema {fmt.TRACE_SCHEMA_VERSION} opened it"]
+
+
 def load_reader(root: str):
     bare_packages(root)
     from lmcache.v1.mp_observability.trace import format as fmt  # noqa: E402
@@ -68,7 +100,8 @@ def check_recording(fmt, TraceReader, InfoCommand, path: str, version: str) -> l
             if getattr(h, k) != v:
                 bad.append(f"{name}: header.{k} = {getattr(h, k)!r}, expected {v!r}")
         meta = h.level_meta or {}
-        for k, v in {"producer": "cbt", "cbt_version": version}.items():
+        for k, v in {"producer": "cbt", "cbt_version": version,
+                     "trace_schema": schema_name(fmt)}.items():
             if meta.get(k) != v:
                 bad.append(f"{name}: level_meta[{k!r}] = {meta.get(k)!r}, expected {v!r}")
         digest = hashlib.sha256(h.sm_config_json.encode()).hexdigest()
@@ -102,10 +135,17 @@ def main_recordings(root: str, rdir: str, version: str) -> int:
     fmt, TraceReader = load_reader(root)
     from lmcache.cli.commands.trace.info_command import InfoCommand  # noqa: E402
     paths = sorted(glob.glob(os.path.join(rdir, "*.lct")))
-    bad = [] if paths else [f"no recordings (*.lct) in {rdir}: record_replay and test_recorder "
-                            f"make them"]
+    mine = [p for p in paths if file_schema(p) == fmt.TRACE_SCHEMA_VERSION]
+    bad = [] if mine else [f"no recordings (*.lct) of trace schema {fmt.TRACE_SCHEMA_VERSION} "
+                           f"in {rdir}: record_replay and test_recorder make them"]
     for p in paths:
-        bad += check_recording(fmt, TraceReader, InfoCommand, p, version)
+        if p in mine:
+            bad += check_recording(fmt, TraceReader, InfoCommand, p, version)
+        else:
+            bad += refuses(TraceReader, fmt, p)
+    if not bad:
+        print(f"lmct_reader_check: LMCache's schema-{fmt.TRACE_SCHEMA_VERSION} reader refused the "
+              f"{len(paths) - len(mine)} recordings of the other schema")
     for b in bad:
         print("lmct_reader_check:", b)
     return 1 if bad else 0
@@ -114,6 +154,15 @@ def main_recordings(root: str, rdir: str, version: str) -> int:
 def main() -> int:
     if sys.argv[1] == "--recordings":
         return main_recordings(sys.argv[2], sys.argv[3], sys.argv[4])
+    if sys.argv[1] == "--refuses":
+        fmt, TraceReader = load_reader(sys.argv[2])
+        bad = refuses(TraceReader, fmt, sys.argv[3])
+        for b in bad:
+            print("lmct_reader_check:", b)
+        if not bad:
+            print(f"lmct_reader_check: LMCache's schema-{fmt.TRACE_SCHEMA_VERSION} reader refused "
+                  f"{os.path.basename(sys.argv[3])} (schema {file_schema(sys.argv[3])})")
+        return 1 if bad else 0
     root, path, want = sys.argv[1], sys.argv[2], int(sys.argv[3])
     fmt, TraceReader = load_reader(root)
     bad = []
@@ -124,7 +173,8 @@ def main() -> int:
             "trace_schema_version": fmt.TRACE_SCHEMA_VERSION, "t_mono_start": 100.0,
             "t_wall_start": 1700000000.5, "sm_config_json": '{"builders": "mp"}',
             "sm_config_digest": "0123abcd",
-            "level_meta": {"cbt_version": "0.1.0", "clock_ns_per_tick": 1.0},
+            "level_meta": {"cbt_version": "0.1.0", "clock_ns_per_tick": 1.0,
+                           "trace_schema": schema_name(fmt)},
         }
         for k, v in expect.items():
             if getattr(h, k) != v:
@@ -142,7 +192,8 @@ def main() -> int:
     for b in bad:
         print("lmct_reader_check:", b)
     if not bad:
-        print(f"lmct_reader_check: LMCache {fmt.__name__} TraceReader read the header and {len(recs)} records")
+        print(f"lmct_reader_check: LMCache's schema-{fmt.TRACE_SCHEMA_VERSION} TraceReader read "
+              f"the header and {len(recs)} records")
     return 1 if bad else 0
 
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # tests/lmcache/setup_env.sh — the environment the LMCache conformance test runs
-# in, made once and cached: a venv with the OpenTelemetry SDK, and LMCache
-# 0.5.6's pure-Python files unpacked from its wheel (docs/lmcache-0.5.6.md §5).
+# in, made once and cached: a venv with the OpenTelemetry SDK, LMCache 0.5.6's
+# pure-Python files unpacked from its wheel (docs/lmcache-0.5.6.md §5), and
+# LMCache 0.5.7's from the lmcache-cli 0.5.7rc3.dev0 pre-release wheel (pure
+# Python; its lmcache/ is the 0.5.7 code) into ENVDIR/whl-0.5.7.
 #
 #   tests/lmcache/setup_env.sh ENVDIR      (ctest passes <build>/lmcache-env)
 #
@@ -21,6 +23,9 @@ set -uo pipefail
 
 LMCACHE_VERSION=0.5.6
 LMCACHE_WHEEL_SHA256=14530ff72b96056e894c9b8dc70c10d019e7802799bbfde9cec298700b799194
+LMCACHE057_PKG=lmcache-cli==0.5.7rc3.dev0
+LMCACHE057_WHEEL=lmcache_cli-0.5.7rc3.dev0-py3-none-any.whl
+LMCACHE057_WHEEL_SHA256=b5a93fe0ad8c81c8b2387f329c904f781274366a88d0ce25878b3eeee74f5b6c
 PIP_PINS="msgspec==0.23.0 opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0"
 
 py="${CBT_PYTHON3:-python3}" # ctest passes the interpreter CMake found
@@ -33,9 +38,11 @@ env_dir="$1"
 venv="$env_dir/venv"
 whl="$env_dir/whl"
 marker="$env_dir/.ready"
-want="lmcache==$LMCACHE_VERSION sha256=$LMCACHE_WHEEL_SHA256 $PIP_PINS"
+whl057="$env_dir/whl-0.5.7"
+want="lmcache==$LMCACHE_VERSION sha256=$LMCACHE_WHEEL_SHA256 $LMCACHE057_PKG sha256=$LMCACHE057_WHEEL_SHA256 $PIP_PINS"
 
 ready() { [ -x "$venv/bin/python" ] && [ -f "$whl/lmcache/v1/mp_observability/event.py" ] &&
+          [ -f "$whl057/lmcache/v1/mp_observability/event.py" ] &&
           [ "$(cat "$marker" 2>/dev/null)" = "$want" ]; }
 ready && exit 0
 
@@ -71,7 +78,7 @@ sys.exit(1)
 EOF
 }
 
-rm -rf "$venv" "$whl" "$marker"
+rm -rf "$venv" "$whl" "$whl057" "$marker"
 echo "lmcache_conformance: creating $venv" >&2
 "$py" -m venv "$venv" || { rm -rf "$venv"; die "'$py -m venv $venv' failed"; }
 pip=("$venv/bin/python" -m pip --disable-pip-version-check)
@@ -100,10 +107,28 @@ with zipfile.ZipFile(wheel) as z:
     z.extractall(dest, names)
 EOF
 
+echo "lmcache_conformance: pip download --no-deps $LMCACHE057_PKG" >&2
+if ! "${pip[@]}" download -q --no-deps --timeout 15 --retries 1 -d "$dl" "$LMCACHE057_PKG"; then
+  why="$(index_unreachable)" && { rm -rf "$venv" "$whl"; skip "the package index cannot be reached ($why)"; }
+  die "pip could not download $LMCACHE057_PKG from a reachable index"
+fi
+wheel057="$dl/$LMCACHE057_WHEEL"
+[ -f "$wheel057" ] || die "pip download left no $LMCACHE057_WHEEL in $dl"
+got="$(sha256sum "$wheel057" | cut -d' ' -f1)"
+[ "$got" = "$LMCACHE057_WHEEL_SHA256" ] ||
+  die "$wheel057 has sha256 $got, not the pinned $LMCACHE057_WHEEL_SHA256"
+"$venv/bin/python" - "$wheel057" "$whl057" <<'EOF' || die "cannot unpack $wheel057"
+import sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(wheel) as z:
+    names = [n for n in z.namelist() if n.startswith("lmcache/") and n.endswith((".py", ".pyi"))]
+    z.extractall(dest, names)
+EOF
+
 echo "lmcache_conformance: pip install $PIP_PINS" >&2
 # shellcheck disable=SC2086
 if ! "${pip[@]}" install -q --timeout 15 --retries 1 $PIP_PINS; then
-  why="$(index_unreachable)" && { rm -rf "$venv" "$whl"; skip "the package index cannot be reached ($why)"; }
+  why="$(index_unreachable)" && { rm -rf "$venv" "$whl" "$whl057"; skip "the package index cannot be reached ($why)"; }
   die "pip could not install $PIP_PINS from a reachable index"
 fi
 printf '%s\n' "$want" >"$marker"

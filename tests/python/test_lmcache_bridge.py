@@ -1048,7 +1048,7 @@ def test_main_token_trace_on_056(lm, monkeypatch):
         (["server", "--", "--enable-token-trace"], False)
     # an LMCache whose parser has it (0.5.7): passed through, LMCache does it
     assert m.take_token_trace(["server", "--enable-token-trace"], True) == \
-        (["server", "--enable-token-trace"], False)
+        (["server", "--enable-token-trace"], True)
 
 
 def test_token_trace_standin_subscribes_mp_lookup(lm):
@@ -1153,3 +1153,12 @@ def test_token_ids_reach_cbt_as_an_array(lm, bridge):
     c = cbt.lmcache.counters()
     assert c["events_in"] == 3 and c["events_out"] == 3 and c["events_refused"] == 0, c
     assert c["dropped"] == 0, c
+    cbt.lmcache.uninstall()  # cbt shut down: the span file is whole
+    spans = [json.loads(x) for x in bridge.spans.read_text().splitlines()]
+    root = [s for s in spans if s["name"] == "request"]
+    tr = [s for s in spans if s["name"] == "mp.request.trace"]
+    assert len(root) == 1 and len(tr) == 1, [s["name"] for s in spans]
+    t = tr[0]
+    assert t["parent_span_id"] == root[0]["span_id"] and t["start_ns"] == t["end_ns"]
+    assert t["attributes"]["session_id"] == "t1" and t["attributes"]["lmcache.model"] == "m"
+    assert t["attributes"]["lmcache.input_ids"] == ids

@@ -48,6 +48,7 @@ from __future__ import annotations
 import atexit
 import collections
 import functools
+import os
 import sys
 import threading
 import time
@@ -67,7 +68,8 @@ if TYPE_CHECKING:  # stub-only: cbt.init's keywords (python/cbt/_cbt.pyi)
 
 __all__ = ["install", "uninstall", "installed", "counters", "otlp_export_target",
            "MissingDependency", "LMCACHE_PIN",
-           "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES", "TOKEN_TRACE_TYPES", "LOOKUP_HOOKS"]
+           "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES", "TOKEN_TRACE_TYPES", "LOOKUP_HOOKS",
+           "lmcache_has_token_trace"]
 
 _TRACING = "lmcache.v1.mp_observability.subscribers.tracing"
 _OTEL_INIT = "lmcache.v1.mp_observability.otel_init"
@@ -308,15 +310,29 @@ class _Bridge:
             # blend server publishes cb.* events); an older extension
             # without the keyword builds the MP trees only, and says so
             cfg.setdefault("cb_subscriber", True)
+            # token traces: cbt.init has no keyword for the MP builder's
+            # token_trace option, which reads CBT_TOKEN_TRACE when cbt.init
+            # makes the builder (include/cbt/request_tree.h); set only
+            # around the call
+            env_was = os.environ.get("CBT_TOKEN_TRACE")
+            if self.token_trace:
+                os.environ["CBT_TOKEN_TRACE"] = "1"
             try:
-                cbt.init(**cfg)
-            except TypeError as x:
-                if "cb_subscriber" not in str(x):
-                    raise
-                del cfg["cb_subscriber"]
-                self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
-                          "(cb.*) spans")
-                cbt.init(**cfg)
+                try:
+                    cbt.init(**cfg)
+                except TypeError as x:
+                    if "cb_subscriber" not in str(x):
+                        raise
+                    del cfg["cb_subscriber"]
+                    self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
+                              "(cb.*) spans")
+                    cbt.init(**cfg)
+            finally:
+                if self.token_trace:
+                    if env_was is None:
+                        del os.environ["CBT_TOKEN_TRACE"]
+                    else:
+                        os.environ["CBT_TOKEN_TRACE"] = env_was
             self.started_cbt = True
 
     def stop(self) -> None:
@@ -437,6 +453,12 @@ def _make_standins(br: _Bridge) -> tuple[dict[str, type], Callable[[], object]]:
             self._registered = False
             # LMCache 0.5.7 passes token_trace_enabled to the MP subscriber
             self._token_trace = bool(token_trace_enabled) or br.token_trace
+            if self._token_trace and not br.token_trace:
+                if cbt.enabled():
+                    br.warn("cbt.lmcache: LMCache asks for token traces but cbt runs without "
+                            "them (install(token_trace=True) before LMCache starts): no "
+                            "mp.request.trace spans")
+                br.token_trace = True
             br.start()  # a hand-built bus: cbt with the install() config
 
         def get_subscriptions(self: Any) -> dict[Any, Callable[[Any], None]]:
@@ -562,6 +584,22 @@ def _hook_token_ids(br: _Bridge) -> list[tuple[Any, str, Any]]:
     return out
 
 
+def lmcache_has_token_trace() -> bool:
+    """Whether the installed LMCache does token traces itself (0.5.7 on: its
+    ObservabilityConfig has token_trace_enabled, its parser
+    --enable-token-trace, its MP_LOOKUP carries token_ids). False when that
+    cannot be told (no LMCache, or not 0.5.x)."""
+    try:
+        import dataclasses
+        import importlib
+
+        cfg = importlib.import_module("lmcache.v1.mp_observability.config")
+        return any(f.name == "token_trace_enabled"
+                   for f in dataclasses.fields(cfg.ObservabilityConfig))
+    except Exception:  # noqa: BLE001 - LMCache missing or not 0.5.x
+        return False
+
+
 def install(*, l2_loads: bool = True, token_trace: bool = False,
             warn: Callable[[str], None] | None = None,
             **cbt_config: Unpack[_Config]) -> None:
@@ -576,13 +614,15 @@ def install(*, l2_loads: bool = True, token_trace: bool = False,
     MissingDependency (an ImportError, one line) names what is missing when
     they are not, e.g. torch under ``pip install --no-deps lmcache``.
 
-    token_trace: LMCache 0.5.7's ``--enable-token-trace`` on an LMCache
-    whose parser lacks it (0.5.6; ``python -m cbt.lmcache`` decides): the MP
-    stand-in subscribes to MP_LOOKUP as 0.5.7's does, and the lookups that
-    publish it add the prompt's ``token_ids`` as 0.5.7 does
-    (``_hook_token_ids``); cbt's MP builder makes the ``mp.request.trace``
-    span. On 0.5.7 LMCache passes ``token_trace_enabled`` to the stand-in
-    itself and publishes the token ids.
+    token_trace: LMCache 0.5.7's ``--enable-token-trace``: cbt's MP builder
+    makes the ``mp.request.trace`` spans (cbt starts with CBT_TOKEN_TRACE=1)
+    and the MP stand-in subscribes to MP_LOOKUP as 0.5.7's does. On an
+    LMCache that does not publish token ids (0.5.6:
+    ``lmcache_has_token_trace()`` false) the lookups that publish MP_LOOKUP
+    also add the prompt's ``token_ids`` there as 0.5.7 does
+    (``_hook_token_ids``). On 0.5.7, LMCache also hands the stand-in
+    ``token_trace_enabled`` itself; a stand-in made so turns it on here too
+    when cbt has not started yet (else it warns: cbt runs without them).
     """
     global _bridge
     if _bridge is not None:
@@ -619,7 +659,8 @@ def install(*, l2_loads: bool = True, token_trace: bool = False,
                            + [(tracing, "get_span_registry", get_span_registry),
                               (otel_init, "init_otel_tracing", init_otel_tracing),
                               (EventBus, "publish_on_stream", publish_on_stream)]
-                             + (_hook_token_ids(br) if token_trace else [])):
+                             + (_hook_token_ids(br) if token_trace
+                                and not lmcache_has_token_trace() else [])):
         br.saved.append((obj, attr, obj.__dict__.get(attr, _MISSING)))
         setattr(obj, attr, new)
     _bridge = br

@@ -43,6 +43,11 @@ LMCache whose parser lacks the flag (0.5.6) the bridge takes it, adds
 --enable-tracing, and adds the token ids to LMCache's MP_LOOKUP event as 0.5.7
 does; on 0.5.7 it goes to LMCache's parser.
 
+--otlp-json-path FILE (cbt's; with --enable-tracing) also writes the spans
+to FILE in the OpenTelemetry Collector file exporter's format (OTLP JSON, one
+ExportTraceServiceRequest per line), which `lmcache bench trace-analyze` and
+jq read without a collector.
+
 --trace-level gpu [--trace-output FILE.lct] (with --enable-tracing) records
 what cbt's span builders consume, for `cbt replay FILE.lct` on any machine;
 LMCache's own levels (storage, events) and their --trace-output stay LMCache's.
@@ -50,6 +55,7 @@ LMCache's own levels (storage, events) and their --trace-output stay LMCache's.
 cbt's own settings come from the environment as for the C library
 (OTEL_EXPORTER_OTLP_*, OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, ...), plus:
   CBT_SPANS_PATH   also write every span as a JSON line to this file
+  CBT_OTLP_JSON_PATH   as --otlp-json-path FILE
   CBT_TRACE_PATH   also write a trace file (Perfetto / chrome://tracing)
   CBT_MP_ROOT_END  request_end (default) or transfer_end (LMCache 0.5.6's rule)
   CBT_TRACE_LEVEL, CBT_TRACE_OUTPUT   as --trace-level gpu / --trace-output
@@ -128,34 +134,54 @@ TOKEN_TRACE_FLAG = "--enable-token-trace"
 
 def lmcache_knows_token_trace() -> bool:
     """Whether the installed LMCache's server parser has --enable-token-trace
-    (0.5.7 on: its ObservabilityConfig has token_trace_enabled). False when
-    that cannot be told (no LMCache: install() then says what is missing)."""
-    try:
-        import dataclasses
-        import importlib
+    (cbt.lmcache.lmcache_has_token_trace)."""
+    import cbt.lmcache
 
-        cfg = importlib.import_module("lmcache.v1.mp_observability.config")
-        return any(f.name == "token_trace_enabled"
-                   for f in dataclasses.fields(cfg.ObservabilityConfig))
-    except Exception:  # noqa: BLE001 - LMCache missing or not 0.5.x
-        return False
+    return cbt.lmcache.lmcache_has_token_trace()
 
 
 def take_token_trace(args: list[str], native: bool) -> tuple[list[str], bool]:
     """LMCache 0.5.7's --enable-token-trace on any 0.5.x: (LMCache's args,
-    whether the bridge must do the token trace itself). Where LMCache's own
+    whether it was given: install(token_trace=...)). Where LMCache's own
     parser has the flag (native) the args stay as they are (LMCache turns
     tracing on and hands the MP subscriber token_trace_enabled). Where it
     does not (0.5.6), the flag is taken out and, as 0.5.7 does, implies
     --enable-tracing (added when absent). Options after `--` are not looked at."""
     end = args.index("--") if "--" in args else len(args)
     head, tail = args[:end], args[end:]
-    if TOKEN_TRACE_FLAG not in head or native:
+    if TOKEN_TRACE_FLAG not in head:
         return list(args), False
+    if native:
+        return list(args), True
     head = [a for a in head if a != TOKEN_TRACE_FLAG]
     if "--enable-tracing" not in head:
         head.append("--enable-tracing")
     return head + tail, True
+
+
+def take_otlp_json_arg(args: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """Take cbt's --otlp-json-path FILE (or =FILE) out of LMCache's arguments:
+    (the rest, {"otlp_json_path": FILE} or {}). Options after a `--` are not
+    looked at. ValueError: no value (or one that looks like a flag), or the
+    flag given twice."""
+    found: list[tuple[str, int, int]] = []
+    i = 0
+    while i < len(args) and args[i] != "--":
+        f = _flag(args, i, "--otlp-json-path")
+        if f is None:
+            i += 1
+            continue
+        value, n = f
+        if not value or (n == 2 and value.startswith("-")):
+            raise ValueError("--otlp-json-path needs a file name")
+        found.append((value, i, n))
+        i += n
+    if not found:
+        return list(args), {}
+    if len(found) > 1:
+        raise ValueError("--otlp-json-path is given twice")
+    value, j, n = found[0]
+    return args[:j] + args[j + n:], {"otlp_json_path": value}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,12 +193,19 @@ def main(argv: list[str] | None = None) -> int:
         args = args[1:]
     try:
         args, trace_cfg = take_trace_args(args)
+        args, ojson_cfg = take_otlp_json_arg(args)
     except ValueError as e:
         sys.stderr.write(f"python -m cbt.lmcache: {e}\n")
         return 2
     args, token_trace = take_token_trace(
         args, TOKEN_TRACE_FLAG in args and lmcache_knows_token_trace())
-    if trace_cfg and "--enable-tracing" not in args and TOKEN_TRACE_FLAG not in args:
+    tracing = "--enable-tracing" in args or TOKEN_TRACE_FLAG in args
+    if ojson_cfg and not tracing:
+        sys.stderr.write("python -m cbt.lmcache: --otlp-json-path writes the spans of cbt's "
+                         "tracer, which runs with --enable-tracing: add it\n")
+        return 2
+    trace_cfg.update(ojson_cfg)
+    if trace_cfg and not tracing:
         sys.stderr.write("python -m cbt.lmcache: --trace-level gpu records cbt's tracer, which "
                          "runs with --enable-tracing: add it (and --otlp-endpoint)\n")
         return 2
