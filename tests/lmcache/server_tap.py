@@ -63,6 +63,9 @@ def main() -> int:
     finally:
         with lock:
             out.close()
+        # what the bridge counted (cbt.lmcache.counters()), for the log
+        c = {k: v for k, v in cbt.lmcache.counters().items() if v}
+        sys.stderr.write(f"server_tap: cbt.lmcache counters: {c}\n")
 
 
 if __name__ == "__main__":
