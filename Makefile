@@ -19,7 +19,7 @@ CMAKE_FLAGS ?=
 FUZZ_LOG = $(BUILD)/fuzz.log
 PY_LOG = $(BUILD)/python.log
 
-.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-python test-asan test-tsan bench clean fuzz wheel
+.PHONY: all deps deps-lib deps-fuzz build demo test test-plain test-python test-asan test-tsan bench clean fuzz wheel test-lmcache-server
 
 all: build
 
@@ -72,6 +72,16 @@ test-plain: build
 test-python: $(if $(filter test,$(MAKECMDGOALS)),test-plain,deps)
 	@mkdir -p $(BUILD)
 	@set -o pipefail; scripts/pytest.sh 2>&1 | tee $(PY_LOG)
+
+# Opt-in, not part of `make test`: a real LMCache 0.5.6 MP server on the CPU
+# with cbt's bridge, driven by LMCache's own `lmcache bench server`, its
+# spans checked (trees, the gpu-level recording replayed, the token trace
+# through LMCache 0.5.7's `lmcache bench trace-analyze`). It installs LMCache
+# with torch (~6 GB) into ${CBT_LMCACHE_SERVER_VENV:-~/.cache/cbt/lmcache-0.5.6}
+# once; docs/testing.md. A skip (no index, no Python 3.11, no disk) prints
+# its SKIP: line and exits 0.
+test-lmcache-server: deps-lib
+	@tests/lmcache/server_test.sh; rc=$$?; [ $$rc -eq 77 ] && exit 0; exit $$rc
 
 # The Python package as one wheel that installs where none of its build's
 # development packages are: built as `pip install .` builds it, repaired with

@@ -484,8 +484,8 @@ def test_otlp_endpoint_reaches_the_config(given, want, protocol, monkeypatch):
 def test_values_cbt_cannot_hold_are_counted(lm, bridge):
     bus = _hand_bus(lm, bridged=True)
     bus.publish(lm.Event(event_type=lm.EventType.MP_STORE_START, session_id="v1", metadata={
-        "engine_id": 1, "keys": [1, 2], "d": {}, "n": None, "b": b"x", "big": 1 << 70,
-        "nan": float("nan"), "ok": True, "x" * 80: 1, "f": 0.5}))
+        "engine_id": 1, "keys": [1, 2], "mixed": [1, "a"], "d": {}, "n": None, "b": b"x",
+        "big": 1 << 70, "nan": float("nan"), "ok": True, "x" * 80: 1, "f": 0.5}))
     bus.stop()
     c = bridge.mod.counters()
     assert c["events_in"] == 1 and c["events_out"] == 1, c
@@ -496,6 +496,8 @@ def test_values_cbt_cannot_hold_are_counted(lm, bridge):
     spans = [json.loads(x) for x in bridge.spans.read_text().splitlines()]
     st = [s for s in spans if s["name"] == "mp.store"]
     assert st and st[0]["attributes"].get("f") == 0.5 and st[0]["attributes"].get("ok") is True
+    # a homogeneous list is an array value (docs/lmcache-bridge.md), kept typed
+    assert st[0]["attributes"].get("keys") == [1, 2], st[0]["attributes"]
     # NaN is a value: kept, written as protobuf's JSON mapping writes it (docs/python.md)
     assert st[0]["attributes"].get("nan") == "NaN", st[0]["attributes"]
 
@@ -985,3 +987,178 @@ def test_lmcache_endpoint_delivers_to_a_real_grpc_collector(lm, tmp_path):
     finally:
         proc.stdin.close()
         proc.wait(timeout=30)
+
+
+# -- LMCache 0.5.7's token trace ------------------------------------------------
+
+def _translate_rules():
+    import cbt.lmcache._translate as t
+    return t
+
+
+@pytest.mark.parametrize("value, want", [
+    ([], (True, [], "")), ((1, 2), (True, [1, 2], "")), ([True, False], (True, [True, False], "")),
+    ([0.5, 1.5], (True, [0.5, 1.5], "")), (["a", "b"], (True, ["a", "b"], "")),
+    ([1, 1 << 70], (False, None, "int_range")), ([1, 2.0], (False, None, "list")),
+    ([1, True], (False, None, "list")), ([[1]], (False, None, "list")),
+    ([None], (False, None, "list")), ([b"x"], (False, None, "list")),
+])
+def test_lists_are_array_values(value, want):
+    """A list of one scalar kind is an array value (0.5.7's token_ids); a
+    mixed, nested or unholdable one is dropped with its reason."""
+    assert _translate_rules().classify(value) == want
+
+
+def test_token_ids_list_is_kept_whole():
+    import enum
+    t = _translate_rules()
+    ids = list(range(131072))  # a 128 k-token prompt
+    ok, v, _ = t.classify(ids)
+    assert ok and v == ids and v is not ids
+    e = enum.IntEnum("E", {"A": 7})
+    assert t.classify([e.A, 8]) == (True, [7, 8], "")
+
+
+def test_main_token_trace_on_056(lm, monkeypatch):
+    """0.5.6's parser has no --enable-token-trace: the bridge takes it, adds
+    --enable-tracing as 0.5.7 does, and installs with token_trace=True."""
+    import cbt.lmcache
+    import cbt.lmcache.__main__ as m
+
+    got = {}
+    cli = types.ModuleType("lmcache.cli.main")
+    cli.main = lambda argv: got.setdefault("argv", list(argv))
+    monkeypatch.setitem(sys.modules, "lmcache.cli", types.ModuleType("lmcache.cli"))
+    monkeypatch.setitem(sys.modules, "lmcache.cli.main", cli)
+    seen = {}
+    real_install = cbt.lmcache.install
+    monkeypatch.setattr(cbt.lmcache, "install",
+                        lambda **kw: (seen.update(kw), real_install(**kw, warn=lambda m: None)))
+    assert not m.lmcache_knows_token_trace()  # 0.5.6's ObservabilityConfig
+    try:
+        assert m.main(["server", "--enable-token-trace", "--otlp-endpoint", "h:4317"]) == 0
+        assert got["argv"] == ["server", "--otlp-endpoint", "h:4317", "--enable-tracing"]
+        assert seen["token_trace"] is True
+    finally:
+        cbt.lmcache.uninstall()
+    # --enable-tracing given too: not twice; after `--`: LMCache's
+    assert m.take_token_trace(["server", "--enable-tracing", "--enable-token-trace"], False) == \
+        (["server", "--enable-tracing"], True)
+    assert m.take_token_trace(["server", "--", "--enable-token-trace"], False) == \
+        (["server", "--", "--enable-token-trace"], False)
+    # an LMCache whose parser has it (0.5.7): passed through, LMCache does it
+    assert m.take_token_trace(["server", "--enable-token-trace"], True) == \
+        (["server", "--enable-token-trace"], True)
+
+
+def test_token_trace_standin_subscribes_mp_lookup(lm):
+    """MP_LOOKUP joins the MP stand-in's subscriptions with token tracing on,
+    as 0.5.7's MPServerTracingSubscriber(token_trace_enabled=True) does, and
+    not otherwise (has_subscribers(MP_LOOKUP) makes 0.5.6 build the event)."""
+    import cbt.lmcache
+
+    look = lm.EventType.MP_LOOKUP
+    cbt.lmcache.install(otlp_endpoint="", warn=lambda m: None)
+    try:
+        reg = lm.tracing.get_span_registry()
+        assert look not in lm.tracing.MPServerTracingSubscriber(reg).get_subscriptions()
+        # 0.5.7's init_observability passes the flag to the subscriber itself
+        s = lm.tracing.MPServerTracingSubscriber(reg, token_trace_enabled=True)
+        assert look in s.get_subscriptions()
+    finally:
+        cbt.lmcache.uninstall()
+    warned: list[str] = []
+    cbt.lmcache.install(otlp_endpoint="", token_trace=True, warn=warned.append)
+    try:
+        subs = lm.tracing.MPServerTracingSubscriber(lm.tracing.get_span_registry())
+        assert look in subs.get_subscriptions()
+        assert look not in lm.tracing.BlendTracingSubscriber(None).get_subscriptions()
+        # torch-free LMCache: the lookup modules cannot be imported; said so
+        assert any("get no token_ids" in w for w in warned), warned
+    finally:
+        cbt.lmcache.uninstall()
+
+
+def test_token_ids_added_where_056_publishes_mp_lookup(lm, tmp_path, monkeypatch):
+    """LMCache 0.5.6 publishes MP_LOOKUP without token_ids; under token_trace
+    the bridge adds list(key.token_ids) there, as 0.5.7 does, only to that
+    key's request's event; uninstall() puts the method and Event back."""
+    import cbt.lmcache
+
+    mod = types.ModuleType("cbt_test_fake_lookup")
+    mod.Event = lm.Event
+    published = []
+
+    def request_handler(fn):
+        fn.__lmcache_rpc_method__ = "lookup"  # as LMCache's decorator marks it
+        return fn
+
+    class LookupModule:
+        @request_handler
+        def lookup(self, key, tp_size):
+            """LMCache's docstring."""
+            published.append(mod.Event(event_type=lm.EventType.MP_LOOKUP,
+                                       session_id=key.request_id,
+                                       metadata={"model_name": "m", "seq_len": 3}))
+            published.append(mod.Event(event_type=lm.EventType.MP_LOOKUP, session_id="other",
+                                       metadata={"model_name": "m"}))
+            published.append(mod.Event(event_type=lm.EventType.MP_REQUEST_START,
+                                       session_id=key.request_id))
+            published.append(mod.Event(event_type=lm.EventType.MP_LOOKUP,
+                                       session_id=key.request_id,
+                                       metadata={"model_name": "m", "token_ids": [9]}))
+
+    mod.LookupModule = LookupModule
+    orig = LookupModule.__dict__["lookup"]
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setattr(cbt.lmcache, "LOOKUP_HOOKS", ((mod.__name__, "LookupModule", "lookup"),))
+    key = types.SimpleNamespace(request_id="r1", token_ids=(5, 6, 7))
+    cbt.lmcache.install(otlp_endpoint="", token_trace=True, warn=lambda m: None)
+    try:
+        hooked = LookupModule.__dict__["lookup"]
+        assert hooked is not orig and hooked.__lmcache_rpc_method__ == "lookup"
+        assert hooked.__doc__ == orig.__doc__ and hooked.__wrapped__ is orig
+        LookupModule().lookup(key, 1)
+        assert published[0].metadata["token_ids"] == [5, 6, 7]
+        assert "token_ids" not in published[1].metadata  # another session's
+        assert "token_ids" not in published[2].metadata  # not MP_LOOKUP
+        assert type(published[0]) is lm.Event
+        c = cbt.lmcache.counters()
+        assert (c["token_ids_added"], c["token_ids_unmatched"]) == (1, 1), c
+        # an event that has them already (0.5.7 publishes them) keeps its own
+        assert published[3].metadata["token_ids"] == [9]
+    finally:
+        cbt.lmcache.uninstall()
+    assert LookupModule.__dict__["lookup"] is orig and mod.Event is lm.Event
+    published.clear()
+    LookupModule().lookup(key, 1)
+    assert "token_ids" not in published[0].metadata
+
+
+def test_token_ids_reach_cbt_as_an_array(lm, bridge):
+    """An MP_LOOKUP with token_ids (0.5.7's, or 0.5.6's with the hook) reaches
+    cbt with its ids as one array value: nothing dropped, nothing refused."""
+    import cbt.lmcache
+
+    cbt.lmcache.uninstall()
+    cbt.lmcache.install(spans_path=str(bridge.spans), mp_root_end=RULE, otlp_endpoint="",
+                        token_trace=True, warn=lambda m: None)
+    bus = _hand_bus(lm, bridged=True)
+    ids = list(range(4096))
+    bus.publish(lm.Event(event_type=lm.EventType.MP_REQUEST_START, session_id="t1"))
+    bus.publish(lm.Event(event_type=lm.EventType.MP_LOOKUP, session_id="t1",
+                         metadata={"model_name": "m", "token_ids": ids}))
+    bus.publish(lm.Event(event_type=lm.EventType.MP_REQUEST_END, session_id="t1"))
+    bus.stop()
+    c = cbt.lmcache.counters()
+    assert c["events_in"] == 3 and c["events_out"] == 3 and c["events_refused"] == 0, c
+    assert c["dropped"] == 0, c
+    cbt.lmcache.uninstall()  # cbt shut down: the span file is whole
+    spans = [json.loads(x) for x in bridge.spans.read_text().splitlines()]
+    root = [s for s in spans if s["name"] == "request"]
+    tr = [s for s in spans if s["name"] == "mp.request.trace"]
+    assert len(root) == 1 and len(tr) == 1, [s["name"] for s in spans]
+    t = tr[0]
+    assert t["parent_span_id"] == root[0]["span_id"] and t["start_ns"] == t["end_ns"]
+    assert t["attributes"]["session_id"] == "t1" and t["attributes"]["lmcache.model"] == "m"
+    assert t["attributes"]["lmcache.input_ids"] == ids

@@ -47,6 +47,8 @@ from __future__ import annotations
 
 import atexit
 import collections
+import functools
+import os
 import sys
 import threading
 import time
@@ -66,7 +68,8 @@ if TYPE_CHECKING:  # stub-only: cbt.init's keywords (python/cbt/_cbt.pyi)
 
 __all__ = ["install", "uninstall", "installed", "counters", "otlp_export_target",
            "MissingDependency", "LMCACHE_PIN",
-           "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES"]
+           "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES", "TOKEN_TRACE_TYPES", "LOOKUP_HOOKS",
+           "lmcache_has_token_trace"]
 
 _TRACING = "lmcache.v1.mp_observability.subscribers.tracing"
 _OTEL_INIT = "lmcache.v1.mp_observability.otel_init"
@@ -95,6 +98,20 @@ STANDIN_SUBSCRIPTIONS: dict[str, tuple[str, ...]] = {
         "MP_STORE_START", "MP_RETRIEVE_START", "MP_STORE_END", "MP_RETRIEVE_END",
         "MP_TRANSFER_PHASE_SAMPLES"),
 }
+# What LMCache 0.5.7's MPServerTracingSubscriber adds to its subscriptions
+# under --enable-token-trace (token_trace_enabled=True): MP_LOOKUP, whose
+# token_ids and model_name make the mp.request.trace span. The stand-in adds
+# the same when token tracing is on (install(token_trace=True), or the
+# token_trace_enabled=True 0.5.7's init_observability passes it).
+TOKEN_TRACE_TYPES = ("MP_LOOKUP",)
+# Where LMCache 0.5.6 publishes MP_LOOKUP without the token_ids 0.5.7 adds:
+# (module, class, method given the request's IPCCacheServerKey as `key`).
+# Under install(token_trace=True) the bridge adds list(key.token_ids) to that
+# event's metadata there, as 0.5.7 does (_hook_token_ids).
+LOOKUP_HOOKS = (
+    ("lmcache.v1.multiprocess.modules.lookup", "LookupModule", "lookup"),
+    ("lmcache.v1.multiprocess.modules.blend.lookup", "LookupMixin", "_submit_prefix_leg"),
+)
 # Types cbt's builders read that no LMCache tracing subscriber does (cb.l2_load).
 # No 0.5.6 publisher asks has_subscribers() about them, so subscribing to them
 # changes nothing LMCache does; install(l2_loads=False) leaves them out.
@@ -252,11 +269,12 @@ class _Bridge:
     """The installed bridge: the originals it replaced, cbt's config, counters."""
 
     def __init__(self, cbt_config: dict[str, Any], l2_loads: bool,
-                 warn: Callable[[str], None]) -> None:
+                 warn: Callable[[str], None], token_trace: bool = False) -> None:
         from cbt import _cbt
 
         self.config = dict(cbt_config)
         self.l2_loads = l2_loads
+        self.token_trace = token_trace
         self.warn = warn
         self.started_cbt = False   # cbt.init was ours: shut it down at the end
         # buses a stand-in registered on, and the stand-ins on each (weakly:
@@ -292,15 +310,29 @@ class _Bridge:
             # blend server publishes cb.* events); an older extension
             # without the keyword builds the MP trees only, and says so
             cfg.setdefault("cb_subscriber", True)
+            # token traces: cbt.init has no keyword for the MP builder's
+            # token_trace option, which reads CBT_TOKEN_TRACE when cbt.init
+            # makes the builder (include/cbt/request_tree.h); set only
+            # around the call
+            env_was = os.environ.get("CBT_TOKEN_TRACE")
+            if self.token_trace:
+                os.environ["CBT_TOKEN_TRACE"] = "1"
             try:
-                cbt.init(**cfg)
-            except TypeError as x:
-                if "cb_subscriber" not in str(x):
-                    raise
-                del cfg["cb_subscriber"]
-                self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
-                          "(cb.*) spans")
-                cbt.init(**cfg)
+                try:
+                    cbt.init(**cfg)
+                except TypeError as x:
+                    if "cb_subscriber" not in str(x):
+                        raise
+                    del cfg["cb_subscriber"]
+                    self.warn("cbt.lmcache: this cbt has no cb_subscriber option: no CacheBlend "
+                              "(cb.*) spans")
+                    cbt.init(**cfg)
+            finally:
+                if self.token_trace:
+                    if env_was is None:
+                        del os.environ["CBT_TOKEN_TRACE"]
+                    else:
+                        os.environ["CBT_TOKEN_TRACE"] = env_was
             self.started_cbt = True
 
     def stop(self) -> None:
@@ -416,13 +448,25 @@ def _make_standins(br: _Bridge) -> tuple[dict[str, type], Callable[[], object]]:
         types = [EventType[t] for t in STANDIN_SUBSCRIPTIONS[name]]
         owned = {EventType[t] for t in STANDIN_SUBSCRIPTIONS[name] if _OWNER[t] == name}
 
-        def __init__(self: Any, registry: object = None, *args: Any, **kwargs: Any) -> None:
+        def __init__(self: Any, registry: object = None, *args: Any,
+                     token_trace_enabled: bool = False, **kwargs: Any) -> None:
             self._registered = False
+            # LMCache 0.5.7 passes token_trace_enabled to the MP subscriber
+            self._token_trace = bool(token_trace_enabled) or br.token_trace
+            if self._token_trace and not br.token_trace:
+                if cbt.enabled():
+                    br.warn("cbt.lmcache: LMCache asks for token traces but cbt runs without "
+                            "them (install(token_trace=True) before LMCache starts): no "
+                            "mp.request.trace spans")
+                br.token_trace = True
             br.start()  # a hand-built bus: cbt with the install() config
 
         def get_subscriptions(self: Any) -> dict[Any, Callable[[Any], None]]:
             fwd = self._forward
-            return {t: (fwd if t in owned else self._skip) for t in types}
+            subs = {t: (fwd if t in owned else self._skip) for t in types}
+            if name == "MPServerTracingSubscriber" and self._token_trace:
+                subs.update({EventType[t]: fwd for t in TOKEN_TRACE_TYPES})
+            return subs
 
         def register(self: Any, bus: Any) -> None:
             EventSubscriber.register(self, bus)
@@ -467,7 +511,97 @@ def _default_warn(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
-def install(*, l2_loads: bool = True, warn: Callable[[str], None] | None = None,
+_tls = threading.local()  # the IPCCacheServerKey of the lookup running on this thread
+
+
+def _add_token_ids(event: Any, c: collections.Counter[str]) -> None:
+    """0.5.7's token_ids on an MP_LOOKUP made during a hooked lookup: the
+    key's token ids, when the event is that key's request's and lacks them."""
+    key = getattr(_tls, "key", None)
+    meta = getattr(event, "metadata", None)
+    if key is None or not isinstance(meta, dict) or "token_ids" in meta:
+        return
+    ids = getattr(key, "token_ids", None)
+    if ids is None or getattr(key, "request_id", None) != getattr(event, "session_id", None):
+        c["token_ids_unmatched"] += 1
+        return
+    meta["token_ids"] = list(ids)
+    c["token_ids_added"] += 1
+
+
+def _hook_token_ids(br: _Bridge) -> list[tuple[Any, str, Any]]:
+    """LMCache 0.5.6 publishes MP_LOOKUP without token_ids; 0.5.7 adds
+    ``token_ids`` (the request's prompt) in the same place. For each of
+    LOOKUP_HOOKS: the method is wrapped to hold its ``key`` (thread-local)
+    while it runs, and the module's own ``Event`` name (the class its code
+    builds events with; that module only) becomes a function that builds the
+    same Event and, for an MP_LOOKUP of that key's request without
+    token_ids, adds ``list(key.token_ids)``. On an LMCache that publishes
+    them (0.5.7) nothing is added. (obj, attr, new) for each replacement;
+    a module that cannot be imported or lacks the method is one warning
+    (no token ids from there: no mp.request.trace spans for its lookups)."""
+    import importlib
+
+    EventType = sys.modules[_EVENT].EventType
+    lookup_type = EventType[TOKEN_TRACE_TYPES[0]]
+    out: list[tuple[Any, str, Any]] = []
+    for modname, clsname, meth in LOOKUP_HOOKS:
+        try:
+            mod = importlib.import_module(modname)
+        except Exception as x:  # noqa: BLE001 - a torch-free LMCache, another version
+            br.warn(f"cbt.lmcache: --enable-token-trace: cannot import {modname} ({x!r}): "
+                    "its MP_LOOKUP events get no token_ids")
+            continue
+        cls = getattr(mod, clsname, None)
+        orig = getattr(cls, "__dict__", {}).get(meth)
+        real = mod.__dict__.get("Event")
+        if not callable(orig) or not isinstance(real, type):
+            br.warn(f"cbt.lmcache: --enable-token-trace: {modname} has no {clsname}.{meth} "
+                    "or Event: its MP_LOOKUP events get no token_ids")
+            continue
+
+        def wrapped(self: Any, key: Any, *a: Any, _orig: Any = orig, **kw: Any) -> Any:
+            prev = getattr(_tls, "key", None)
+            _tls.key = key
+            try:
+                return _orig(self, key, *a, **kw)
+            finally:
+                _tls.key = prev
+
+        def make_event(*a: Any, _real: type = real, **kw: Any) -> Any:
+            ev = _real(*a, **kw)
+            if getattr(ev, "event_type", None) is lookup_type:
+                c: collections.Counter[str] = collections.Counter()
+                _add_token_ids(ev, c)
+                br.count(c)
+            return ev
+
+        # the method's own attributes too (LMCache's @request_handler marks
+        # on the function, which its RPC registry reads; signature via
+        # __wrapped__): without them the server has no `lookup` handler
+        functools.update_wrapper(wrapped, orig)
+        out += [(cls, meth, wrapped), (mod, "Event", make_event)]
+    return out
+
+
+def lmcache_has_token_trace() -> bool:
+    """Whether the installed LMCache does token traces itself (0.5.7 on: its
+    ObservabilityConfig has token_trace_enabled, its parser
+    --enable-token-trace, its MP_LOOKUP carries token_ids). False when that
+    cannot be told (no LMCache, or not 0.5.x)."""
+    try:
+        import dataclasses
+        import importlib
+
+        cfg = importlib.import_module("lmcache.v1.mp_observability.config")
+        return any(f.name == "token_trace_enabled"
+                   for f in dataclasses.fields(cfg.ObservabilityConfig))
+    except Exception:  # noqa: BLE001 - LMCache missing or not 0.5.x
+        return False
+
+
+def install(*, l2_loads: bool = True, token_trace: bool = False,
+            warn: Callable[[str], None] | None = None,
             **cbt_config: Unpack[_Config]) -> None:
     """Install the bridge in this process (idempotent for one config).
 
@@ -479,14 +613,25 @@ def install(*, l2_loads: bool = True, warn: Callable[[str], None] | None = None,
     observability modules importable (``lmcache.v1.mp_observability``):
     MissingDependency (an ImportError, one line) names what is missing when
     they are not, e.g. torch under ``pip install --no-deps lmcache``.
+
+    token_trace: LMCache 0.5.7's ``--enable-token-trace``: cbt's MP builder
+    makes the ``mp.request.trace`` spans (cbt starts with CBT_TOKEN_TRACE=1)
+    and the MP stand-in subscribes to MP_LOOKUP as 0.5.7's does. On an
+    LMCache that does not publish token ids (0.5.6:
+    ``lmcache_has_token_trace()`` false) the lookups that publish MP_LOOKUP
+    also add the prompt's ``token_ids`` there as 0.5.7 does
+    (``_hook_token_ids``). On 0.5.7, LMCache also hands the stand-in
+    ``token_trace_enabled`` itself; a stand-in made so turns it on here too
+    when cbt has not started yet (else it warns: cbt runs without them).
     """
     global _bridge
     if _bridge is not None:
-        if _bridge.config == cbt_config and _bridge.l2_loads == l2_loads:
+        if (_bridge.config == cbt_config and _bridge.l2_loads == l2_loads
+                and _bridge.token_trace == token_trace):
             return
         raise RuntimeError("cbt.lmcache is installed with another config: uninstall() first")
     tracing, otel_init, event_bus, _ = _import_lmcache(_TRACING, _OTEL_INIT, _EVENT_BUS, _EVENT)
-    br = _Bridge(dict(cbt_config), l2_loads, warn or _default_warn)
+    br = _Bridge(dict(cbt_config), l2_loads, warn or _default_warn, token_trace)
     classes, get_span_registry = _make_standins(br)
 
     def init_otel_tracing(otlp_endpoint: str | None = None,
@@ -513,7 +658,9 @@ def install(*, l2_loads: bool = True, warn: Callable[[str], None] | None = None,
     for obj, attr, new in ([(tracing, n, c) for n, c in classes.items()]
                            + [(tracing, "get_span_registry", get_span_registry),
                               (otel_init, "init_otel_tracing", init_otel_tracing),
-                              (EventBus, "publish_on_stream", publish_on_stream)]):
+                              (EventBus, "publish_on_stream", publish_on_stream)]
+                             + (_hook_token_ids(br) if token_trace
+                                and not lmcache_has_token_trace() else [])):
         br.saved.append((obj, attr, obj.__dict__.get(attr, _MISSING)))
         setattr(obj, attr, new)
     _bridge = br
@@ -590,7 +737,9 @@ def installed() -> bool:
 def counters() -> dict[str, int]:
     """The bridge's counters: events_in (LMCache events handed to cbt),
     events_out (cbt events published), events_refused,
-    stream_marks, stream_fallbacks, and dropped_<why> for each value left out
+    stream_marks, stream_fallbacks, token_ids_added (0.5.6 MP_LOOKUPs given
+    their token_ids under token_trace; token_ids_unmatched: one whose
+    session was not the running lookup's key), and dropped_<why> for each value left out
     (none, list, dict, bytes, int_range, object, key,
     too_many, bad_sample). Empty when not installed."""
     br = _bridge

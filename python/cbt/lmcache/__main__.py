@@ -35,6 +35,14 @@ is appended when the path lacks it).
 LMCache's logging and metrics subscribers are untouched. Stores and
 retrieves published on a CUDA stream are timed by cbt on the GPU.
 
+--enable-token-trace (LMCache 0.5.7's flag, on 0.5.6 too) also emits one
+zero-length mp.request.trace span per lookup, a child of its request, with
+session_id, lmcache.model and lmcache.input_ids (the prompt's token ids, an
+integer array), for `lmcache bench trace-analyze`; it turns tracing on. On an
+LMCache whose parser lacks the flag (0.5.6) the bridge takes it, adds
+--enable-tracing, and adds the token ids to LMCache's MP_LOOKUP event as 0.5.7
+does; on 0.5.7 it goes to LMCache's parser.
+
 --otlp-json-path FILE (cbt's; with --enable-tracing) also writes the spans
 to FILE in the OpenTelemetry Collector file exporter's format (OTLP JSON, one
 ExportTraceServiceRequest per line), which `lmcache bench trace-analyze` and
@@ -121,6 +129,36 @@ def take_trace_args(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     return [a for j, a in enumerate(args) if j not in drop], cfg
 
 
+TOKEN_TRACE_FLAG = "--enable-token-trace"
+
+
+def lmcache_knows_token_trace() -> bool:
+    """Whether the installed LMCache's server parser has --enable-token-trace
+    (cbt.lmcache.lmcache_has_token_trace)."""
+    import cbt.lmcache
+
+    return cbt.lmcache.lmcache_has_token_trace()
+
+
+def take_token_trace(args: list[str], native: bool) -> tuple[list[str], bool]:
+    """LMCache 0.5.7's --enable-token-trace on any 0.5.x: (LMCache's args,
+    whether it was given: install(token_trace=...)). Where LMCache's own
+    parser has the flag (native) the args stay as they are (LMCache turns
+    tracing on and hands the MP subscriber token_trace_enabled). Where it
+    does not (0.5.6), the flag is taken out and, as 0.5.7 does, implies
+    --enable-tracing (added when absent). Options after `--` are not looked at."""
+    end = args.index("--") if "--" in args else len(args)
+    head, tail = args[:end], args[end:]
+    if TOKEN_TRACE_FLAG not in head:
+        return list(args), False
+    if native:
+        return list(args), True
+    head = [a for a in head if a != TOKEN_TRACE_FLAG]
+    if "--enable-tracing" not in head:
+        head.append("--enable-tracing")
+    return head + tail, True
+
+
 def take_otlp_json_arg(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     """Take cbt's --otlp-json-path FILE (or =FILE) out of LMCache's arguments:
     (the rest, {"otlp_json_path": FILE} or {}). Options after a `--` are not
@@ -159,19 +197,22 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as e:
         sys.stderr.write(f"python -m cbt.lmcache: {e}\n")
         return 2
-    if ojson_cfg and "--enable-tracing" not in args:
+    args, token_trace = take_token_trace(
+        args, TOKEN_TRACE_FLAG in args and lmcache_knows_token_trace())
+    tracing = "--enable-tracing" in args or TOKEN_TRACE_FLAG in args
+    if ojson_cfg and not tracing:
         sys.stderr.write("python -m cbt.lmcache: --otlp-json-path writes the spans of cbt's "
                          "tracer, which runs with --enable-tracing: add it\n")
         return 2
     trace_cfg.update(ojson_cfg)
-    if trace_cfg and "--enable-tracing" not in args:
+    if trace_cfg and not tracing:
         sys.stderr.write("python -m cbt.lmcache: --trace-level gpu records cbt's tracer, which "
                          "runs with --enable-tracing: add it (and --otlp-endpoint)\n")
         return 2
     import cbt.lmcache
 
     try:
-        cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg)
+        cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg, token_trace=token_trace)
         # LMCache's `lmcache` command
         lmcache_main: Callable[[list[str]], object] = \
             cbt.lmcache._import_lmcache("lmcache.cli.main")[0].main

@@ -12,11 +12,14 @@ bridge's trees are the ones that test compares:
   an int >= 0 and not a bool, so tensor-parallel workers pair with their own;
 - values: bool, int (64-bit; an IntEnum gives its value), float (NaN and the
   infinities included: a measured NaN is still a value, as OpenTelemetry's
-  SDK and every cbt output keep it; docs/python.md, "Limits"), str.
-  Anything else (None, lists, tuples, dicts, bytes, objects, integers outside
-  64 bits), keys cbt cannot intern (and "pair", cbt.publish's
-  keyword for the pairing key), and values past what one
-  cbt event holds are dropped and counted (``Counters``);
+  SDK and every cbt output keep it; docs/python.md, "Limits"), str, and a
+  list or tuple of one of those (an array value: a Python list of bools, of
+  ints, of floats or of strs; empty included), as OpenTelemetry keeps a
+  homogeneous sequence (LMCache 0.5.7's ``token_ids``).
+  Anything else (None, dicts, bytes, objects, integers outside 64 bits, a
+  list that mixes types, nests, or holds any of those), keys cbt cannot
+  intern (and "pair", cbt.publish's keyword for the pairing key), and values
+  past what one cbt event holds are dropped and counted (``Counters``);
 - ``mp.transfer.phase_samples`` is split: one event per 8-tuple sample with its
   named fields, then one batch-end event carrying only ``ended_transfer_key``.
 
@@ -26,11 +29,11 @@ Owns no state but the counters it is given. Pure Python: no lmcache import.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 # what cbt holds of one value, and one cbt event to publish: (type, ts_ns,
 # session, pair, values)
-Value = Union[bool, int, float, str]
+Value = Union[bool, int, float, str, List[bool], List[int], List[float], List[str]]
 Part = Tuple[str, int, str, Optional[int], Dict[str, Value]]
 
 SAMPLE_FIELDS = ("phase", "direction", "device_index", "elapsed_ms", "nbytes",
@@ -45,6 +48,45 @@ KEY_LEN_MAX = 63   # CBT_NAME_LEN_MAX - 1 (include/cbt/names.h)
 # why a value was dropped -> the counter it goes to
 DROP_KEYS = ("none", "list", "dict", "bytes", "int_range", "object",
              "key", "too_many", "bad_sample")
+
+
+def _scalar_kind(v: Any) -> str:
+    """The array element kind of v ("bool", "int", "float", "str"), or why
+    it cannot be an element ("int_range", "object")."""
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, int):
+        return "int" if _I64_MIN <= v <= _I64_MAX else "int_range"
+    if isinstance(v, float):
+        return "float"
+    if isinstance(v, str):
+        return "str"
+    return "object"
+
+
+def classify_list(v: Any) -> tuple[bool, Any, str]:
+    """(kept, the Python list cbt is given, why not kept) for a list or tuple:
+    kept when every element is of one kind (all bools, all 64-bit ints, all
+    floats or all strs; an IntEnum element gives its value; empty is kept);
+    "int_range" when an otherwise all-int list holds an int outside 64 bits,
+    "list" for a mixed or nested one."""
+    # the common case, token ids (a 128 k-token prompt is 128 k ints): plain
+    # ints checked in C-speed builtins, not element by element below
+    if v and all(type(x) is int for x in v):
+        if _I64_MIN <= min(v) and max(v) <= _I64_MAX:
+            return True, list(v), ""
+        return False, None, "int_range"
+    kinds = set()
+    for x in v:
+        kinds.add(_scalar_kind(x))
+        if len(kinds) > 1:
+            return False, None, "list"
+    kind = next(iter(kinds), "")
+    if kind == "int":
+        return True, [int(x) for x in v], ""
+    if kind in ("", "bool", "float", "str"):
+        return True, list(v), ""
+    return False, None, "int_range" if kind == "int_range" else "list"
 
 
 def classify(v: Any) -> tuple[bool, Any, str]:
@@ -65,7 +107,7 @@ def classify(v: Any) -> tuple[bool, Any, str]:
     if v is None:
         return False, None, "none"
     if isinstance(v, (list, tuple)):
-        return False, None, "list"
+        return classify_list(v)
     if isinstance(v, dict):
         return False, None, "dict"
     if isinstance(v, (bytes, bytearray)):
