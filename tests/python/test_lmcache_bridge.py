@@ -1162,3 +1162,29 @@ def test_token_ids_reach_cbt_as_an_array(lm, bridge):
     assert t["parent_span_id"] == root[0]["span_id"] and t["start_ns"] == t["end_ns"]
     assert t["attributes"]["session_id"] == "t1" and t["attributes"]["lmcache.model"] == "m"
     assert t["attributes"]["lmcache.input_ids"] == ids
+
+
+def test_the_recording_schema_follows_the_running_lmcache(monkeypatch):
+    """A recording's LMCT schema is the running LMCache's (docs/recording.md):
+    0.5.6's 1, 0.5.7's 2 (told apart from another "version 2" by MemoryTags),
+    and nothing cbt cannot name."""
+    import types
+    import cbt.lmcache as br
+
+    def fake(version, memory_tags):
+        fmt = types.ModuleType("lmcache.v1.mp_observability.trace.format")
+        fmt.TRACE_SCHEMA_VERSION = version
+        api = types.ModuleType("lmcache.v1.distributed.api")
+        if memory_tags:
+            api.MemoryTags = object
+        monkeypatch.setitem(sys.modules, "lmcache.v1.mp_observability.trace.format", fmt)
+        monkeypatch.setitem(sys.modules, "lmcache.v1.distributed.api", api)
+
+    fake(1, False)
+    assert br.lmcache_trace_schema() == 1
+    fake(2, True)
+    assert br.lmcache_trace_schema() == 2
+    fake(2, False)  # pull request #4871's "version 2": not 0.5.7's layout
+    assert br.lmcache_trace_schema() is None
+    fake(3, True)
+    assert br.lmcache_trace_schema() is None

@@ -48,6 +48,7 @@ from __future__ import annotations
 import atexit
 import collections
 import functools
+import importlib
 import os
 import sys
 import threading
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # stub-only: cbt.init's keywords (python/cbt/_cbt.pyi)
     from cbt._cbt import _Config
 
 __all__ = ["install", "uninstall", "installed", "counters", "otlp_export_target",
-           "MissingDependency", "LMCACHE_PIN",
+           "lmcache_trace_schema", "MissingDependency", "LMCACHE_PIN",
            "STANDIN_SUBSCRIPTIONS", "EXTRA_EVENT_TYPES", "TOKEN_TRACE_TYPES", "LOOKUP_HOOKS",
            "lmcache_has_token_trace"]
 
@@ -254,6 +255,29 @@ def otlp_export_target(endpoint: str | None) -> tuple[str | None, str | None]:
     return f"{scheme}://{hostport}", "grpc"
 
 
+def lmcache_trace_schema() -> Optional[int]:
+    """The LMCT trace schema the running LMCache writes: 1 (0.5.6), 2 (0.5.7,
+    whose schema adds MemoryTags), or None when LMCache's trace package is
+    not importable (cbt then writes its default, 1). Another number, or a 2
+    without MemoryTags (a different "version 2", such as LMCache pull
+    request #4871's), is None too: cbt does not write a layout it cannot
+    name, and says so."""
+    try:
+        lmct_format = importlib.import_module("lmcache.v1.mp_observability.trace.format")
+    except Exception:  # noqa: BLE001 - no LMCache, or one that fails to import
+        return None
+    v = getattr(lmct_format, "TRACE_SCHEMA_VERSION", None)
+    if v == 1:
+        return 1
+    if v == 2:
+        try:
+            api = importlib.import_module("lmcache.v1.distributed.api")
+        except Exception:  # noqa: BLE001
+            return None
+        return 2 if hasattr(api, "MemoryTags") else None
+    return None
+
+
 def _cuda_handle(stream: Any) -> int:
     """The raw cudaStream_t of stream, or 0 (no CUDA stream: StubStream, None)."""
     if isinstance(stream, int) and not isinstance(stream, bool):
@@ -310,13 +334,15 @@ class _Bridge:
             # blend server publishes cb.* events); an older extension
             # without the keyword builds the MP trees only, and says so
             cfg.setdefault("cb_subscriber", True)
-            # token traces: cbt.init has no keyword for the MP builder's
-            # token_trace option, which reads CBT_TOKEN_TRACE when cbt.init
-            # makes the builder (include/cbt/request_tree.h); set only
-            # around the call
-            env_was = os.environ.get("CBT_TOKEN_TRACE")
-            if self.token_trace:
-                os.environ["CBT_TOKEN_TRACE"] = "1"
+            if self.token_trace:  # the MP builder's mp.request.trace spans
+                cfg.setdefault("token_trace", True)
+            # a recording's LMCT schema: the running LMCache's, so its own
+            # TraceReader opens cbt's file (docs/recording.md, "Two trace
+            # schemas"); cbt reads CBT_TRACE_SCHEMA when the recorder opens
+            schema = lmcache_trace_schema()
+            env_was = os.environ.get("CBT_TRACE_SCHEMA")
+            if schema and env_was is None:
+                os.environ["CBT_TRACE_SCHEMA"] = str(schema)
             try:
                 try:
                     cbt.init(**cfg)
@@ -328,11 +354,8 @@ class _Bridge:
                               "(cb.*) spans")
                     cbt.init(**cfg)
             finally:
-                if self.token_trace:
-                    if env_was is None:
-                        del os.environ["CBT_TOKEN_TRACE"]
-                    else:
-                        os.environ["CBT_TOKEN_TRACE"] = env_was
+                if schema and env_was is None:
+                    del os.environ["CBT_TRACE_SCHEMA"]
             self.started_cbt = True
 
     def stop(self) -> None:
