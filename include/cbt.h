@@ -534,6 +534,7 @@ static inline cbt_config cbt_config_default(void)
 }
 #endif
 /* The rest of the public API (each of these includes cbt.h itself). */
+#include "cbt/array.h"
 #include "cbt/blend_metrics.h"
 #include "cbt/cb.h"
 #include "cbt/context.h"

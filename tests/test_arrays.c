@@ -355,6 +355,77 @@ static void test_stream_mark(void **state)
     assert_int_equal(store_used(), 0);
 }
 
+/* A span kept open across events (a program's subscriber): setting its own
+ * array again must not free it (the review's reproducer), and a span still
+ * open at shutdown gives its arrays back. */
+static cbt_span *g_open;
+static cbt_event_type g_keep, g_again, g_other;
+static int64_t g_first = -1;
+
+static cbt_status keep_open(void *ctx, cbt_tracer *t, const cbt_event *ev)
+{
+    (void)ctx;
+    cbt_array a;
+    if (ev->type == g_keep) {
+        g_open = cbt_span_start_for_event(t, k_name, CBT_SPAN_KIND_INTERNAL, NULL, ev);
+        if (g_open)
+            cbt_span_set_from_event(g_open, ev);
+    } else if (ev->type == g_again && g_open) {
+        if (cbt_attr_array(cbt_span_attr(g_open, k_ids), &a))
+            cbt_span_set_array(g_open, k_ids, &a); /* its own array, set again */
+    } else if (ev->type == g_other && g_open) {
+        /* another array now: the open span's chunks must not be these */
+        cbt_array_iter it;
+        if (cbt_attr_array(cbt_span_attr(g_open, k_ids), &a)) {
+            cbt_array_iter_init(&it, &a);
+            cbt_array_next_i64(&it, &g_first);
+        }
+    }
+    return CBT_OK;
+}
+
+static void test_span_kept_open(void **state)
+{
+    (void)state;
+    start();
+    assert_int_equal(cbt_event_type_register("test.keep", &g_keep), CBT_OK);
+    assert_int_equal(cbt_event_type_register("test.again", &g_again), CBT_OK);
+    assert_int_equal(cbt_event_type_register("test.other", &g_other), CBT_OK);
+    cbt_subscriber sub;
+    memset(&sub, 0, sizeof sub);
+    sub.version = CBT_SUBSCRIBER_VERSION;
+    sub.size = sizeof sub;
+    sub.name = "test-keep-open";
+    sub.on_event = keep_open;
+    memset(sub.mask, 0xff, sizeof sub.mask);
+    assert_int_equal(cbt_add_subscriber(&sub), CBT_OK);
+    int64_t mine[3] = {111, 112, 113}, theirs[3] = {999, 998, 997};
+    cbt_event ev;
+    cbt_event_init(&ev, g_keep, "k");
+    cbt_event_array_i64(&ev, k_ids, mine, 3);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    tu_flush();
+    cbt_event_init(&ev, g_again, "k");
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    tu_flush();
+    assert_int_equal(store_used(), 4096); /* the open span's one chunk, still taken */
+    cbt_event_init(&ev, g_other, "k");
+    cbt_event_array_i64(&ev, k_big, theirs, 3);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    tu_flush();
+    assert_int_equal(g_first, 111);
+    /* an empty array takes no chunk */
+    cbt_event_init(&ev, g_type, "empty-only");
+    cbt_event_array_str(&ev, k_empty, NULL, 0);
+    assert_int_equal(cbt_publish(&ev), CBT_OK);
+    tu_flush();
+    assert_non_null(tu_find("arrays", "empty-only", 0));
+    assert_int_equal(store_used(), 4096);
+    tu_stop(); /* the span is still open: its array goes back with the pool */
+    assert_int_equal(store_used(), 0);
+    g_open = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -363,6 +434,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test_teardown(test_threads, tu_teardown),
         cmocka_unit_test_teardown(test_stream_mark, tu_teardown),
+        cmocka_unit_test_teardown(test_span_kept_open, tu_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -200,7 +200,8 @@ static cbt_status on_lookup(cbt_tree *e, const cbt_event *ev)
     if (cbt_meta_array(ids, &a)) {
         cbt_span_set_array(sp, CBT_N_LMCACHE_INPUT_IDS, &a);
     } else if (ids->type == CBT_META_ARRAY) { /* dropped at publish: the store was full */
-        sp->attrs_dropped++;
+        if (sp->attrs_dropped < UINT16_MAX)
+            sp->attrs_dropped++;
         sp->flags |= CBT_SPANF_ATTRS_DROPPED;
     }
     if (late)

@@ -26,6 +26,8 @@
 #include "internal/tracer.h"
 
 #define CHUNK 4096u
+/* The handle of every empty array: no chunk, no reference to count. */
+#define EMPTY_HANDLE UINT32_MAX
 
 typedef struct chunk_ent {
     _Atomic uint32_t next;  /* index + 1 of the next chunk; 0: none */
@@ -139,13 +141,13 @@ static uint32_t take(uint32_t k)
 
 void cbt_arrays_ref_(uint32_t h)
 {
-    if (h)
+    if (h && h != EMPTY_HANDLE)
         atomic_fetch_add_explicit(&g.ent[h - 1].refs, 1, memory_order_relaxed);
 }
 
 void cbt_arrays_unref_(uint32_t h)
 {
-    if (!h)
+    if (!h || h == EMPTY_HANDLE)
         return;
     /* acq_rel: every holder's reads happen before the chunks are reused */
     if (atomic_fetch_sub_explicit(&g.ent[h - 1].refs, 1, memory_order_acq_rel) != 1)
@@ -242,14 +244,20 @@ static uint32_t store(uint8_t type, const void *src, uint32_t n)
 {
     if (!store_chunks())
         goto drop;
+    if (n == 0) { /* an empty array is a value, and takes no room */
+        if (type < CBT_ARRAY_I64 || type > CBT_ARRAY_STR)
+            goto drop;
+        atomic_fetch_add_explicit(&g.stored, 1, memory_order_relaxed);
+        return EMPTY_HANDLE;
+    }
     uint64_t k;
     if (type == CBT_ARRAY_STR) {
         int bad = 0;
-        k = n ? str_chunks(src, n, &bad) : 1;
+        k = str_chunks(src, n, &bad);
         if (bad)
             goto drop;
     } else if (elem_size(type)) {
-        k = n ? ((uint64_t)n * elem_size(type) + CHUNK - 1) / CHUNK : 1;
+        k = ((uint64_t)n * elem_size(type) + CHUNK - 1) / CHUNK;
     } else {
         goto drop;
     }
@@ -258,12 +266,10 @@ static uint32_t store(uint8_t type, const void *src, uint32_t n)
     uint32_t h = take((uint32_t)k);
     if (!h)
         goto drop;
-    if (n) {
-        if (type == CBT_ARRAY_STR)
-            write_str(h, src, n);
-        else
-            write_flat(h, src, (uint64_t)n * elem_size(type));
-    }
+    if (type == CBT_ARRAY_STR)
+        write_str(h, src, n);
+    else
+        write_flat(h, src, (uint64_t)n * elem_size(type));
     atomic_store_explicit(&g.ent[h - 1].refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&g.stored, 1, memory_order_relaxed);
     return h;
@@ -312,7 +318,7 @@ void cbt_arrays_release_span_(const cbt_span *s)
 
 /* ---- reading ------------------------------------------------------------------ */
 
-static bool handle_ok(uint32_t h) { return h != 0 && h <= store_chunks(); }
+static bool handle_ok(uint32_t h) { return h == EMPTY_HANDLE || (h != 0 && h <= store_chunks()); }
 
 bool cbt_meta_array(const cbt_meta *m, cbt_array *out)
 {
@@ -337,7 +343,7 @@ void cbt_array_iter_init(cbt_array_iter *it, const cbt_array *a)
 {
     if (!it)
         return;
-    bool ok = a && handle_ok(a->handle);
+    bool ok = a && handle_ok(a->handle) && a->handle != EMPTY_HANDLE;
     *it = (cbt_array_iter){.chunk = ok ? a->handle : 0, .off = 0, .left = ok ? a->count : 0,
                            .type = ok ? a->type : 0};
 }

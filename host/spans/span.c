@@ -38,8 +38,30 @@ cbt_status cbt_spans_init_(cbt_tracer *t, uint32_t n)
     return CBT_OK;
 }
 
+/* The array references of the spans nobody ended (a program's subscriber
+ * that left them open at shutdown): the store outlives the tracer, so they
+ * are let go here. A free pool entry may keep an old span's flags: only
+ * entries not on the free list count. */
+static void spans_release_open_arrays(cbt_tracer *t)
+{
+    uint32_t n = t->cfg.span_pool;
+    if (!t->spans || !t->span_free || t->n_span_free >= n)
+        return;
+    unsigned char *is_free = calloc(n, 1);
+    if (!is_free)
+        return; /* their chunks stay taken: the store counts them in arrays_used */
+    for (uint32_t i = 0; i < t->n_span_free; i++)
+        if (t->span_free[i] < n)
+            is_free[t->span_free[i]] = 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (!is_free[i] && (t->spans[i].flags & CBT_SPANF_ARRAYS))
+            cbt_arrays_release_span_(&t->spans[i]);
+    free(is_free);
+}
+
 void cbt_spans_free_(cbt_tracer *t)
 {
+    spans_release_open_arrays(t);
     free(t->spans);
     free(t->span_free);
     t->spans = NULL;
@@ -337,10 +359,14 @@ cbt_status cbt_span_set_array(cbt_span *s, cbt_name key, const cbt_array *a)
 {
     if (!s || !key || !a || !a->handle)
         return CBT_ERR_INVAL;
-    cbt_attr *at = scalar_slot(s, 0, key);
-    if (!at)
-        return CBT_ERR_FULL;
+    /* the new reference first: the view may be of this very attribute, whose
+     * old reference scalar_slot lets go (the last one, perhaps) */
     cbt_arrays_ref_(a->handle);
+    cbt_attr *at = scalar_slot(s, 0, key);
+    if (!at) {
+        cbt_arrays_unref_(a->handle);
+        return CBT_ERR_FULL;
+    }
     at->type = CBT_META_ARRAY;
     at->str_off = 0;
     at->str_len = a->type;

@@ -171,6 +171,20 @@ static void pool_put(void *ctx, uint32_t idx)
  * an earlier tracer (shut down meanwhile: one tracer at a time) are forgotten
  * and their events returned to the pool. Serialised by p->attach, held
  * across cbt_tracer_add_stream_ (t->streams_lock); nothing else takes p->attach. */
+/* Forget the marks still pending (a shutdown gave up on them, or the stream
+ * goes): their events' array references go with them. */
+static void pend_recs_discard(cbt_rec_fifo *f)
+{
+    while (f->head != f->tail) {
+        cbt_event ev;
+        uint64_t unused;
+        cbt_rec_fifo_oldest(f, &ev, &unused);
+        if (ev.flags & CBT_EVF_ARRAYS)
+            cbt_arrays_release_event_(&ev);
+        cbt_rec_fifo_drop(f);
+    }
+}
+
 static cbt_status attach(cbt_stream *s, cbt_tracer *t)
 {
     struct cbt_cuda_pool *p = s->pool;
@@ -182,7 +196,7 @@ static cbt_status attach(cbt_stream *s, cbt_tracer *t)
     /* the old tracer's harvester is gone, the new one does not poll us yet:
      * the FIFO is ours */
     cbt_markq_clear(s->pending, pool_put, p);
-    cbt_rec_fifo_clear(&s->pend_recs);
+    pend_recs_discard(&s->pend_recs);
     atomic_store_explicit(&s->in_flight, 0, memory_order_relaxed);
     if (cbt_tracer_add_stream_(t, s) != CBT_OK) {
         pthread_mutex_unlock(&p->attach);
@@ -379,6 +393,7 @@ int cbt_cuda_stream_fini_(cbt_stream *s)
     }
     pool_free(s->pool, CBT_STREAM_CUDA_POOL);
     free(s->pending);
+    pend_recs_discard(&s->pend_recs);
     cbt_rec_fifo_free(&s->pend_recs);
     return 1;
 }

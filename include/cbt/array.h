@@ -22,6 +22,18 @@
  * counts it. An event without arrays never touches the store (one flag
  * test on the publish path, CBT_EVF_ARRAYS).
  *
+ * Cost. A publish with arrays pays the copy of their elements (a 128 k-token
+ * int array is 1 MiB: about a memcpy of it, docs/performance.md). A chunk
+ * used for the first time also takes the page fault that maps it (a 1 MiB
+ * array on never-used chunks: a few hundred microseconds more on a VM); the
+ * free list hands back the most recently freed chunks first, so a steady
+ * load reuses a warm, resident set and faults only while it grows.
+ *
+ * Republishing. A subscriber that publishes again an event it is handed must
+ * do so inside its on_event, while the event holds its arrays (the publish
+ * then takes references of its own); a copy kept and published later names
+ * arrays that may have been freed and reused.
+ *
  * Reading. cbt_meta_array() / cbt_attr_array() give a view of a value; an
  * iterator walks its elements in order (lock-free, no allocation, a few
  * instructions an element). A view is valid while its holder holds the

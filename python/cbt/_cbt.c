@@ -637,14 +637,19 @@ static int resolve_key(PyObject *key, cbt_name *out, const char *what)
  * until its publish returns (cbt/event.h), so they are freed after it. */
 typedef struct arr_scratch {
     void *p[CBT_EVENT_META_MAX];
-    uint32_t n;
+    /* a str array's elements, held: the publish may release the GIL (a
+     * thread's first), and another thread could replace a list's item */
+    PyObject *hold[CBT_EVENT_META_MAX];
+    uint32_t n, n_hold;
 } arr_scratch;
 
 static void scratch_free(arr_scratch *sc)
 {
     for (uint32_t i = 0; i < sc->n; i++)
         PyMem_Free(sc->p[i]);
-    sc->n = 0;
+    for (uint32_t i = 0; i < sc->n_hold; i++)
+        Py_DECREF(sc->hold[i]);
+    sc->n = sc->n_hold = 0;
 }
 
 /* The element type a list's item gives: a cbt_array_type, or 0. */
@@ -674,6 +679,20 @@ static int set_array_value(cbt_event *ev, cbt_name k, PyObject *key, PyObject *v
     Py_ssize_t n = is_list ? PyList_Size(v) : PyTuple_Size(v);
     if (n < 0)
         return -1;
+    if (is_list && n > 0 && PyUnicode_Check(PyList_GetItem(v, 0))) {
+        /* a str list: its items as they are now, held until the publish
+         * returns (the UTF-8 the event borrows is theirs) */
+        if (sc->n_hold >= CBT_EVENT_META_MAX) {
+            raise_statusf(CBT_ERR_META_FULL, "cbt: value '%U'", key);
+            return -1;
+        }
+        PyObject *t = PyList_AsTuple(v);
+        if (!t)
+            return -1;
+        sc->hold[sc->n_hold++] = t;
+        v = t;
+        is_list = 0;
+    }
     if ((size_t)n > CBT_ARRAY_COUNT_MAX) {
         raise_statusf(CBT_ERR_INVAL, "cbt: value '%U' has %zd elements (at most %u)", key, n,
                       (unsigned)CBT_ARRAY_COUNT_MAX);
@@ -951,7 +970,7 @@ static PyObject *py_publish(PyObject *self, PyObject *const *args, Py_ssize_t na
     (void)self;
     cbt_event ev;
     int on;
-    arr_scratch sc = {.n = 0};
+    arr_scratch sc = {.n = 0, .n_hold = 0};
     if (build_event(&ev, "publish", args, nargs, kwnames, 1, &on, &sc) < 0) {
         scratch_free(&sc);
         return NULL;
@@ -1219,7 +1238,7 @@ static PyObject *py_publish_on_stream(PyObject *self, PyObject *const *args, Py_
     PyObject *ret = NULL;
     cbt_event ev;
     int on;
-    arr_scratch sc = {.n = 0};
+    arr_scratch sc = {.n = 0, .n_hold = 0};
     if (build_event(&ev, "publish_on_stream", args + 1, nargs - 1, kwnames, 0, &on, &sc) < 0 ||
         closed_meanwhile(pin, "cbt.publish_on_stream") < 0)
         goto out;
