@@ -56,24 +56,7 @@ say() { echo "lmcache_server: $*"; }
 t0=$SECONDS
 
 index_unreachable() { # prints why and succeeds when PyPI (or the configured index) cannot be reached
-  "$py" - <<'EOF'
-import os, subprocess, sys, urllib.request
-url = os.environ.get("PIP_INDEX_URL", "")
-if not url:
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                         capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        k, _, v = line.partition("=")
-        if k.strip().endswith("index-url"):
-            url = v.strip().strip("'\"")
-url = (url or "https://pypi.org/simple").rstrip("/") + "/lmcache/"
-try:
-    urllib.request.urlopen(url, timeout=10).read(1)
-except Exception as e:
-    print(f"{url}: {e}")
-    sys.exit(0)
-sys.exit(1)
-EOF
+  "$py" "$(dirname "${BASH_SOURCE[0]}")/index_unreachable.py"
 }
 
 # -- 1. the venv -------------------------------------------------------------

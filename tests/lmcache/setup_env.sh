@@ -58,24 +58,7 @@ ready && exit 0 # made while we waited
 # Is the package index reachable at all? Asked only after pip failed, so that
 # a reachable index with a failing install is a failure, not a skip.
 index_unreachable() {
-  "$venv/bin/python" - <<'EOF'
-import os, subprocess, sys, urllib.request
-url = os.environ.get("PIP_INDEX_URL", "")
-if not url:
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"],
-                         capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        k, _, v = line.partition("=")
-        if k.strip().endswith("index-url"):
-            url = v.strip().strip("'\"")
-url = (url or "https://pypi.org/simple").rstrip("/") + "/lmcache/"
-try:
-    urllib.request.urlopen(url, timeout=10).read(1)
-except Exception as e:  # any failure to reach it
-    print(f"{url}: {e}")
-    sys.exit(0)
-sys.exit(1)
-EOF
+  "$venv/bin/python" "$(dirname "${BASH_SOURCE[0]}")/index_unreachable.py"
 }
 
 rm -rf "$venv" "$whl" "$whl057" "$marker"
