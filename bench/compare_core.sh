@@ -30,7 +30,8 @@
 #   bench_paced --idle IDLE_S (5)             no publish: process CPU per second
 #   bench_stall; bench_stall --sink fifo      a stalled sink (WATCHDOG=2 s a call)
 #   bench_load --rate 1000000 --seconds LOAD_S (3)   1 M spans/s end to end
-#   bench_publish --quick                     publish_on, publish_slept
+#   bench_publish --quick                     publish_on, publish_slept, build_publish,
+#                                             publish_array_1k/_128k (n/a before arrays)
 # About 1.5 minutes a build and round on a 2-vCPU machine, plus the builds.
 #
 # Environment (whole seconds): ROUNDS, PACED_S, FLAT_S, STRACE_S, IDLE_S, LOAD_S, WATCHDOG,
@@ -266,3 +267,6 @@ done
 mapcells v load_cells;                          row "1 M spans/s: delivered, lost l/p/e" "1.000M 0/0/0" load "${v[@]}"
 mapcells v publish_cells publish_on;            row "bench_publish publish_on ns" "" "" "${v[@]}"
 mapcells v publish_cells publish_slept;         row "bench_publish publish_slept ns" "<= 60" le:60 "${v[@]}"
+mapcells v publish_cells build_publish;         row "bench_publish build_publish ns" "" "" "${v[@]}"
+mapcells v publish_cells publish_array_1k;      row "bench_publish array 1k ids ns" "" "" "${v[@]}"
+mapcells v publish_cells publish_array_128k;    row "bench_publish array 128k ids ns" "" "" "${v[@]}"
