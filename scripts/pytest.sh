@@ -19,7 +19,7 @@
 # venv module or PyPI cannot be reached (nothing to build with).
 set -uo pipefail
 
-PINS="scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 msgspec==0.23.0 opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0"
+PINS="scikit-build-core==1.1.2 pytest==9.2.0 mypy==2.4.1 msgspec==0.23.0 opentelemetry-api==1.40.0 opentelemetry-sdk==1.40.0 opentelemetry-proto==1.45.2 protobuf==7.36.2"
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${CBT_PYENV:-$root/build/pyenv}"

@@ -29,6 +29,7 @@ METRIC_KEYS = {
     "meta_truncated", "stream_marks_dropped", "sink_spans_lost", "harvester_wakeups",
     "trace_records", "trace_records_dropped", "trace_bytes", "trace_write_errors",
     "names_used", "names_capacity", "names_refused",
+    "arrays_capacity", "arrays_used", "arrays_stored", "arrays_dropped",
 }
 
 
@@ -100,8 +101,9 @@ def test_event_types_by_value_member_name_int_and_enum_value(tracer):
 
 
 def test_bad_value_types_raise_type_error(tracer):
-    for bad in ([1], {"a": 1}, None, b"x", object()):
-        with pytest.raises(TypeError, match="values are int, float, bool or str"):
+    # a list or tuple is an array (test_arrays.py); the rest is refused
+    for bad in ({"a": 1}, None, b"x", object(), {1}, range(2)):
+        with pytest.raises(TypeError, match="values are int, float, bool, str, or a list"):
             cbt.publish("mp.store.start", "r", v=bad)
     with pytest.raises(TypeError):
         cbt.publish("mp.store.start", 5)  # session id not a str

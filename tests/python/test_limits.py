@@ -158,7 +158,7 @@ def _msg_of(call, exc=Exception):
     ("event name", lambda: cbt.publish("x" * BIG, "r"), ValueError),
     ("key", lambda: cbt.publish("mp.store.start", "r", **{"k" * (BIG // 10): 1}), cbt.Error),
     ("bad value under a long key",
-     lambda: cbt.publish("mp.store.start", "r", **{"k" * (BIG // 10): [1]}), TypeError),
+     lambda: cbt.publish("mp.store.start", "r", **{"k" * (BIG // 10): {1}}), TypeError),
     ("extract", lambda: cbt.extract("0" * BIG), cbt.Error),
     ("register_event_type", lambda: cbt.register_event_type("t" * BIG), cbt.Error),
     ("span name", lambda: cbt.span("s" * BIG).begin(), cbt.Error),

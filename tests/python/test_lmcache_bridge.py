@@ -1061,10 +1061,22 @@ def test_token_trace_standin_subscribes_mp_lookup(lm):
     cbt.lmcache.install(otlp_endpoint="", warn=lambda m: None)
     try:
         reg = lm.tracing.get_span_registry()
-        assert look not in lm.tracing.MPServerTracingSubscriber(reg).get_subscriptions()
-        # 0.5.7's init_observability passes the flag to the subscriber itself
+        # 0.5.7's init_observability passes the flag to the subscriber itself:
+        # before cbt starts, it turns token traces on
         s = lm.tracing.MPServerTracingSubscriber(reg, token_trace_enabled=True)
         assert look in s.get_subscriptions()
+    finally:
+        cbt.lmcache.uninstall()
+    late: list[str] = []
+    cbt.lmcache.install(otlp_endpoint="", warn=late.append)
+    try:
+        reg = lm.tracing.get_span_registry()
+        assert look not in lm.tracing.MPServerTracingSubscriber(reg).get_subscriptions()
+        # cbt now runs without token traces: the ids would be copied for
+        # nothing, so MP_LOOKUP is not asked for, and that is said
+        s = lm.tracing.MPServerTracingSubscriber(reg, token_trace_enabled=True)
+        assert look not in s.get_subscriptions()
+        assert any("no mp.request.trace spans" in w for w in late), late
     finally:
         cbt.lmcache.uninstall()
     warned: list[str] = []

@@ -151,6 +151,15 @@ def test_bad_path_is_an_error_at_init(tmp_path):
         cbt.init(otlp_json_path=3)
 
 
+def test_bridge_refuses_the_file_without_an_endpoint(capsys):
+    # LMCache's --enable-tracing refuses to start without --otlp-endpoint:
+    # said by the bridge, exit 2, before LMCache is imported
+    from cbt.lmcache.__main__ import main
+    assert main(["server", "--enable-tracing", "--otlp-json-path", "o.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert "--otlp-json-path needs --otlp-endpoint" in err
+
+
 def test_bridge_flag():
     assert take_otlp_json_arg(["server", "--enable-tracing", "--otlp-json-path", "o.jsonl",
                                "--port", "1"]) == (

@@ -76,7 +76,7 @@ def refused() -> None:
     cbt.init(enabled="false")  # E: arg-type
     cbt.init(otlp_protocol="http")  # E: arg-type
     cbt.publish(3.5, "req-1")  # E: arg-type
-    cbt.publish("mp.store.start", "req-1", engine_id=[0])  # E: arg-type
+    cbt.publish("mp.store.start", "req-1", engine_id={0: 1})  # E: arg-type
     cbt.span("x", kind="sideways")  # E: arg-type
     cbt.CpuStream().enqueue(1)  # E: arg-type
     cbt.replay(3)  # E: arg-type

@@ -478,10 +478,15 @@ def _make_standins(br: _Bridge) -> tuple[dict[str, type], Callable[[], object]]:
             self._token_trace = bool(token_trace_enabled) or br.token_trace
             if self._token_trace and not br.token_trace:
                 if cbt.enabled():
+                    # cbt's MP builder was made without them: MP_LOOKUP's
+                    # token ids would be copied for nothing (and take the
+                    # array store's room), so they are not asked for
                     br.warn("cbt.lmcache: LMCache asks for token traces but cbt runs without "
                             "them (install(token_trace=True) before LMCache starts): no "
                             "mp.request.trace spans")
-                br.token_trace = True
+                    self._token_trace = False
+                else:
+                    br.token_trace = True
             br.start()  # a hand-built bus: cbt with the install() config
 
         def get_subscriptions(self: Any) -> dict[Any, Callable[[Any], None]]:
@@ -623,8 +628,7 @@ def lmcache_has_token_trace() -> bool:
         return False
 
 
-def install(*, l2_loads: bool = True, token_trace: bool = False,
-            warn: Callable[[str], None] | None = None,
+def install(*, l2_loads: bool = True, warn: Callable[[str], None] | None = None,
             **cbt_config: Unpack[_Config]) -> None:
     """Install the bridge in this process (idempotent for one config).
 
@@ -637,8 +641,9 @@ def install(*, l2_loads: bool = True, token_trace: bool = False,
     MissingDependency (an ImportError, one line) names what is missing when
     they are not, e.g. torch under ``pip install --no-deps lmcache``.
 
-    token_trace: LMCache 0.5.7's ``--enable-token-trace``: cbt's MP builder
-    makes the ``mp.request.trace`` spans (cbt starts with CBT_TOKEN_TRACE=1)
+    token_trace (one of cbt.init's keywords): LMCache 0.5.7's
+    ``--enable-token-trace``: cbt's MP builder makes the ``mp.request.trace``
+    spans (``cbt.init(token_trace=True)``)
     and the MP stand-in subscribes to MP_LOOKUP as 0.5.7's does. On an
     LMCache that does not publish token ids (0.5.6:
     ``lmcache_has_token_trace()`` false) the lookups that publish MP_LOOKUP
@@ -647,6 +652,7 @@ def install(*, l2_loads: bool = True, token_trace: bool = False,
     ``token_trace_enabled`` itself; a stand-in made so turns it on here too
     when cbt has not started yet (else it warns: cbt runs without them).
     """
+    token_trace = bool(cbt_config.get("token_trace"))
     global _bridge
     if _bridge is not None:
         if (_bridge.config == cbt_config and _bridge.l2_loads == l2_loads

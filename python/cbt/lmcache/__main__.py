@@ -46,7 +46,9 @@ does; on 0.5.7 it goes to LMCache's parser.
 --otlp-json-path FILE (cbt's; with --enable-tracing) also writes the spans
 to FILE in the OpenTelemetry Collector file exporter's format (OTLP JSON, one
 ExportTraceServiceRequest per line), which `lmcache bench trace-analyze` and
-jq read without a collector.
+jq read. LMCache's --enable-tracing still needs --otlp-endpoint (LMCache
+refuses tracing without one, and pushes its metrics there); for the file
+alone, without a collector, use cbt.init(otlp_json_path=...) in your program.
 
 --trace-level gpu [--trace-output FILE.lct] (with --enable-tracing) records
 what cbt's span builders consume, for `cbt replay FILE.lct` on any machine;
@@ -184,6 +186,16 @@ def take_otlp_json_arg(args: list[str]) -> tuple[list[str], dict[str, Any]]:
     return args[:j] + args[j + n:], {"otlp_json_path": value}
 
 
+def _has_flag(args: list[str], name: str) -> bool:
+    """Whether `name` (or `name=VALUE`) is among args before any `--`."""
+    for a in args:
+        if a == "--":
+            return False
+        if a == name or a.startswith(name + "="):
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args or args[0] in ("-h", "--help"):
@@ -204,6 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("python -m cbt.lmcache: --otlp-json-path writes the spans of cbt's "
                          "tracer, which runs with --enable-tracing: add it\n")
         return 2
+    if ojson_cfg and not _has_flag(args, "--otlp-endpoint"):
+        sys.stderr.write("python -m cbt.lmcache: --otlp-json-path needs --otlp-endpoint too: "
+                         "LMCache's --enable-tracing refuses to start without one (and pushes "
+                         "its metrics there); give your collector's address, or write the file "
+                         "alone from your own program with cbt.init(otlp_json_path=...)\n")
+        return 2
     trace_cfg.update(ojson_cfg)
     if trace_cfg and not tracing:
         sys.stderr.write("python -m cbt.lmcache: --trace-level gpu records cbt's tracer, which "
@@ -212,7 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     import cbt.lmcache
 
     try:
-        cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg, token_trace=token_trace)
+        if token_trace:  # else CBT_TOKEN_TRACE decides, as for cbt.init
+            trace_cfg["token_trace"] = True
+        cbt.lmcache.install(**cbt_config_from_env(), **trace_cfg)
         # LMCache's `lmcache` command
         lmcache_main: Callable[[list[str]], object] = \
             cbt.lmcache._import_lmcache("lmcache.cli.main")[0].main
