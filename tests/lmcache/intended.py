@@ -185,7 +185,8 @@ INTENDED: tuple[Intended, ...] = (
              f"{DOC} §2 (child-span metadata is stringified), §6 Attributes and types",
              _typed_where_stringified),
     Intended("unholdable-values-dropped",
-             "lists, dicts and None have no cbt value: the translation drops them",
+             "mixed or nested lists, dicts and None have no cbt value: the translation drops "
+             "them (a list of one scalar kind is an array value)",
              f"{DOC} §6 Values cbt cannot hold; tests/lmcache/translate.py",
              _unholdable_dropped),
     Intended("root-kind-server",
