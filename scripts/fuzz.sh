@@ -132,7 +132,7 @@ if printf '#include <msgpack.h>\nint main(void){return 0;}\n' | "$CC_FUZZ" -x c 
   if [ -n "${CBT_LMCT_SEED:-}" ] && [ -f "$CBT_LMCT_SEED" ]; then cp "$CBT_LMCT_SEED" "$corpus/sample"; fi
   seed empty ''
   seed hdr $'\x00\x00\x00\x05\x81\xa1\x61\xc4\x00'
-  run_target fuzz_lmct_reader 4096 host/record/lmct.c host/core/status.c -lmsgpackc
+  run_target fuzz_lmct_reader 4096 host/record/lmct.c host/record/lmct_schema.c host/core/status.c -lmsgpackc
 
   # a whole replay: the library's host sources on the CPU backend (no CUDA,
   # OTLP, NVTX or CUPTI), with a build_config.h saying so; seeded with a real
