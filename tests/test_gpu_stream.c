@@ -8,6 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cbt/array.h"
 #include "cbt/pspan.h"
 #include "gpu_testutil.h"
 #include "testutil.h"
@@ -148,6 +149,56 @@ static void gpu_pspans_timed_by_cuda_events(void **state)
     tu_stop();
 }
 
+static uint64_t arrays_used(void)
+{
+    cbt_arrays_stats st;
+    cbt_arrays_stats_get(&st);
+    return st.used;
+}
+
+/* Array values on a CUDA stream's marks (issue 22): the elements are copied
+ * at the enqueue (the caller's buffer changes while the kernel runs), ride
+ * the pending mark, reach the request root; every reference is given back. */
+static void gpu_arrays_on_cuda_marks(void **state)
+{
+    (void)state;
+    tu_start(NULL);
+    cbt_stream *s;
+    assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
+    const char *sid = "gpu-arrays";
+    enum { N = 131072 };
+    static int64_t ids[N];
+    for (int i = 0; i < N; i++)
+        ids[i] = 7 * i;
+    cbt_name key;
+    assert_int_equal(cbt_intern("token_ids", &key), CBT_OK);
+    assert_int_equal(cbt_test_launch_spin(g_cs, 5000000ull), 0);
+    cbt_event ev;
+    cbt_event_init(&ev, CBT_EV_MP_REQUEST_START, sid);
+    assert_int_equal(cbt_event_array_i64(&ev, key, ids, N), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(s, &ev), CBT_OK);
+    for (int i = 0; i < N; i++) /* changed while the mark is pending */
+        ids[i] = -1;
+    tu_pub_on(s, CBT_EV_MP_REQUEST_END, sid);
+    assert_int_equal(cbt_stream_sync(s), CBT_OK);
+    tu_flush();
+    const cbt_span *root = tu_find("request", sid, 0);
+    assert_non_null(root);
+    cbt_array a;
+    assert_true(cbt_attr_array(cbt_span_attr(root, key), &a));
+    assert_int_equal(a.count, N);
+    cbt_array_iter it;
+    cbt_array_iter_init(&it, &a);
+    int64_t v;
+    for (int i = 0; i < N; i++) {
+        assert_true(cbt_array_next_i64(&it, &v));
+        assert_int_equal(v, 7 * (int64_t)i);
+    }
+    cbt_stream_destroy(s);
+    tu_stop();
+    assert_int_equal(arrays_used(), 0);
+}
+
 /* A kernel that outlives the shutdown bound: cbt_shutdown returns within
  * shutdown_timeout_ms (plus slack) instead of waiting for the GPU, and says
  * on stderr how many marks it dropped. */
@@ -162,6 +213,15 @@ static void gpu_shutdown_with_pending_marks_is_bounded(void **state)
     assert_int_equal(cbt_stream_cuda_create(g_cs, &s), CBT_OK);
     tu_pub_on(s, CBT_EV_MP_STORE_START, "hung");
     assert_int_equal(cbt_test_launch_spin(g_cs, 2000000000ull), 0); /* 2 s */
+    /* a mark with an array, still pending at the shutdown (its chunks are
+     * given back when the stream's pending marks go) */
+    int64_t three[3] = {1, 2, 3};
+    cbt_name key;
+    assert_int_equal(cbt_intern("token_ids", &key), CBT_OK);
+    cbt_event ev;
+    cbt_event_init(&ev, CBT_EV_MP_LOOKUP, "hung");
+    assert_int_equal(cbt_event_array_i64(&ev, key, three, 3), CBT_OK);
+    assert_int_equal(cbt_publish_on_stream(s, &ev), CBT_OK);
     tu_pub_on(s, CBT_EV_MP_STORE_END, "hung");
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -186,6 +246,7 @@ int main(void)
         cmocka_unit_test(gpu_request_end_races_store),
         cmocka_unit_test(gpu_pool_exhaustion_counts),
         cmocka_unit_test(gpu_pspans_timed_by_cuda_events),
+        cmocka_unit_test(gpu_arrays_on_cuda_marks),
         cmocka_unit_test(gpu_shutdown_with_pending_marks_is_bounded),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
