@@ -141,10 +141,6 @@ cbt_status cbt_tracer_push_(cbt_tracer *t, const cbt_event *ev, uint64_t ticks,
     } else {
         st = lane_attach(t, ev, ticks, s, mark);
     }
-    /* dropped (counted by the queue): its arrays' references go with it (a
-     * CUDA mark's: cbt_publish_on_stream lets them go on any failure) */
-    if (__builtin_expect(st != CBT_OK, 0) && (ev->flags & CBT_EVF_ARRAYS) && !s)
-        cbt_arrays_release_event_(ev);
     cbt_harvester_nudge_(t);
     return st;
 }
@@ -158,24 +154,33 @@ cbt_status cbt_tracer_publish(cbt_tracer *t, const cbt_event *ev)
         atomic_fetch_add_explicit(&t->rejected, 1, memory_order_relaxed);
         return ev ? CBT_ERR_UNKNOWN_EVENT : CBT_ERR_INVAL;
     }
-    /* A stream's flags on a plain publish (a subscriber republishing an
-     * event it was handed): the stream did not time this one, so without an
-     * explicit time they go, before anything reads the enqueue block they
+    /* One test for the rare cases: a publish hook, a stream's flags, array
+     * values. A stream's flags on a plain publish (a subscriber republishing
+     * an event it was handed): the stream did not time this one, so without
+     * an explicit time they go, before anything reads the enqueue block they
      * would promise (an event copied into an older, smaller cbt_event has
      * none; its enqueue_ns is unix ns, not this clock's ticks). */
-    uint32_t stray = (ev->flags & CBT_EVF_EXPLICIT_TS)
-                         ? 0
-                         : ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED);
-    /* one branch for the rare cases: a hook, stray flags, array values */
-    if (__builtin_expect(t->publish_hook != NULL || (stray | (ev->flags & CBT_EVF_ARRAYS)) != 0,
+    if (__builtin_expect(t->publish_hook != NULL ||
+                             (ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED |
+                                           CBT_EVF_ARRAYS)) != 0,
                          0)) {
-        cbt_event e;
-        cbt_event_copy_used_masked_(&e, ev, stray);
-        if (e.flags & CBT_EVF_ARRAYS) /* the elements into the store (host/core/arrays.c) */
-            cbt_arrays_adopt_(&e);
-        if (t->publish_hook)
-            t->publish_hook(t->publish_hook_ctx, &e, 0);
-        return cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);
+        uint32_t stray = (ev->flags & CBT_EVF_EXPLICIT_TS)
+                             ? 0
+                             : ev->flags & (CBT_EVF_FROM_STREAM | CBT_EVF_ENQUEUED);
+        if (t->publish_hook || stray || (ev->flags & CBT_EVF_ARRAYS)) {
+            cbt_event e;
+            cbt_event_copy_used_masked_(&e, ev, stray);
+            if (e.flags & CBT_EVF_ARRAYS) /* the elements into the store (host/core/arrays.c) */
+                cbt_arrays_adopt_(&e);
+            if (t->publish_hook)
+                t->publish_hook(t->publish_hook_ctx, &e, 0);
+            cbt_status st = cbt_tracer_push_(t, &e, cbt_clock_ticks_ordered(), NULL, NULL);
+            /* dropped (counted by the queue): its arrays' references go with it */
+            if (st != CBT_OK && (e.flags & CBT_EVF_ARRAYS))
+                cbt_arrays_release_event_(&e);
+            return st;
+        }
+        /* an explicit time with a stream's flags (a replay): as it is */
     }
     /* stamped even with CBT_EVF_EXPLICIT_TS: the stamp orders dispatch */
     return cbt_tracer_push_(t, ev, cbt_clock_ticks_ordered(), NULL, NULL);

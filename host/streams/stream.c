@@ -133,8 +133,11 @@ static void reach_mark(cbt_stream *s, uint64_t pos)
         atomic_store_explicit(&s->marks_published,
                               atomic_load_explicit(&s->marks_published, memory_order_relaxed) + 1,
                               memory_order_relaxed);
-    else /* the queue was full: counted there (dropped_full) and here */
+    else { /* the queue was full: counted there (dropped_full) and here */
+        if (ev.flags & CBT_EVF_ARRAYS)
+            cbt_arrays_release_event_(&ev);
         cbt_stream_mark_lost_(s, t);
+    }
     cbt_tracer_unpin_();
 }
 
