@@ -24,6 +24,7 @@
 #include "cbt/array.h"
 #include "internal/arrays.h"
 #include "internal/tracer.h"
+#include "internal/utf8.h"
 
 #define CHUNK 4096u
 /* The handle of every empty array: no chunk, no reference to count. */
@@ -163,18 +164,14 @@ void cbt_arrays_unref_(uint32_t h)
 #define TRUNC_MARK_LEN (sizeof CBT_META_TRUNC_MARK - 1)
 #define STR_MAX (CBT_META_STR_MAX - 1u)
 
-/* A string element's stored length: at most STR_MAX, cut on a UTF-8
- * boundary with the mark. */
+/* A string element's stored length: at most STR_MAX, cut as an event's
+ * string is (internal/utf8.h), the mark after it. */
 static size_t str_keep(const char *s, size_t n, int *cut)
 {
     *cut = n > STR_MAX;
     if (!*cut)
         return n;
-    size_t keep = STR_MAX - TRUNC_MARK_LEN;
-    const unsigned char *u = (const unsigned char *)s;
-    for (int i = 0; i < 3 && keep > 0 && (u[keep] & 0xC0) == 0x80; i++)
-        keep--;
-    return keep;
+    return cbt_utf8_prefix_(s, STR_MAX - TRUNC_MARK_LEN);
 }
 
 /* The chunks a string array takes, or 0 when an element is NULL. */
@@ -280,7 +277,7 @@ drop:
 
 void cbt_arrays_adopt_(cbt_event *ev)
 {
-    uint32_t n = ev->n_meta < CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    uint32_t n = cbt_rec_n_meta_(ev);
     for (uint32_t i = 0; i < n; i++) {
         cbt_meta *m = &ev->meta[i];
         if (m->type != CBT_META_ARRAY)
@@ -296,7 +293,7 @@ void cbt_arrays_adopt_(cbt_event *ev)
 
 void cbt_arrays_release_event_(const cbt_event *ev)
 {
-    uint32_t n = ev->n_meta < CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    uint32_t n = cbt_rec_n_meta_(ev);
     for (uint32_t i = 0; i < n; i++)
         if (ev->meta[i].type == CBT_META_ARRAY && !ev->meta[i].v.arr.src)
             cbt_arrays_unref_(ev->meta[i].v.arr.handle);

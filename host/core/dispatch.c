@@ -72,7 +72,7 @@ static void dispatch_one(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_tick
  * its own). */
 static void dispatch_arrays(cbt_tracer *t, const cbt_event *ev, uint64_t stamp_ticks)
 {
-    uint32_t n = ev->n_meta < CBT_EVENT_META_MAX ? ev->n_meta : CBT_EVENT_META_MAX;
+    uint32_t n = cbt_rec_n_meta_(ev);
     int borrowed = 0;
     for (uint32_t i = 0; i < n; i++)
         borrowed |= ev->meta[i].type == CBT_META_ARRAY && ev->meta[i].v.arr.src != NULL;

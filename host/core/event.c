@@ -11,6 +11,7 @@
 
 #include "cbt/event.h"
 #include "internal/last_error.h"
+#include "internal/utf8.h"
 #include "internal/tracer.h"
 
 /* The old cbt names (the enum suffixes, also LMCache's EventType member
@@ -271,16 +272,6 @@ cbt_status cbt_event_array_str(cbt_event *ev, cbt_name key, const char *const *v
 
 #define TRUNC_MARK_LEN (sizeof CBT_META_TRUNC_MARK - 1)
 
-/* The longest prefix of v[0, n) that ends on a UTF-8 character boundary:
- * a cut never leaves half a character (exporters send strings as UTF-8). */
-static size_t utf8_prefix(const char *v, size_t n)
-{
-    size_t back = 0;
-    while (back < 3 && back < n && ((unsigned char)v[n - back] & 0xc0u) == 0x80u)
-        back++;
-    return ((unsigned char)v[n - back] & 0xc0u) == 0x80u ? n : n - back;
-}
-
 cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v)
 {
     if (!v)
@@ -316,7 +307,7 @@ cbt_status cbt_event_str(cbt_event *ev, cbt_name key, const char *v)
     if (l + 1 > room) {
         if (room < TRUNC_MARK_LEN + 1)
             return CBT_ERR_META_TOO_LONG;
-        keep = utf8_prefix(v, room - 1 - TRUNC_MARK_LEN);
+        keep = cbt_utf8_prefix_(v, room - 1 - TRUNC_MARK_LEN);
         mark = TRUNC_MARK_LEN;
     }
     cbt_meta *m = meta_slot(ev, key, &st); /* cannot fail now */
