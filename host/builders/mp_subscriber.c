@@ -196,14 +196,8 @@ static cbt_status on_lookup(cbt_tree *e, const cbt_event *ev)
     const char *model = cbt_event_get_str(ev, CBT_N_MODEL_NAME, &n);
     if (model)
         cbt_span_set_str(sp, CBT_N_LMCACHE_MODEL, model, n);
-    cbt_array a;
-    if (cbt_meta_array(ids, &a)) {
-        cbt_span_set_array(sp, CBT_N_LMCACHE_INPUT_IDS, &a);
-    } else if (ids->type == CBT_META_ARRAY) { /* dropped at publish: the store was full */
-        if (sp->attrs_dropped < UINT16_MAX)
-            sp->attrs_dropped++;
-        sp->flags |= CBT_SPANF_ATTRS_DROPPED;
-    }
+    if (ids->type == CBT_META_ARRAY) /* a dropped one counts (span.c) */
+        cbt_span_set_meta_(sp, CBT_N_LMCACHE_INPUT_IDS, ev, ids);
     if (late)
         cbt_span_set_bool(sp, CBT_N_LATE, true);
     cbt_span_end(t, sp, ev->ts);

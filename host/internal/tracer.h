@@ -96,6 +96,13 @@ cbt_span *cbt_span_start_for_event_at_(cbt_tracer *t, cbt_name name, cbt_span_ki
                                        const cbt_span_ctx *local_parent, const cbt_event *ev,
                                        uint64_t start_ns);
 
+/* Set attribute `key` of `s` to event value `m` (one of ev's), its type
+ * kept: what cbt_span_set_from_event does for each value, under a name of
+ * the caller's (the MP builder's lmcache.input_ids from token_ids). A
+ * dropped array (the store was full at the publish) counts in the span's
+ * attrs_dropped. Harvester thread. */
+void cbt_span_set_meta_(cbt_span *s, cbt_name key, const cbt_event *ev, const cbt_meta *m);
+
 /* cbt_span_set_queue (span.h) from its parts: the queue attributes for work
  * a stream reached at reached_ns (unix ns) that the host enqueued at
  * enqueue_ns (stream 0: the stream and device are not named). Returns the

@@ -376,34 +376,37 @@ cbt_status cbt_span_set_array(cbt_span *s, cbt_name key, const cbt_array *a)
     return CBT_OK;
 }
 
+void cbt_span_set_meta_(cbt_span *s, cbt_name key, const cbt_event *ev, const cbt_meta *m)
+{
+    switch (m->type) {
+    case CBT_META_I64: cbt_span_set_i64(s, key, m->v.i64); break;
+    case CBT_META_F64: cbt_span_set_f64(s, key, m->v.f64); break;
+    case CBT_META_BOOL: cbt_span_set_bool(s, key, m->v.b); break;
+    case CBT_META_STR: {
+        size_t len = 0;
+        const char *v = cbt_event_meta_str(ev, m, &len);
+        if (v)
+            cbt_span_set_str(s, key, v, len);
+        break;
+    }
+    case CBT_META_ARRAY: {
+        cbt_array a;
+        if (cbt_meta_array(m, &a))
+            cbt_span_set_array(s, key, &a);
+        else
+            count_dropped(s, 0); /* dropped at the publish: the store was full */
+        break;
+    }
+    default: break;
+    }
+}
+
 void cbt_span_set_from_event(cbt_span *s, const cbt_event *ev)
 {
     if (!s || !ev)
         return;
-    for (uint8_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++) {
-        const cbt_meta *m = &ev->meta[i];
-        switch (m->type) {
-        case CBT_META_I64: cbt_span_set_i64(s, m->key, m->v.i64); break;
-        case CBT_META_F64: cbt_span_set_f64(s, m->key, m->v.f64); break;
-        case CBT_META_BOOL: cbt_span_set_bool(s, m->key, m->v.b); break;
-        case CBT_META_STR: {
-            size_t len = 0;
-            const char *v = cbt_event_meta_str(ev, m, &len);
-            if (v)
-                cbt_span_set_str(s, m->key, v, len);
-            break;
-        }
-        case CBT_META_ARRAY: {
-            cbt_array a;
-            if (cbt_meta_array(m, &a))
-                cbt_span_set_array(s, m->key, &a);
-            else
-                count_dropped(s, 0); /* dropped at the publish: the store was full */
-            break;
-        }
-        default: break;
-        }
-    }
+    for (uint8_t i = 0; i < ev->n_meta && i < CBT_EVENT_META_MAX; i++)
+        cbt_span_set_meta_(s, ev->meta[i].key, ev, &ev->meta[i]);
 }
 
 uint64_t cbt_span_set_queue_at_(cbt_span *s, uint64_t enqueue_ns, uint64_t reached_ns,
