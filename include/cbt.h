@@ -24,7 +24,10 @@
  * never blocks, never allocates, and makes no system call in steady state
  * (the harvester wakes on its own timer while work flows; only the first
  * publish after 100 ms of idleness wakes it). A thread's first publish
- * claims a lane from the pool made at init by a CAS (no lock). With no
+ * claims a lane from the pool made at init by a CAS (no lock). An event
+ * with array values also copies their elements into the array store, one
+ * CAS per 4 KiB chunk (no lock, no allocation; full: dropped and counted,
+ * cbt/array.h). With no
  * tracer (not initialised, or disabled by configuration) it is one
  * predictable branch. Nothing a program calls waits for a sink, a file or
  * the network: docs/architecture.md, "Who waits for whom".

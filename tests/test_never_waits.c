@@ -12,6 +12,9 @@
  *   fifo_reader_gone      a FIFO's reader leaves: the program is not killed  (SIGPIPE)
  *   fifo_no_reader        cbt_init: CBT_ERR_IO, not a blocked open()         1 s
  *   new_thread_publish    a new thread's first cbt_publish                   200 ms
+ *   arrays_store_full     100 publishes of a 1 MiB array while the stalled     200 ms
+ *                         sink's spans hold the store: arrays dropped and
+ *                         counted; the store empty once the sink gets on
  *   metrics               cbt_metrics_get                                    200 ms
  *   flush_timeout         cbt_flush(100): CBT_ERR_TIMEOUT                    300 ms
  *                         cbt_flush(500): CBT_ERR_TIMEOUT                    700 ms
@@ -48,6 +51,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cbt/array.h"
 #include "testutil.h"
 
 #define STALL_AUTO_MS 3000u   /* how long the stall of the first cases lasts on its own */
@@ -660,6 +664,65 @@ static void new_thread_publish(void **state)
     verdicts_end(&v);
 }
 
+/* a2. Array values (cbt/array.h) while a sink is stalled: the spans it has
+ * not taken yet hold their arrays, so the store fills; a publish with a
+ * 128 k-token array then drops the array and counts it, never waiting for
+ * room. Once the sink gets on, every chunk comes back. */
+static void arrays_store_full(void **state)
+{
+    (void)state;
+    verdicts v = {.case_name = "arrays_store_full"};
+    stall *s = start_stalled(0, 0); /* closed until released */
+    enum { IDS = 131072, REQUESTS = 100 }; /* 1 MiB each: 100 MiB against a 64 MiB store */
+    static int64_t ids[IDS];
+    for (int i = 0; i < IDS; i++)
+        ids[i] = i;
+    cbt_name key = tu_name("token_ids");
+    cbt_arrays_stats before, full;
+    cbt_arrays_stats_get(&before);
+    uint64_t worst = 0;
+    int refused = 0;
+    for (int r = 0; r < REQUESTS; r++) {
+        char sid[32];
+        snprintf(sid, sizeof sid, "arrays-%d", r);
+        cbt_event e;
+        assert_int_equal(cbt_event_init(&e, CBT_EV_MP_REQUEST_START, sid), CBT_OK);
+        assert_int_equal(cbt_event_array_i64(&e, key, ids, IDS), CBT_OK);
+        uint64_t t0 = now_ns();
+        cbt_status st = cbt_publish(&e);
+        uint64_t d = now_ns() - t0;
+        if (d > worst)
+            worst = d;
+        refused += st != CBT_OK && st != CBT_ERR_FULL;
+        pub_timed(CBT_EV_MP_REQUEST_END, sid, 0, 0, 0, 0, &worst);
+        if (r % 16 == 15) /* let the harvester make the roots: they pin the arrays */
+            (void)cbt_flush(0);
+    }
+    (void)cbt_flush(200); /* times out: the sink is stalled; the roots are queued for it */
+    cbt_arrays_stats_get(&full);
+    verdict(&v, refused == 0, "publishes refused (not OK, not a counted full queue): %d",
+            refused);
+    verdict(&v, (double)worst / 1e6 <= 200.0 * CBT_TEST_SLOW,
+            "%d publishes of a 1 MiB array, the store filling: longest %.3f ms", REQUESTS,
+            (double)worst / 1e6);
+    verdict(&v, full.dropped > before.dropped,
+            "arrays dropped while the stalled sink held the store: %llu (store %llu MiB)",
+            (unsigned long long)(full.dropped - before.dropped),
+            (unsigned long long)(full.capacity >> 20));
+    stall_release(s);
+    assert_int_equal(cbt_shutdown(), CBT_OK);
+    cbt_arrays_stats after;
+    for (int i = 0; i < 200; i++) { /* a sink thread gives its queue's back as it ends */
+        cbt_arrays_stats_get(&after);
+        if (after.used == 0)
+            break;
+        sleep_ms(10);
+    }
+    verdict(&v, after.used == 0, "the store after the sink got on: %llu bytes in use",
+            (unsigned long long)after.used);
+    verdicts_end(&v);
+}
+
 /* b. cbt_metrics_get reads counters: it does not wait for the harvester. */
 static void metrics(void **state)
 {
@@ -920,6 +983,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(fifo_reader_gone, nw_setup, nw_teardown),
         cmocka_unit_test_setup_teardown(fifo_no_reader, nw_setup, nw_teardown),
         cmocka_unit_test_setup_teardown(new_thread_publish, nw_setup, nw_teardown),
+        cmocka_unit_test_setup_teardown(arrays_store_full, nw_setup, nw_teardown),
         cmocka_unit_test_setup_teardown(metrics, nw_setup, nw_teardown),
         cmocka_unit_test_setup_teardown(flush_timeout, nw_setup, nw_teardown),
         cmocka_unit_test_setup_teardown(fifo_reader_stops, nw_setup, nw_teardown),
